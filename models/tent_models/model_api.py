@@ -1,0 +1,102 @@
+"""The structural interface between a specification module and the generic model checker.
+
+A spec module (in ``tent_spec``) never imports this file (the spec stands alone, DESIGN
+principle 2); it provides a class that *structurally* satisfies :class:`SpecModel`. The checker
+(``tent_models.checker``) only ever talks to a spec through this Protocol.
+
+Conventions every spec model follows:
+
+* A state is an immutable value built only from ``int``, ``bool``, ``str``, ``None``, tuples,
+  frozensets and ``typing.NamedTuple`` instances of those (readable for reviewers).
+* ``pack(state)`` returns the compact encoding the checker hashes and stores: a (nested) plain
+  ``tuple`` of ``int`` only, equal for equal states, different for different states.
+* ``successors(state)`` yields ``Step(action, args, next_state)`` for every *enabled* action
+  instance. ``args`` are explicit, hashable, plain values (ints/strs/tuples): which sender, which
+  message, which charge, which owner, which window. The conformance runner replays the very
+  same ``(action, args)`` on the implementation, so args must be meaningful on their own.
+* ``apply(state, action, args)`` returns the successor of one action instance, or ``None`` if its
+  guard is false (used by trace validation and conformance replay); ``explain(state, action,
+  args)`` says which guard failed, in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+S = TypeVar("S")
+
+
+class Step(NamedTuple):
+    """One enabled action instance and the state it leads to."""
+
+    action: str
+    args: tuple[Hashable, ...]
+    state: Any
+
+
+class Invariant(NamedTuple):
+    """A named safety predicate. ``cites`` quotes the RFC rule / acceptance criterion it encodes."""
+
+    name: str
+    cites: str
+    holds: Callable[[Any], bool]
+
+
+class Witness(NamedTuple):
+    """A "sometimes" property: some reachable state must satisfy ``holds`` (non-vacuity)."""
+
+    name: str
+    holds: Callable[[Any], bool]
+
+
+class SpecModel(Protocol[S]):
+    """What the checker needs from a specification instantiated with concrete bounds."""
+
+    name: str
+
+    def initial_states(self) -> Iterable[S]: ...
+
+    def successors(self, state: S) -> Iterable[Step]: ...
+
+    def apply(self, state: S, action: str, args: tuple[Hashable, ...]) -> S | None: ...
+
+    def explain(self, state: S, action: str, args: tuple[Hashable, ...]) -> str: ...
+
+    def action_names(self) -> Sequence[str]:
+        """Every action of the model (for per-action coverage)."""
+        ...
+
+    def unreachable_actions(self) -> frozenset[str]:
+        """Actions the model declares can never fire under its bounds (coverage exempts them)."""
+        ...
+
+    def fault_actions(self) -> frozenset[str]:
+        """Actions that are faults (duplicate, lose, restart, ...): disabled when faults stop."""
+        ...
+
+    def invariants(self) -> Sequence[Invariant]: ...
+
+    def witnesses(self) -> Sequence[Witness]: ...
+
+    def pack(self, state: S) -> tuple[Any, ...]: ...
+
+    def canonicalize(self, state: S) -> S:
+        """Symmetry reduction: a representative of the state's orbit (identity when none)."""
+        ...
+
+    def within_bounds(self, state: S) -> bool:
+        """State constraint: successors of a state outside the bounds are not explored."""
+        ...
+
+    def quiescent_by_bound(self, state: S) -> bool:
+        """True when the only actions left are ones the bounds cap (not a deadlock)."""
+        ...
+
+    def recovered(self, state: S) -> bool:
+        """Recoverability goal: all credit usable again and no owner stuck."""
+        ...
+
+    def describe(self, state: S) -> Mapping[str, object]:
+        """A flat ``field -> value`` view of the state for diff-only counterexample display."""
+        ...

@@ -1,0 +1,1 @@
+"""The executable specification of TENT credit epochs, admission states and negotiation."""

@@ -1,0 +1,184 @@
+"""Protocol value types: resources, session ids, credit keys, amounts, charges and plans.
+
+All values are frozen attrs classes validated on construction: an invalid value cannot exist.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+
+import attrs
+
+from ._arith import U32_MAX, U64_MAX, U128_MAX
+from .errors import InvalidArgument
+
+__all__ = [
+    "CreditAmount",
+    "CreditCharge",
+    "CreditKey",
+    "CreditResource",
+    "Plan",
+    "QosClass",
+    "SessionId",
+    "charge_for_plan",
+]
+
+
+class CreditResource(enum.IntEnum):
+    """Receiver resources a charge can draw on (RFC "Credit Key and Resource Model")."""
+
+    DATA_BYTES = 1
+    REQUEST_SLOTS = 2
+    STAGING_SLOTS = 3
+    CONSUMER_SLOTS = 4
+
+
+QosClass = int  # u32 on the wire
+_Validator = Callable[[object, "attrs.Attribute[int]", int], None]
+
+
+def _u64(name: str) -> _Validator:
+    def check(_inst: object, _attr: attrs.Attribute[int], value: int) -> None:
+        if type(value) is not int or not 0 <= value <= U64_MAX:
+            raise InvalidArgument(f"{name} must be a u64 int, got {value!r}")
+
+    return check
+
+
+def _u32(name: str) -> _Validator:
+    def check(_inst: object, _attr: attrs.Attribute[int], value: int) -> None:
+        if type(value) is not int or not 0 <= value <= U32_MAX:
+            raise InvalidArgument(f"{name} must be a u32 int, got {value!r}")
+
+    return check
+
+
+def _resource(_inst: object, _attr: attrs.Attribute[CreditResource], value: object) -> None:
+    if not isinstance(value, CreditResource):
+        raise InvalidArgument(f"unknown credit resource {value!r}")
+
+
+@attrs.frozen(order=True)
+class SessionId:
+    """A peer session id: u128, never zero. A restart of the receiver mints a new one."""
+
+    value: int = attrs.field()
+
+    @value.validator
+    def _check(self, _attr: attrs.Attribute[int], value: int) -> None:
+        if type(value) is not int or not 0 < value <= U128_MAX:
+            raise InvalidArgument(f"session id must be a non-zero u128, got {value!r}")
+
+    def __int__(self) -> int:
+        return self.value
+
+
+@attrs.frozen(kw_only=True, order=True)
+class CreditKey:
+    """The ledger key: (receiver session, sender peer, QoS class) (RFC ``struct CreditKey``).
+
+    ``sender_peer`` is the peer id bound at connection setup (u64), never read from a payload.
+    """
+
+    receiver_session: SessionId = attrs.field(validator=attrs.validators.instance_of(SessionId))
+    sender_peer: int = attrs.field(validator=_u64("sender_peer"))
+    qos_class: int = attrs.field(validator=_u32("qos_class"))
+
+
+@attrs.frozen(kw_only=True)
+class CreditAmount:
+    """One resource and an amount: a cumulative ``grant_total`` on the wire, or a charge part."""
+
+    resource: CreditResource = attrs.field(validator=_resource)
+    amount: int = attrs.field(validator=_u64("amount"))
+
+
+@attrs.frozen
+class CreditCharge:
+    """A charge vector: non-empty, unique resources, every amount > 0 (RFC ``CreditCharge``).
+
+    Stored as a tuple of ``(resource, amount)`` sorted by resource, so two charges with the same
+    content are equal whatever order they were given in (charge normalisation).
+    """
+
+    parts: tuple[tuple[CreditResource, int], ...] = attrs.field()
+
+    @parts.validator
+    def _check(
+        self,
+        _attr: attrs.Attribute[tuple[tuple[CreditResource, int], ...]],
+        parts: tuple[tuple[CreditResource, int], ...],
+    ) -> None:
+        if not parts:
+            raise InvalidArgument("a credit charge must not be empty")
+        seen: set[CreditResource] = set()
+        for resource, amount in parts:
+            if not isinstance(resource, CreditResource):
+                raise InvalidArgument(f"unknown credit resource {resource!r}")
+            if resource in seen:
+                raise InvalidArgument(f"duplicate resource {resource.name} in charge")
+            seen.add(resource)
+            if type(amount) is not int or not 0 < amount <= U64_MAX:
+                raise InvalidArgument(f"charge amount for {resource.name} must be in (0, 2**64)")
+        if list(parts) != sorted(parts):
+            raise InvalidArgument("charge parts must be sorted by resource; use CreditCharge.of")
+
+    @classmethod
+    def of(
+        cls, parts: Mapping[CreditResource, int] | Iterable[tuple[CreditResource, int]]
+    ) -> CreditCharge:
+        """Build a normalised charge; raises :class:`InvalidArgument` on any invalid part."""
+        items = list(parts.items()) if isinstance(parts, Mapping) else list(parts)
+        for item in items:
+            if not isinstance(item, tuple) or len(item) != 2:
+                raise InvalidArgument(f"charge part must be a (resource, amount) pair: {item!r}")
+        resources = [r for r, _ in items]
+        if len(set(resources)) != len(resources):
+            raise InvalidArgument("duplicate resource in charge")
+        for r in resources:
+            if not isinstance(r, CreditResource):
+                raise InvalidArgument(f"unknown credit resource {r!r}")
+        return cls(tuple(sorted(items)))
+
+    def amount(self, resource: CreditResource) -> int:
+        """The amount charged for ``resource`` (0 when the charge does not include it)."""
+        for r, a in self.parts:
+            if r is resource:
+                return a
+        return 0
+
+    def as_dict(self) -> dict[CreditResource, int]:
+        return dict(self.parts)
+
+
+class Plan(enum.Enum):
+    """How a transfer moves its bytes: decides which remote resources it charges (RFC table)."""
+
+    REMOTE_DIRECT_WRITE = "remote_direct_write"
+    REMOTE_STAGED_WRITE = "remote_staged_write"
+    RDMA_READ = "rdma_read"
+    LOCAL = "local"
+
+
+def charge_for_plan(plan: Plan, length: int) -> CreditCharge | None:
+    """The remote receiver charge of a transfer of ``length`` bytes under ``plan``.
+
+    Direct WRITE = DATA_BYTES + REQUEST_SLOTS + CONSUMER_SLOTS; staged WRITE adds STAGING_SLOTS;
+    RDMA READ and local copies return ``None``: they use local accounting and are never stalled
+    by a remote ledger (RFC "Terminology and Direction").
+    """
+    if not isinstance(plan, Plan):
+        raise InvalidArgument(f"unknown plan {plan!r}")
+    if type(length) is not int or not 0 < length <= U64_MAX:
+        raise InvalidArgument(f"transfer length must be in (0, 2**64), got {length!r}")
+    if plan in (Plan.RDMA_READ, Plan.LOCAL):
+        return None
+    parts = {
+        CreditResource.DATA_BYTES: length,
+        CreditResource.REQUEST_SLOTS: 1,
+        CreditResource.CONSUMER_SLOTS: 1,
+    }
+    if plan is Plan.REMOTE_STAGED_WRITE:
+        parts[CreditResource.STAGING_SLOTS] = 1
+    return CreditCharge.of(parts)

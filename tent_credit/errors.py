@@ -1,0 +1,73 @@
+"""Typed exceptions of :mod:`tent_credit`.
+
+One exception per status class of the reference (SEMANTICS.md): ``InvalidArgument`` (IA),
+``InvalidEntry`` (IE), ``TooManyRequests`` (TMR). Expected outcomes of the protocol (an update
+that is a duplicate, a reserve that is blocked) are *values*, never exceptions (DESIGN principle 8).
+
+Local vs remote: a :class:`LocalProtocolError` means *our* caller misused the API; a
+:class:`RemoteProtocolError` means the peer sent something the protocol forbids (a malformed
+message, a decreasing grant, a payload naming another peer). The wire error codes live in
+:mod:`tent_credit._wire`, apart from these Python exceptions (h2's ``errors`` vs ``exceptions``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArithmeticOverflow",
+    "CreditError",
+    "DecodeError",
+    "InsufficientCredit",
+    "InvalidArgument",
+    "InvalidEntry",
+    "LocalProtocolError",
+    "NegotiationFailed",
+    "RemoteProtocolError",
+    "TooManyRequests",
+]
+
+
+class CreditError(Exception):
+    """Base class of every exception raised by :mod:`tent_credit`."""
+
+
+class InvalidArgument(CreditError, ValueError):
+    """IA: an argument or message field is malformed or out of range. Nothing changed."""
+
+
+class ArithmeticOverflow(InvalidArgument):
+    """A checked u64 operation would overflow or underflow (never wraps, never clamps)."""
+
+
+class InvalidEntry(CreditError, LookupError):
+    """IE: the object named does not exist or is in the wrong state/epoch. Nothing changed."""
+
+
+class TooManyRequests(CreditError):
+    """TMR: a configured bound (entries, inbox slots, capacity) would be exceeded."""
+
+
+class InsufficientCredit(TooManyRequests):
+    """A reserve or return asked for more credit than is available. Nothing changed.
+
+    ``exhausted`` lists the resources (``CreditResource`` members) that lacked credit.
+    """
+
+    def __init__(self, message: str, exhausted: tuple[object, ...] = ()) -> None:
+        super().__init__(message)
+        self.exhausted = exhausted
+
+
+class LocalProtocolError(CreditError):
+    """The local caller drove the protocol in a way it forbids (e.g. sending before activation)."""
+
+
+class RemoteProtocolError(CreditError):
+    """The peer violated the protocol (malformed, decreasing, wrong identity). Fail closed."""
+
+
+class DecodeError(RemoteProtocolError, InvalidArgument):
+    """Bytes off the wire are not a valid message of a known type and schema version."""
+
+
+class NegotiationFailed(RemoteProtocolError):
+    """REQUIRED mode and the peer offers no common protocol version (state FAILED)."""

@@ -1,0 +1,1 @@
+"""Deadline scheduling for TENT: MLU predictor, admission queue, bandwidth meters, arbitration."""
