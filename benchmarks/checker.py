@@ -1,0 +1,224 @@
+"""Benchmark of the explicit-state checker; prints one JSON document.
+
+Usage: ``python benchmarks/checker.py [--model credit/ci] [--workers 2] [--max-states N]``
+
+Measured on one model (``tent_models.configs.CONFIGS[model]`` when that module exists, else a
+clearly labelled toy stand-in from ``tests/models/toy_models.py``):
+
+* single-process and ``--workers`` BFS rates (distinct states/s) and the speedup;
+* storage: tracemalloc peak during a separate BFS run, ``ru_maxrss`` growth, and B/state;
+* the symmetry reduction factor (distinct states without / with ``canonicalize``);
+* a baseline in the same run: a bare BFS over the same ``successors``/``canonicalize``/``pack``
+  with a plain ``set`` of packed tuples (``ratio`` = checker rate / bare rate);
+* fingerprint functions per packed state (the chosen blake2b+marshal and alternatives);
+* for each known-bad variant found (``tent_spec.variants.KNOWN_BAD`` and the ``KNOWN_BAD`` maps of
+  ``tent_models.configs*``), the counterexample length and the time to find it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import marshal
+import resource
+import sys
+import time
+import timeit
+import tracemalloc
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tent_models.checker import check, fingerprint
+
+
+def load_model(name: str) -> tuple[Callable[[], Any], str]:
+    """The factory for ``name`` and where it came from."""
+    for module_name in ("tent_models.configs", "tent_models.configs_admission"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        configs: Mapping[str, Callable[[], Any]] = module.CONFIGS
+        if name in configs:
+            return configs[name], module_name
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "models"))
+    from toy_models import CreditToy
+
+    return (
+        lambda: CreditToy(capacity=3, max_grant=4, bag_max=3),
+        f"TOY STAND-IN (tests/models/toy_models.CreditToy): {name} not found in configs",
+    )
+
+
+def known_bad() -> dict[str, tuple[Callable[[], Any], str | None]]:
+    """Every known-bad variant available: name -> (factory, expected invariant or None)."""
+    found: dict[str, tuple[Callable[[], Any], str | None]] = {}
+    for module_name in (
+        "tent_spec.variants",
+        "tent_models.configs",
+        "tent_models.configs_admission",
+    ):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name, value in getattr(module, "KNOWN_BAD", {}).items():
+            if isinstance(value, tuple):
+                found[name] = (value[0], value[1] if len(value) > 1 else None)
+            else:
+                found[name] = (value, None)
+    return found
+
+
+def bare_bfs(model: Any, max_states: int | None) -> tuple[int, float]:
+    """The baseline: BFS with a set of packed tuples, nothing else (no checks, no parents)."""
+    started = time.perf_counter()
+    pack, canonicalize, successors = model.pack, model.canonicalize, model.successors
+    within = model.within_bounds
+    seen: set[Any] = set()
+    queue: deque[Any] = deque()
+    for initial in model.initial_states():
+        state = canonicalize(initial)
+        packed = pack(state)
+        if packed not in seen:
+            seen.add(packed)
+            queue.append(state)
+    limit = max_states or sys.maxsize
+    while queue and len(seen) < limit:
+        state = queue.popleft()
+        if not within(state):
+            continue
+        for step in successors(state):
+            nxt = canonicalize(step.state)
+            packed = pack(nxt)
+            if packed not in seen:
+                seen.add(packed)
+                queue.append(nxt)
+    seconds = time.perf_counter() - started
+    return len(seen), seconds
+
+
+def fingerprint_costs(model: Any) -> dict[str, float]:
+    """ns per packed state of candidate fingerprint functions, on real states of the model."""
+    samples = []
+    for state in model.initial_states():
+        samples.append(model.pack(state))
+        for step in model.successors(state):
+            samples.append(model.pack(step.state))
+    samples = samples[:50]
+    candidates: dict[str, Callable[[Any], int]] = {
+        "blake2b8(marshal v2) [used]": fingerprint,
+        "md5(marshal v2)[:8]": lambda p: int.from_bytes(
+            hashlib.md5(marshal.dumps(p, 2)).digest()[:8], "little"
+        ),
+        "sha1(marshal v2)[:8]": lambda p: int.from_bytes(
+            hashlib.sha1(marshal.dumps(p, 2)).digest()[:8], "little"
+        ),
+        "hash(packed) [unsafe: hash(-1)==hash(-2)]": hash,
+    }
+    costs = {}
+    for name, function in candidates.items():
+
+        def run(f: Callable[[Any], int] = function) -> list[int]:
+            return [f(p) for p in samples]
+
+        runs = timeit.repeat(run, number=200, repeat=3)
+        costs[name] = round(min(runs) / (200 * len(samples)) * 1e9, 1)
+    return costs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="credit/ci")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--max-states", type=int, default=None)
+    parser.add_argument("--skip-symmetry-off", action="store_true")
+    options = parser.parse_args()
+    factory, source = load_model(options.model)
+    report: dict[str, Any] = {"model": options.model, "source": source}
+
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    serial = check(factory(), max_states=options.max_states)
+    rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    report["serial"] = {
+        "ok": serial.ok,
+        "exhaustive": serial.exhaustive,
+        "distinct_states": serial.distinct_states,
+        "transitions": serial.transitions,
+        "depth": serial.depth,
+        "seconds": round(serial.seconds, 3),
+        "states_per_second": round(serial.states_per_second),
+        "estimated_bytes_per_state": round(serial.bytes_per_state, 1),
+        "ru_maxrss_delta_kib": rss_after - rss_before,
+        "ru_maxrss_delta_bytes_per_state": round(
+            (rss_after - rss_before) * 1024 / serial.distinct_states, 1
+        ),
+        "collision_probability": serial.collision_probability,
+    }
+
+    tracemalloc.start()
+    traced = check(factory(), max_states=options.max_states)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    report["tracemalloc"] = {
+        "peak_bytes": peak,
+        "peak_bytes_per_state": round(peak / traced.distinct_states, 1),
+        "note": "peak includes the frontier states and the model's own objects",
+    }
+
+    if options.workers > 1:
+        parallel = check(factory(), workers=options.workers, max_states=options.max_states)
+        report["parallel"] = {
+            "workers": options.workers,
+            "distinct_states": parallel.distinct_states,
+            "same_verdict_and_count": (parallel.ok, parallel.distinct_states)
+            == (serial.ok, serial.distinct_states),
+            "seconds": round(parallel.seconds, 3),
+            "states_per_second": round(parallel.states_per_second),
+            "speedup": round(serial.seconds / parallel.seconds, 2),
+        }
+
+    if not options.skip_symmetry_off:
+        plain = check(
+            factory(), symmetry=False, max_states=options.max_states, check_recoverability=False
+        )
+        report["symmetry"] = {
+            "states_with": serial.distinct_states,
+            "states_without": plain.distinct_states,
+            "reduction_factor": round(plain.distinct_states / serial.distinct_states, 3),
+        }
+
+    bare_states, bare_seconds = bare_bfs(factory(), options.max_states)
+    bare_rate = bare_states / bare_seconds
+    report["bare_bfs_baseline"] = {
+        "distinct_states": bare_states,
+        "seconds": round(bare_seconds, 3),
+        "states_per_second": round(bare_rate),
+        "ratio_checker_over_bare": round(serial.states_per_second / bare_rate, 3),
+    }
+    report["fingerprint_ns_per_state"] = fingerprint_costs(factory())
+
+    variants = {}
+    for name, (make, expected) in known_bad().items():
+        result = check(make())
+        first = result.violations[0] if result.violations else None
+        variants[name] = {
+            "found": first is not None,
+            "expected_invariant": expected,
+            "violation": None if first is None else f"{first.kind.value}:{first.name}",
+            "matches_expected": expected is None
+            or any(v.name == expected for v in result.violations),
+            "counterexample_steps": None if first is None else len(first.actions),
+            "seconds": round(result.seconds, 3),
+            "states_explored": result.distinct_states,
+        }
+    report["known_bad"] = variants
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""Single-process breadth-first exploration with compact per-state storage.
+
+Per distinct state the checker keeps only: its 64-bit fingerprint in the seen dict (fingerprint
+-> index in BFS order), the parent index (``array('q')``) and the id of the action instance that
+produced it (``array('I')`` into an interned table of ``(action, args)``). States themselves
+live only in the current and next frontier. Counterexamples are rebuilt by replaying the
+recorded actions from the initial state (:func:`~tent_models.checker._trace.rebuild_trace`).
+
+Exploration policy (shared with the multi-process engine, which yields identical indices):
+
+1. States are numbered in discovery order; a state's parent is the first state (smallest
+   index, then first successor) that produced it, so every parent chain is a shortest path.
+2. Each new state (after ``canonicalize`` when symmetry is on) is checked against every
+   invariant and unsatisfied witness; a state outside ``within_bounds`` is stored and checked
+   but not expanded.
+3. Expanding a state with no successor that is neither ``quiescent_by_bound`` nor
+   ``recovered`` is a deadlock.
+4. After a level in which a safety violation (invariant or deadlock) was found, exploration
+   stops; with ``max_states`` it stops as soon as that many distinct states are stored.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from array import array
+from collections.abc import Callable
+from hashlib import blake2b
+from marshal import dumps
+from typing import Any
+
+import attrs
+
+from tent_models.checker._errors import ModelContractError
+from tent_models.checker._trace import ActionInstance
+from tent_models.model_api import SpecModel
+
+__all__ = ["Exploration", "explore_serial", "storage_bytes"]
+
+_MARSHAL_VERSION = 2  # same encoding as _fingerprint.fingerprint (inlined in the hot loop)
+_KEY_OBJECT_BYTES = 40  # a 64-bit int object (36 bytes, 8-byte aligned)
+_INDEX_OBJECT_BYTES = 32  # an int < 2**30 (28 bytes, aligned)
+
+ProgressHook = Callable[[int, int, int], None]  # (distinct states, transitions, depth)
+
+
+@attrs.define(kw_only=True)
+class Exploration:
+    """Everything a finished exploration leaves behind for building the result (internal)."""
+
+    initial_states: dict[int, Any]
+    parent: array[int]
+    action_ids: array[int]
+    action_table: list[ActionInstance]
+    transitions: int = 0
+    depth: int = 0
+    enabled: dict[str, int]
+    fired: dict[str, int]
+    new_states: dict[str, int]
+    invariant_hits: dict[str, int]
+    deadlock: int | None = None
+    witness_hits: dict[str, int]
+    good: bytearray
+    edge_src: array[int]
+    edge_dst: array[int]
+    exhaustive: bool = False
+    seconds: float = 0.0
+    storage_bytes: int = 0
+
+    @property
+    def distinct_states(self) -> int:
+        return len(self.parent)
+
+    def path(self, index: int) -> tuple[Any, list[ActionInstance]]:
+        """The initial state and the recorded actions leading to state ``index``."""
+        chain = []
+        while self.parent[index] >= 0:
+            chain.append(self.action_table[self.action_ids[index]])
+            index = self.parent[index]
+        chain.reverse()
+        return self.initial_states[index], chain
+
+
+def storage_bytes(seen_len: int, seen_container_bytes: int, *arrays: Any) -> int:
+    """Estimate the bytes held by the seen dict (with its int objects) and the index arrays."""
+    total = seen_container_bytes + seen_len * (_KEY_OBJECT_BYTES + _INDEX_OBJECT_BYTES)
+    for item in arrays:
+        total += sys.getsizeof(item)
+    return total
+
+
+def new_exploration(model: SpecModel[Any]) -> Exploration:
+    """An empty exploration record with zeroed coverage counters for every action."""
+    names = list(model.action_names())
+    return Exploration(
+        initial_states={},
+        parent=array("q"),
+        action_ids=array("I"),
+        action_table=[],
+        enabled=dict.fromkeys(names, 0),
+        fired=dict.fromkeys(names, 0),
+        new_states=dict.fromkeys(names, 0),
+        invariant_hits={},
+        witness_hits={},
+        good=bytearray(),
+        edge_src=array("I"),
+        edge_dst=array("I"),
+    )
+
+
+def new_state_checker(model: SpecModel[Any], record: Exploration) -> Callable[[int, Any], None]:
+    """A callback recording, for a new state, the invariants it breaks and witnesses it meets.
+
+    Only the first (smallest index) hit per name is kept: BFS order makes it the shallowest.
+    """
+    invariants = [(inv.name, inv.holds) for inv in model.invariants()]
+    witnesses = [(wit.name, wit.holds) for wit in model.witnesses()]
+    invariant_hits, witness_hits = record.invariant_hits, record.witness_hits
+
+    def on_new(index: int, state: Any) -> None:
+        for name, holds in invariants:
+            if name not in invariant_hits and not holds(state):
+                invariant_hits[name] = index
+        for name, holds in witnesses:
+            if name not in witness_hits and holds(state):
+                witness_hits[name] = index
+
+    return on_new
+
+
+def state_fingerprint(model: SpecModel[Any], state: Any) -> int:
+    """The fingerprint of an (already canonical) state: see :mod:`._fingerprint`."""
+    return int.from_bytes(
+        blake2b(dumps(model.pack(state), _MARSHAL_VERSION), digest_size=8).digest(), "little"
+    )
+
+
+def seed_initial(
+    model: SpecModel[Any], record: Exploration, *, symmetry: bool, limit: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int, Any]]]:
+    """Number, check and store the distinct initial states (indices 0, 1, ...).
+
+    Returns the seen entries ``(fingerprint, index)`` and the frontier ``(index, fingerprint,
+    canonical state)`` of the initial states within bounds. Raises :class:`ModelContractError`
+    when the model has no initial state.
+    """
+    on_new = new_state_checker(model, record)
+    seen: dict[int, int] = {}
+    frontier: list[tuple[int, int, Any]] = []
+    for initial in model.initial_states():
+        state = model.canonicalize(initial) if symmetry else initial
+        fp = state_fingerprint(model, state)
+        if fp in seen or len(record.parent) >= limit:
+            continue
+        index = len(record.parent)
+        seen[fp] = index
+        record.parent.append(-1)
+        record.action_ids.append(0)
+        record.initial_states[index] = initial
+        on_new(index, state)
+        if model.within_bounds(state):
+            record.good.append(0)
+            frontier.append((index, fp, state))
+        else:
+            record.good.append(1)  # outside the bounds: counted recoverable (_liveness policy 1)
+    if not record.parent:
+        raise ModelContractError(f"model {model.name!r} has no initial state")
+    return list(seen.items()), frontier
+
+
+def explore_serial(
+    model: SpecModel[Any],
+    *,
+    symmetry: bool,
+    max_states: int | None,
+    check_deadlock: bool,
+    check_recoverability: bool,
+    progress: ProgressHook | None,
+) -> Exploration:
+    """Explore ``model`` breadth-first in this process (policy in the module docstring).
+
+    Raises :class:`ModelContractError` when the model has no initial state or yields an
+    action name missing from ``action_names()``.
+    """
+    started = time.perf_counter()
+    record = new_exploration(model)
+    pack = model.pack
+    canonicalize = model.canonicalize if symmetry else None
+    successors = model.successors
+    within_bounds = model.within_bounds
+    recovered = model.recovered
+    quiescent_by_bound = model.quiescent_by_bound
+    faults = model.fault_actions()
+    limit = max_states if max_states is not None else sys.maxsize
+    seen: dict[int, int] = {}
+    parent, action_ids, good = record.parent, record.action_ids, record.good
+    edge_src, edge_dst = record.edge_src, record.edge_dst
+    action_index: dict[ActionInstance, int] = {}
+    action_table = record.action_table
+    fired, enabled, new_states = record.fired, record.enabled, record.new_states
+
+    on_new = new_state_checker(model, record)
+    initial_entries, initial_frontier = seed_initial(model, record, symmetry=symmetry, limit=limit)
+    seen.update(initial_entries)
+    frontier = [(index, state) for index, _, state in initial_frontier]
+
+    count = len(parent)
+    truncated = count >= limit and bool(frontier)
+    transitions = 0
+    depth = 0
+    while frontier and not truncated:
+        if record.invariant_hits or record.deadlock is not None:
+            break
+        level_start = count
+        next_frontier: list[tuple[int, Any]] = []
+        for src, state in frontier:
+            src_recovered = check_recoverability and recovered(state)
+            if src_recovered:
+                good[src] = 1
+            record_edges = check_recoverability and not src_recovered
+            names: dict[str, int] = {}
+            for step in successors(state):
+                name = step.action
+                names[name] = names.get(name, 0) + 1
+                nxt = step.state
+                if canonicalize is not None:
+                    nxt = canonicalize(nxt)
+                fp = int.from_bytes(
+                    blake2b(dumps(pack(nxt), _MARSHAL_VERSION), digest_size=8).digest(), "little"
+                )
+                dst = seen.get(fp)
+                if dst is None:
+                    dst = count
+                    seen[fp] = dst
+                    count += 1
+                    instance = (name, step.args)
+                    aid = action_index.get(instance)
+                    if aid is None:
+                        aid = action_index[instance] = len(action_table)
+                        action_table.append(instance)
+                    parent.append(src)
+                    action_ids.append(aid)
+                    new_states[name] = new_states.get(name, 0) + 1
+                    on_new(dst, nxt)
+                    if within_bounds(nxt):
+                        good.append(0)
+                        next_frontier.append((dst, nxt))
+                    else:
+                        good.append(1)
+                    if count >= limit:
+                        truncated = True
+                if record_edges and dst != src and name not in faults:
+                    edge_src.append(src)
+                    edge_dst.append(dst)
+                if truncated:
+                    break
+            for name, times in names.items():
+                if name not in fired:
+                    raise ModelContractError(
+                        f"model {model.name!r}: action {name!r} is not in action_names()"
+                    )
+                enabled[name] += 1
+                fired[name] += times
+                transitions += times
+            if (
+                not names
+                and check_deadlock
+                and record.deadlock is None
+                and not quiescent_by_bound(state)
+                and not recovered(state)
+            ):
+                record.deadlock = src
+            if count >= limit:
+                break
+        frontier = next_frontier
+        if count > level_start:
+            depth += 1
+        if progress is not None:
+            progress(count, transitions, depth)
+    record.transitions = transitions
+    record.depth = depth
+    record.exhaustive = not frontier and not truncated
+    record.seconds = time.perf_counter() - started
+    record.storage_bytes = storage_bytes(
+        len(seen), sys.getsizeof(seen), parent, action_ids, good, edge_src, edge_dst
+    )
+    return record

@@ -1,0 +1,55 @@
+"""The multi-process checker gives exactly the single-process result."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from tent_models.checker import CheckResult, check
+from toy_models import Counter, CreditToy, Mutex
+
+
+def comparable(result: CheckResult) -> CheckResult:
+    """Drop what legitimately differs between runs: timing, storage and the worker count."""
+    return attrs.evolve(result, seconds=0.0, states_per_second=0.0, bytes_per_state=0.0, workers=0)
+
+
+MODELS = [
+    pytest.param(CreditToy, id="credit-ok"),
+    pytest.param(lambda: CreditToy(variant="additive"), id="credit-additive-bug"),
+    pytest.param(lambda: CreditToy(variant="delta", dups=0), id="credit-delta-leak"),
+    pytest.param(lambda: Mutex(4), id="mutex"),
+    pytest.param(lambda: Mutex(3, vacuous_witness=True), id="mutex-vacuous"),
+    pytest.param(lambda: Counter(4, recovered_at=None, quiescent_at_limit=False), id="deadlock"),
+    pytest.param(lambda: Counter(10, constraint=4, recovered_at=None), id="constraint"),
+]
+
+
+@pytest.mark.parametrize("factory", MODELS)
+@pytest.mark.parametrize("workers", [2, 3])
+def test_parallel_result_equals_serial(factory: Callable[[], Any], workers: int) -> None:
+    serial = check(factory())
+    parallel = check(factory(), workers=workers)
+    assert comparable(parallel) == comparable(serial)
+    assert parallel.workers == workers
+
+
+@pytest.mark.parametrize("symmetry", [True, False])
+def test_parallel_symmetry_counts_match_serial(symmetry: bool) -> None:
+    serial = check(Mutex(4), symmetry=symmetry)
+    parallel = check(Mutex(4), symmetry=symmetry, workers=2)
+    assert parallel.distinct_states == serial.distinct_states == (9 if symmetry else 48)
+
+
+def test_parallel_max_states_cut_keeps_the_same_states() -> None:
+    serial = check(CreditToy(), max_states=500)
+    parallel = check(CreditToy(), max_states=500, workers=2)
+    assert parallel.distinct_states == serial.distinct_states == 500
+    assert (parallel.exhaustive, parallel.ok) == (serial.exhaustive, serial.ok) == (False, True)
