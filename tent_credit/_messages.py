@@ -74,7 +74,11 @@ def _amounts(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
         raise InvalidArgument(f"{attr.name} names a resource twice")
 
 
-_session = attrs.validators.instance_of(SessionId)
+def _session(_inst: Any, _attr: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, SessionId):
+        raise InvalidArgument(f"expected a SessionId, got {type(value).__name__}")
+
+
 U16 = _uint(16)
 U32 = _uint(32)
 U64 = _uint(64)

@@ -59,6 +59,11 @@ def _resource(_inst: object, _attr: attrs.Attribute[CreditResource], value: obje
         raise InvalidArgument(f"unknown credit resource {value!r}")
 
 
+def _session(_inst: object, _attr: attrs.Attribute[SessionId], value: object) -> None:
+    if not isinstance(value, SessionId):
+        raise InvalidArgument(f"expected a SessionId, got {type(value).__name__}")
+
+
 @attrs.frozen(order=True)
 class SessionId:
     """A peer session id: u128, never zero. A restart of the receiver mints a new one."""
@@ -81,7 +86,7 @@ class CreditKey:
     ``sender_peer`` is the peer id bound at connection setup (u64), never read from a payload.
     """
 
-    receiver_session: SessionId = attrs.field(validator=attrs.validators.instance_of(SessionId))
+    receiver_session: SessionId = attrs.field(validator=_session)
     sender_peer: int = attrs.field(validator=_u64("sender_peer"))
     qos_class: int = attrs.field(validator=_u32("qos_class"))
 

@@ -1,0 +1,600 @@
+"""The sender credit ledger: cumulative grants, atomic reservations and epoch fencing.
+
+SEMANTICS.md §6. One entry per :class:`CreditKey` holds the key's epoch, the last accepted
+update sequence and, per resource, the cumulative ``grant_total`` advertised by the receiver and
+the sender's own ``consumed`` and ``returned`` totals::
+
+    available[r] = grant_total[r] - consumed[r] - returned[r]
+
+The ledger keeps the invariant ``consumed[r] + returned[r] <= grant_total[r] <= 2**64 - 1`` for
+every entry and resource: every call that could break it is rejected before anything changes.
+The only call that raises ``available`` is :meth:`SenderCreditLedger.apply_update`; completion
+of dispatched work never mints local credit (RFC "Concurrency rules" 6).
+
+Reservations are :class:`ReservationToken` handles whose lifecycle is the table
+:data:`TOKEN_TRANSITIONS` (EMPTY → RESERVED → COMMITTED | ROLLED_BACK, each step once). A token
+belongs to the entry that issued it: once that entry is fenced (deactivated, or replaced by an
+activation at a higher epoch) every operation on the token raises :class:`InvalidEntry` and
+touches nothing, so old work can never change a new epoch's accounting.
+
+The ledger is sans-IO and not thread-safe: one owner (the dispatch loop) drives it serially
+(RFC "Concurrency rules" 2).
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import types
+from collections.abc import Mapping
+
+import attrs
+
+from ._arith import check_u64, checked_add, checked_sub
+from ._messages import MAX_RESOURCES_PER_MESSAGE, SCHEMA_VERSION, ReceiverCreditUpdate
+from ._types import CreditAmount, CreditCharge, CreditKey, CreditResource
+from .errors import (
+    CreditError,
+    GrantDecreased,
+    InsufficientCredit,
+    InvalidArgument,
+    InvalidEntry,
+    TooManyRequests,
+)
+
+__all__ = [
+    "TOKEN_TRANSITIONS",
+    "Blocked",
+    "LedgerEntrySnapshot",
+    "LedgerStatistics",
+    "ReservationToken",
+    "SenderCreditLedger",
+    "TokenState",
+    "UpdateDisposition",
+]
+
+_RESOURCES: tuple[CreditResource, ...] = tuple(CreditResource)
+# Per-resource counters live in plain lists indexed by the resource's wire value (1..4); slot 0
+# is unused. ``CreditResource`` is an IntEnum, so a member indexes the list directly.
+_SLOTS = max(_RESOURCES) + 1
+
+
+class UpdateDisposition(enum.Enum):
+    """What :meth:`SenderCreditLedger.apply_update` did with a well-formed update (a value)."""
+
+    APPLIED = "applied"
+    """The update was newer and its totals were recorded."""
+    DUPLICATE_OR_OLD = "duplicate_or_old"
+    """``sequence <= last``: a duplicate or reordered old update; nothing changed."""
+    SEQUENCE_GAP = "sequence_gap"
+    """Applied, but it skipped sequence numbers after the first update (some were lost)."""
+
+
+class TokenState(enum.Enum):
+    """Lifecycle of a :class:`ReservationToken` (SEMANTICS §6 "Reservations are tokens")."""
+
+    EMPTY = "empty"
+    RESERVED = "reserved"
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled_back"
+
+
+TOKEN_TRANSITIONS: Mapping[tuple[TokenState, str], TokenState] = types.MappingProxyType(
+    {
+        (TokenState.EMPTY, "reserve"): TokenState.RESERVED,
+        (TokenState.RESERVED, "commit"): TokenState.COMMITTED,
+        (TokenState.RESERVED, "rollback"): TokenState.ROLLED_BACK,
+    }
+)
+"""The token lifecycle, the only place it is written. A missing key is misuse (InvalidEntry)."""
+
+
+def _on(event: str) -> Mapping[TokenState, TokenState]:
+    # Per-event views of the table, so the hot path does one lookup by state.
+    return {state: nxt for (state, ev), nxt in TOKEN_TRANSITIONS.items() if ev == event}
+
+
+_ON_RESERVE = _on("reserve")
+_ON_COMMIT = _on("commit")
+_ON_ROLLBACK = _on("rollback")
+
+
+def _resource_tuple(_inst: object, attr: attrs.Attribute[object], value: object) -> None:
+    if not isinstance(value, tuple) or not value:
+        raise InvalidArgument(f"{attr.name} must be a non-empty tuple of CreditResource")
+    if not all(isinstance(r, CreditResource) for r in value):
+        raise InvalidArgument(f"{attr.name} must hold CreditResource members only")
+    if any(a >= b for a, b in itertools.pairwise(value)):
+        raise InvalidArgument(f"{attr.name} must be unique and sorted by resource")
+
+
+@attrs.frozen(kw_only=True)
+class Blocked:
+    """``try_reserve``'s "insufficient credit" outcome: every resource that lacked credit.
+
+    ``exhausted`` is non-empty, unique and sorted by resource. Nothing was reserved.
+    """
+
+    key: CreditKey = attrs.field()
+    exhausted: tuple[CreditResource, ...] = attrs.field(validator=_resource_tuple)
+
+    @key.validator
+    def _validate_key(self, _attr: attrs.Attribute[CreditKey], value: object) -> None:
+        _check_key(value)
+
+
+@attrs.frozen(kw_only=True)
+class LedgerEntrySnapshot:
+    """A copy of one ledger entry; every mapping names all four resources."""
+
+    key: CreditKey
+    epoch: int
+    last_sequence: int
+    has_update: bool
+    grant_total: Mapping[CreditResource, int]
+    consumed: Mapping[CreditResource, int]
+    returned: Mapping[CreditResource, int]
+    available: Mapping[CreditResource, int]
+
+
+@attrs.frozen(kw_only=True)
+class LedgerStatistics:
+    """Counters since construction plus per-resource totals summed over the live entries.
+
+    ``updates_applied`` counts every update whose totals were recorded (including the
+    ``sequence_gaps`` among them); ``updates_rejected`` counts ``apply_update`` calls that raised;
+    ``epoch_resets`` counts activations that replaced an entry at a higher epoch;
+    ``fenced_tokens`` counts commit/rollback attempts on a token whose entry was fenced.
+    """
+
+    entries: int
+    updates_applied: int
+    duplicates_or_old: int
+    sequence_gaps: int
+    updates_rejected: int
+    epoch_resets: int
+    reservations: int
+    commits: int
+    rollbacks: int
+    blocked: int
+    returns: int
+    fenced_tokens: int
+    granted: Mapping[CreditResource, int]
+    consumed: Mapping[CreditResource, int]
+    returned: Mapping[CreditResource, int]
+    available: Mapping[CreditResource, int]
+
+
+class _Entry:
+    """Mutable state of one key at one epoch. Replaced (never reset) by a higher epoch."""
+
+    __slots__ = ("consumed", "epoch", "fenced", "grant", "last_sequence", "returned")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.last_sequence = 0  # sequences start at 1, so 0 means "no update yet"
+        self.grant = [0] * _SLOTS
+        self.consumed = [0] * _SLOTS
+        self.returned = [0] * _SLOTS
+        self.fenced = False
+
+
+class ReservationToken:
+    """An opaque handle on one reserved charge, made only by ``SenderCreditLedger.try_reserve``.
+
+    Read-only attributes: ``token_id`` (unique per ledger, from 1), ``key``, ``epoch``, ``charge``
+    and ``state`` (:class:`TokenState`). Pass it to ``commit`` once the work was handed to a
+    transport, or to ``rollback`` if it never was.
+    """
+
+    __slots__ = ("_charge", "_entry", "_key", "_ledger", "_state", "_token_id")
+
+    def __init__(
+        self,
+        ledger: SenderCreditLedger,
+        entry: _Entry,
+        token_id: int,
+        key: CreditKey,
+        charge: CreditCharge,
+    ) -> None:
+        self._ledger = ledger
+        self._entry = entry
+        self._token_id = token_id
+        self._key = key
+        self._charge = charge
+        self._state = TokenState.EMPTY
+
+    @property
+    def token_id(self) -> int:
+        return self._token_id
+
+    @property
+    def key(self) -> CreditKey:
+        return self._key
+
+    @property
+    def epoch(self) -> int:
+        return self._entry.epoch
+
+    @property
+    def charge(self) -> CreditCharge:
+        return self._charge
+
+    @property
+    def state(self) -> TokenState:
+        return self._state
+
+    def __repr__(self) -> str:
+        return (
+            f"ReservationToken(token_id={self._token_id}, key={self._key!r}, "
+            f"epoch={self._entry.epoch}, state={self._state.name})"
+        )
+
+
+def _as_mapping(values: list[int]) -> Mapping[CreditResource, int]:
+    return types.MappingProxyType({r: values[r] for r in _RESOURCES})
+
+
+def _check_key(key: object) -> None:
+    if type(key) is not CreditKey:
+        raise InvalidArgument(f"expected a CreditKey, got {type(key).__name__}")
+
+
+def _check_charge(charge: object) -> None:
+    if type(charge) is not CreditCharge:
+        raise InvalidArgument(f"expected a CreditCharge, got {type(charge).__name__}")
+
+
+def _check_epoch(epoch: int) -> None:
+    check_u64(epoch, "epoch")
+    if epoch == 0:
+        raise InvalidArgument("epoch 0 is reserved (no epoch)")
+
+
+class SenderCreditLedger:
+    """Per-key cumulative receiver grants and the sender's consumption (SEMANTICS §6).
+
+    Every call validates fully before it mutates: a raised exception leaves every entry and
+    token exactly as it was (only the statistics counters of rejected calls move).
+    """
+
+    def __init__(self, *, max_entries: int) -> None:
+        """Create an empty ledger holding at most ``max_entries`` keys.
+
+        Raises :class:`InvalidArgument` unless ``max_entries`` is an int ≥ 1.
+        """
+        if type(max_entries) is not int or max_entries < 1:
+            raise InvalidArgument(f"max_entries must be an int >= 1, got {max_entries!r}")
+        self._max_entries = max_entries
+        self._entries: dict[CreditKey, _Entry] = {}
+        self._next_token_id = 1
+        self._updates_applied = 0
+        self._duplicates_or_old = 0
+        self._sequence_gaps = 0
+        self._updates_rejected = 0
+        self._epoch_resets = 0
+        self._reservations = 0
+        self._commits = 0
+        self._rollbacks = 0
+        self._blocked = 0
+        self._returns = 0
+        self._fenced_tokens = 0
+
+    # -- entries --------------------------------------------------------------------------------
+
+    def activate(self, key: CreditKey, epoch: int) -> None:
+        """Open ``key`` at ``epoch`` (chosen by the receiver, SEMANTICS §7).
+
+        1. ``epoch`` 0 or not a u64 → :class:`InvalidArgument`.
+        2. A key without an entry gets a fresh one; if the ledger already holds ``max_entries``
+           keys → :class:`TooManyRequests` (checked before allocation).
+        3. An epoch lower than the entry's → :class:`InvalidEntry` (a stale activation).
+        4. The same epoch → no-op; consumption is *not* reset.
+        5. A higher epoch → a fresh entry replaces the old one (the epoch fence): tokens of the
+           old epoch become fenced and its grants and consumption are gone.
+
+        A failure changes nothing.
+        """
+        _check_key(key)
+        _check_epoch(epoch)
+        current = self._entries.get(key)
+        if current is None:
+            if len(self._entries) >= self._max_entries:
+                raise TooManyRequests(f"ledger holds its maximum of {self._max_entries} entries")
+            self._entries[key] = _Entry(epoch)
+            return
+        if epoch < current.epoch:
+            raise InvalidEntry(f"epoch {epoch} is older than the active epoch {current.epoch}")
+        if epoch == current.epoch:
+            return
+        current.fenced = True
+        self._entries[key] = _Entry(epoch)
+        self._epoch_resets += 1
+
+    def deactivate(self, key: CreditKey, epoch: int) -> None:
+        """Remove ``key``'s entry at ``epoch`` and fence its tokens.
+
+        ``epoch`` 0 or not a u64 → :class:`InvalidArgument`. A missing key is fine (no-op). An
+        entry at another epoch → :class:`InvalidEntry`, so a late cleanup of an old epoch cannot
+        erase a newer one. A failure changes nothing.
+        """
+        _check_key(key)
+        _check_epoch(epoch)
+        current = self._entries.get(key)
+        if current is None:
+            return
+        if current.epoch != epoch:
+            raise InvalidEntry(f"cannot deactivate epoch {epoch}: the entry is at {current.epoch}")
+        current.fenced = True
+        del self._entries[key]
+
+    def entry(self, key: CreditKey) -> LedgerEntrySnapshot:
+        """A snapshot of ``key``'s entry; :class:`InvalidEntry` if there is none."""
+        _check_key(key)
+        e = self._entries.get(key)
+        if e is None:
+            raise InvalidEntry(f"no ledger entry for {key!r}")
+        return LedgerEntrySnapshot(
+            key=key,
+            epoch=e.epoch,
+            last_sequence=e.last_sequence,
+            has_update=e.last_sequence != 0,
+            grant_total=_as_mapping(e.grant),
+            consumed=_as_mapping(e.consumed),
+            returned=_as_mapping(e.returned),
+            available=self._available(e),
+        )
+
+    def available(self, key: CreditKey) -> Mapping[CreditResource, int]:
+        """``grant_total − consumed − returned`` per resource; :class:`InvalidEntry` if no entry."""
+        _check_key(key)
+        e = self._entries.get(key)
+        if e is None:
+            raise InvalidEntry(f"no ledger entry for {key!r}")
+        return self._available(e)
+
+    def keys(self) -> tuple[CreditKey, ...]:
+        """The keys with an entry, in the order they were first activated."""
+        return tuple(self._entries)
+
+    # -- grants ---------------------------------------------------------------------------------
+
+    def apply_update(self, key: CreditKey, update: ReceiverCreditUpdate) -> UpdateDisposition:
+        """Apply a receiver's cumulative grant vector to ``key`` (SEMANTICS §6 apply_update).
+
+        1. Validate the whole update first → :class:`InvalidArgument`: schema version, epoch ≠ 0,
+           sequence ≠ 0, session and QoS class equal to the key's, at most four grants, each a
+           known resource named once.
+        2. No entry for ``key``, or an entry at another epoch → :class:`InvalidEntry`.
+        3. ``sequence <= last accepted`` → ``DUPLICATE_OR_OLD``, nothing changes (before rule 4,
+           so a replayed old update is harmless even if its totals are lower).
+        4. A present grant below its previous total → :class:`GrantDecreased` (an
+           InvalidArgument and RemoteProtocolError). This also rejects a grant below
+           ``consumed + returned``: the ledger keeps ``consumed + returned <= grant_total``, so
+           any such grant is below the previous total too.
+        5. Otherwise the present totals replace the old ones (omitted resources keep theirs) and
+           the sequence is recorded: ``APPLIED``, or ``SEQUENCE_GAP`` if it skipped numbers after
+           the first accepted update (the first may carry any sequence ≥ 1).
+
+        A raised exception changes nothing but the ``updates_rejected`` counter.
+        """
+        try:
+            _check_key(key)
+            if type(update) is not ReceiverCreditUpdate:
+                raise InvalidArgument(
+                    f"expected a ReceiverCreditUpdate, got {type(update).__name__}"
+                )
+            if update.schema_version != SCHEMA_VERSION:
+                raise InvalidArgument(f"unsupported schema_version {update.schema_version!r}")
+            epoch = update.epoch
+            sequence = update.sequence
+            if epoch == 0:
+                raise InvalidArgument("update epoch must not be 0")
+            if sequence == 0:
+                raise InvalidArgument("update sequence must not be 0")
+            if update.receiver_session_id.value != key.receiver_session.value:
+                raise InvalidArgument("update names another receiver session than the key")
+            if update.qos_class != key.qos_class:
+                raise InvalidArgument("update names another QoS class than the key")
+            grants = update.grants
+            if len(grants) > MAX_RESOURCES_PER_MESSAGE:
+                raise InvalidArgument(
+                    f"update carries more than {MAX_RESOURCES_PER_MESSAGE} grants"
+                )
+            seen = 0
+            for g in grants:
+                if type(g) is not CreditAmount:
+                    raise InvalidArgument(f"grants must be CreditAmount values, got {g!r}")
+                r = g.resource
+                if type(r) is not CreditResource:
+                    raise InvalidArgument(f"unknown credit resource {r!r}")
+                if seen & (1 << r):
+                    raise InvalidArgument(f"update names {r.name} twice")
+                seen |= 1 << r
+            e = self._entries.get(key)
+            if e is None:
+                raise InvalidEntry(f"no ledger entry for {key!r}")
+            if e.epoch != epoch:
+                raise InvalidEntry(f"update epoch {epoch} does not match the entry's {e.epoch}")
+            last = e.last_sequence
+            # RFC: "Duplicate and old updates become no-ops" (checked before monotonicity).
+            if sequence <= last:
+                self._duplicates_or_old += 1
+                return UpdateDisposition.DUPLICATE_OR_OLD
+            grant = e.grant
+            for g in grants:
+                r = g.resource
+                total = g.amount
+                # RFC: "every cumulative grant is non-decreasing".
+                if total < grant[r]:
+                    raise GrantDecreased(
+                        f"{r.name} grant_total {total} is below the previous {grant[r]}"
+                    )
+        except CreditError:
+            self._updates_rejected += 1
+            raise
+        for g in grants:
+            grant[g.resource] = g.amount
+        e.last_sequence = sequence
+        self._updates_applied += 1
+        if last != 0 and sequence != last + 1:
+            self._sequence_gaps += 1
+            return UpdateDisposition.SEQUENCE_GAP
+        return UpdateDisposition.APPLIED
+
+    # -- reservations ---------------------------------------------------------------------------
+
+    def try_reserve(self, key: CreditKey, charge: CreditCharge) -> ReservationToken | Blocked:
+        """Reserve the whole ``charge`` against ``key`` at once, or nothing.
+
+        1. ``key`` not a CreditKey or ``charge`` not a CreditCharge → :class:`InvalidArgument`
+           (a CreditCharge is non-empty with unique known resources and amounts > 0 by
+           construction).
+        2. No entry, or no update accepted yet → :class:`InvalidEntry`.
+        3. Any resource with ``available < amount`` → a :class:`Blocked` value naming *every*
+           such resource; nothing is consumed (RFC "Atomic multi-resource eligibility").
+        4. Otherwise every amount is consumed and a RESERVED token is returned.
+        """
+        _check_key(key)
+        _check_charge(charge)
+        e = self._entries.get(key)
+        if e is None:
+            raise InvalidEntry(f"no ledger entry for {key!r}")
+        if e.last_sequence == 0:
+            raise InvalidEntry(f"no credit update accepted yet for {key!r}")
+        grant, consumed, returned = e.grant, e.consumed, e.returned
+        parts = charge.parts
+        exhausted: list[CreditResource] | None = None
+        for r, amount in parts:
+            if amount > grant[r] - consumed[r] - returned[r]:
+                if exhausted is None:
+                    exhausted = []
+                exhausted.append(r)
+        if exhausted is not None:
+            self._blocked += 1
+            return Blocked(key=key, exhausted=tuple(exhausted))
+        for r, amount in parts:
+            # Cannot overflow: amount <= available, so consumed + amount <= grant_total <= u64 max.
+            consumed[r] += amount
+        token = ReservationToken(self, e, self._next_token_id, key, charge)
+        token._state = _ON_RESERVE[token._state]
+        self._next_token_id += 1
+        self._reservations += 1
+        return token
+
+    def commit(self, token: ReservationToken) -> None:
+        """Mark ``token``'s work as handed to a transport: RESERVED → COMMITTED.
+
+        The credit stays consumed; the receiver's next cumulative grant is the only way it comes
+        back. Raises :class:`InvalidArgument` for a non-token, :class:`InvalidEntry` for a token
+        of another ledger, a fenced token, or a token not RESERVED. A failure changes nothing.
+        """
+        nxt = self._next_token_state(token, _ON_COMMIT, "commit")
+        token._state = nxt
+        self._commits += 1
+
+    def rollback(self, token: ReservationToken) -> None:
+        """Undo a reservation whose work was never handed to a transport: RESERVED → ROLLED_BACK.
+
+        ``consumed`` drops by exactly the token's charge. Raises like :meth:`commit`; an
+        underflow of ``consumed`` → :class:`InvalidArgument` (ArithmeticOverflow; checked per
+        SEMANTICS §6, though a token only ever subtracts what it added). A failure changes
+        nothing.
+        """
+        nxt = self._next_token_state(token, _ON_ROLLBACK, "rollback")
+        consumed = token._entry.consumed
+        parts = token._charge.parts
+        after = [checked_sub(consumed[r], amount) for r, amount in parts]
+        for (r, _), value in zip(parts, after, strict=True):
+            consumed[r] = value
+        token._state = nxt
+        self._rollbacks += 1
+
+    def _next_token_state(
+        self, token: ReservationToken, table: Mapping[TokenState, TokenState], event: str
+    ) -> TokenState:
+        if type(token) is not ReservationToken:
+            raise InvalidArgument(f"expected a ReservationToken, got {type(token).__name__}")
+        if token._ledger is not self:
+            raise InvalidEntry("the token was issued by another ledger")
+        if token._entry.fenced:
+            self._fenced_tokens += 1
+            raise InvalidEntry(
+                f"token {token._token_id} belongs to a fenced entry "
+                f"({token._key!r} at epoch {token._entry.epoch})"
+            )
+        nxt = table.get(token._state)
+        if nxt is None:
+            raise InvalidEntry(
+                f"cannot {event} token {token._token_id} in state {token._state.name}"
+            )
+        return nxt
+
+    # -- returns --------------------------------------------------------------------------------
+
+    def return_credit(self, key: CreditKey, charge: CreditCharge) -> None:
+        """Give unused credit back: ``returned[r] += amount`` for each part of ``charge``.
+
+        ``returned`` is cumulative (reported in ``SenderCreditUsage``, so a duplicated report
+        cannot double-count). Raises :class:`InvalidArgument` for a bad key or charge,
+        :class:`InvalidEntry` when there is no entry or no update yet, and
+        :class:`InsufficientCredit` (TooManyRequests; ``exhausted`` names the resources) when a
+        part exceeds what is available. A failure changes nothing.
+        """
+        _check_key(key)
+        _check_charge(charge)
+        e = self._entries.get(key)
+        if e is None:
+            raise InvalidEntry(f"no ledger entry for {key!r}")
+        if e.last_sequence == 0:
+            raise InvalidEntry(f"no credit update accepted yet for {key!r}")
+        grant, consumed, returned = e.grant, e.consumed, e.returned
+        parts = charge.parts
+        exhausted = tuple(r for r, amount in parts if amount > grant[r] - consumed[r] - returned[r])
+        if exhausted:
+            raise InsufficientCredit(
+                f"cannot return more than is available for {', '.join(r.name for r in exhausted)}",
+                exhausted,
+            )
+        after = [checked_add(returned[r], amount) for r, amount in parts]
+        for (r, _), value in zip(parts, after, strict=True):
+            returned[r] = value
+        self._returns += 1
+
+    # -- statistics -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _available(e: _Entry) -> Mapping[CreditResource, int]:
+        return types.MappingProxyType(
+            {r: e.grant[r] - e.consumed[r] - e.returned[r] for r in _RESOURCES}
+        )
+
+    def statistics(self) -> LedgerStatistics:
+        """A frozen snapshot of the counters and the per-resource totals over live entries."""
+        granted = dict.fromkeys(_RESOURCES, 0)
+        consumed = dict.fromkeys(_RESOURCES, 0)
+        returned = dict.fromkeys(_RESOURCES, 0)
+        for e in self._entries.values():
+            for r in _RESOURCES:
+                granted[r] += e.grant[r]
+                consumed[r] += e.consumed[r]
+                returned[r] += e.returned[r]
+        available = {r: granted[r] - consumed[r] - returned[r] for r in _RESOURCES}
+        return LedgerStatistics(
+            entries=len(self._entries),
+            updates_applied=self._updates_applied,
+            duplicates_or_old=self._duplicates_or_old,
+            sequence_gaps=self._sequence_gaps,
+            updates_rejected=self._updates_rejected,
+            epoch_resets=self._epoch_resets,
+            reservations=self._reservations,
+            commits=self._commits,
+            rollbacks=self._rollbacks,
+            blocked=self._blocked,
+            returns=self._returns,
+            fenced_tokens=self._fenced_tokens,
+            granted=types.MappingProxyType(granted),
+            consumed=types.MappingProxyType(consumed),
+            returned=types.MappingProxyType(returned),
+            available=types.MappingProxyType(available),
+        )
