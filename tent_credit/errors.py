@@ -12,10 +12,16 @@ message, a decreasing grant, a payload naming another peer). The wire error code
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the wire codes live in the codec; only the annotation names them here
+    from ._wire import WireErrorCode
+
 __all__ = [
     "ArithmeticOverflow",
     "CreditError",
     "DecodeError",
+    "GrantDecreased",
     "InsufficientCredit",
     "InvalidArgument",
     "InvalidEntry",
@@ -66,7 +72,27 @@ class RemoteProtocolError(CreditError):
 
 
 class DecodeError(RemoteProtocolError, InvalidArgument):
-    """Bytes off the wire are not a valid message of a known type and schema version."""
+    """Bytes off the wire are not a valid message of a known type and schema version.
+
+    ``code`` is the :class:`tent_credit._wire.WireErrorCode` a peer would be told (the wire-level
+    reason), kept apart from the Python exception hierarchy (h2's ``errors`` vs ``exceptions``).
+    """
+
+    def __init__(self, message: str, code: WireErrorCode) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def __reduce__(self) -> tuple[type[DecodeError], tuple[str, WireErrorCode]]:
+        # keep the code across pickling (e.g. pytest-xdist reporting a failure)
+        return (type(self), (str(self), self.code))
+
+
+class GrantDecreased(RemoteProtocolError, InvalidArgument):
+    """A cumulative grant went below its previous total (IA; also covers "below consumed").
+
+    Grants only move up within an epoch (RFC "Absolute cumulative grants"); a receiver that
+    lowers one violates the protocol. The update is rejected and nothing changes.
+    """
 
 
 class NegotiationFailed(RemoteProtocolError):

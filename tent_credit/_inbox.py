@@ -1,0 +1,146 @@
+"""The bounded, non-blocking, coalescing control inbox of receiver credit updates.
+
+Control callbacks validate framing and *enqueue* updates here; the dispatch owner later drains
+them and applies each to the ledger serially (RFC "Proposed Code Placement and Concurrency
+Model", rules 1-2). Because every ``ReceiverCreditUpdate`` carries the *full cumulative* grant
+vector of its key, only the newest pending update per key matters: an older one is superseded,
+never lost (SEMANTICS §8: coalescing compares ``(epoch, sequence)``, since sequences restart
+with each epoch).
+
+Memory is bounded by configuration, not by traffic (RFC: "queued control updates <=
+control_queue_capacity"): at most ``max_keys`` updates are pending, and a new key past the bound
+is refused with a counted outcome, never by blocking and never by growing.
+
+Control traffic has its own budget (RFC rule 4, "Control traffic never consumes data credit"):
+the inbox never looks at, reserves or waits for data credit, so a zero data window cannot stop
+the update that reopens it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+import attrs
+
+from ._messages import ReceiverCreditUpdate
+from .errors import InvalidArgument
+
+__all__ = ["ControlInbox", "InboxOutcome", "InboxStatistics"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class InboxOutcome(enum.Enum):
+    """What :meth:`ControlInbox.offer` did with an update (a value, never an exception)."""
+
+    QUEUED = "queued"
+    """No update of this key was pending: the update now is."""
+    COALESCED = "coalesced"
+    """It is newer than the pending update of its key, which it replaced."""
+    STALE_DISCARDED = "stale_discarded"
+    """It is not newer than the pending update of its key (an old or duplicate update): dropped."""
+    REJECTED_FULL = "rejected_full"
+    """A new key while ``max_keys`` keys are pending: dropped and counted."""
+
+
+@attrs.frozen(kw_only=True)
+class InboxStatistics:
+    """A snapshot of an inbox: outcome counters since construction, and occupancy."""
+
+    queued: int
+    coalesced: int
+    stale_discarded: int
+    rejected_full: int
+    pending: int
+    """Keys with an update waiting to be drained now."""
+    high_water: int
+    """Most keys ever pending at once (never above ``max_keys``)."""
+
+
+class ControlInbox(Generic[K]):
+    """Holds the newest pending :class:`ReceiverCreditUpdate` per key, for at most ``max_keys``
+    keys. ``K`` is whatever identifies a credit key to the caller (e.g. a ``CreditKey``).
+
+    Raises :class:`InvalidArgument` if ``max_keys`` is not a positive int.
+    """
+
+    def __init__(self, *, max_keys: int) -> None:
+        if type(max_keys) is not int or max_keys < 1:
+            raise InvalidArgument(f"max_keys must be a positive int, got {max_keys!r}")
+        self._max_keys = max_keys
+        self._pending: dict[K, ReceiverCreditUpdate] = {}  # insertion order = first offered
+        self._queued = 0
+        self._coalesced = 0
+        self._stale_discarded = 0
+        self._rejected_full = 0
+        self._high_water = 0
+
+    @property
+    def max_keys(self) -> int:
+        return self._max_keys
+
+    def offer(self, key: K, update: ReceiverCreditUpdate) -> InboxOutcome:
+        """Offer ``update`` for ``key``; never blocks, never grows past ``max_keys``.
+
+        Policy, in order:
+
+        1. ``key`` pending and ``(update.epoch, update.sequence)`` greater than the pending
+           update's: replace it, keeping the key's place in the drain order → ``COALESCED``.
+           Epoch first: a new epoch restarts sequences, so an epoch-2 update with sequence 1
+           supersedes an epoch-1 update with sequence 99.
+        2. ``key`` pending otherwise (older, or the same ``(epoch, sequence)``): drop ``update``
+           → ``STALE_DISCARDED``. The ledger would treat it as DUPLICATE_OR_OLD anyway.
+        3. ``key`` not pending and ``max_keys`` keys pending → ``REJECTED_FULL`` (the peer's
+           refresh timer re-sends the full vector later; nothing is lost for good).
+        4. Otherwise queue it → ``QUEUED``.
+
+        The inbox only compares against what is *pending*: an update older than one already
+        drained is queued, and the ledger discards it as DUPLICATE_OR_OLD.
+
+        Raises :class:`InvalidArgument` (nothing changed) if ``update`` is not a
+        ``ReceiverCreditUpdate`` or ``key`` is not hashable.
+        """
+        if not isinstance(update, ReceiverCreditUpdate):
+            raise InvalidArgument(f"update must be a ReceiverCreditUpdate, got {update!r}")
+        try:
+            pending = self._pending.get(key)
+        except TypeError as exc:  # an unhashable key
+            raise InvalidArgument(f"inbox key must be hashable, got {key!r}") from exc
+        if pending is not None:
+            # SEMANTICS §8: compare (epoch, sequence), never the sequence alone.
+            if (update.epoch, update.sequence) > (pending.epoch, pending.sequence):
+                self._pending[key] = update
+                self._coalesced += 1
+                return InboxOutcome.COALESCED
+            self._stale_discarded += 1
+            return InboxOutcome.STALE_DISCARDED
+        if len(self._pending) >= self._max_keys:
+            self._rejected_full += 1
+            return InboxOutcome.REJECTED_FULL
+        self._pending[key] = update
+        self._queued += 1
+        self._high_water = max(self._high_water, len(self._pending))
+        return InboxOutcome.QUEUED
+
+    def drain(self) -> list[tuple[K, ReceiverCreditUpdate]]:
+        """Remove and return every pending ``(key, update)``, in first-offered key order."""
+        drained = list(self._pending.items())
+        self._pending.clear()
+        return drained
+
+    def __len__(self) -> int:
+        """The number of keys with a pending update."""
+        return len(self._pending)
+
+    def statistics(self) -> InboxStatistics:
+        """A frozen snapshot of the counters and occupancy."""
+        return InboxStatistics(
+            queued=self._queued,
+            coalesced=self._coalesced,
+            stale_discarded=self._stale_discarded,
+            rejected_full=self._rejected_full,
+            pending=len(self._pending),
+            high_water=self._high_water,
+        )

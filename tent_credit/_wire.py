@@ -1,0 +1,447 @@
+"""Wire codec of the control messages: canonical CBOR out, strict CBOR in.
+
+Layout (the normative schema is ``spec/wire.cddl``; golden vectors are in
+``tests/golden/wire_vectors.json``). Every message is one definite-length CBOR array::
+
+    [type_tag, schema_version, field, field, ...]
+
+with the fields in the fixed order of :data:`_LAYOUTS` below (the declaration order of the
+message class, ``schema_version`` moved to the front):
+
+====  ========================  ==================================================================
+tag   message                   fields after ``schema_version``
+====  ========================  ==================================================================
+1     ReceiverCreditUpdate      flags, qos_class, session, epoch, sequence, freshness_ttl_ms,
+                                grants, retry_after_us
+2     SenderCreditUsage         session, epoch, sequence, qos_class, consumed_totals,
+                                returned_totals, pending_demand
+3     CreditReturn              session, epoch, sequence, qos_class, returned_totals
+4     CapabilityOffer           versions, qos_class
+5     CapabilityActivation      versions, selected_version, session, epoch, qos_class,
+                                freshness_ttl_ms
+6     Heartbeat                 session, epoch, qos_class
+====  ========================  ==================================================================
+
+* integers (u16/u32/u64) are CBOR unsigned integers in their shortest form;
+* a session id (non-zero u128) is an unsigned integer when it fits in 64 bits, else a tag-2
+  bignum whose byte string has no leading zero byte (what canonical CBOR produces);
+* an amount vector (grants, totals, demand) is an array of at most 4 ``[resource, amount]``
+  pairs with unique resources, *in the message's order* (the codec is a bijection between
+  messages and valid encodings, so decode(encode(m)) == m and encode(decode(b)) == b);
+* a version list is an array of 1..8 unique non-zero u16.
+
+Positional arrays keep a message small (a heartbeat with a 64-bit session is ~20 bytes) and make
+the schema reviewable line by line against the RFC's ``struct ...V1`` definitions. The
+``schema_version`` sits at a fixed position in every message, so a decoder can refuse a
+future version before it interprets any other field.
+
+Wire-level failure reasons are :class:`WireErrorCode` values carried by
+:class:`~tent_credit.errors.DecodeError` (``.code``), apart from the Python exceptions
+(h2's ``errors`` vs ``exceptions``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+import cbor2
+
+from ._arith import U32_MAX, U64_MAX, U128_MAX
+from ._messages import (
+    MAX_RESOURCES_PER_MESSAGE,
+    MAX_VERSIONS,
+    SCHEMA_VERSION,
+    CapabilityActivation,
+    CapabilityOffer,
+    ControlMessage,
+    CreditReturn,
+    Heartbeat,
+    ReceiverCreditUpdate,
+    SenderCreditUsage,
+)
+from ._types import CreditAmount, CreditResource, SessionId
+from .errors import DecodeError, InvalidArgument
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_MESSAGE_BYTES",
+    "MESSAGE_TYPE_TAGS",
+    "WireErrorCode",
+    "decode",
+    "encode",
+]
+
+MAX_MESSAGE_BYTES = 4096
+"""Default bound on an encoded message; the largest valid message is 179 bytes (a usage
+report with three full amount vectors of u64 maxima and a u128 session)."""
+
+MAX_DEPTH = 4
+"""Deepest data item allowed: the top-level array is depth 1, each enclosing array or tag adds
+one. The deepest valid item is an amount inside ``[.., [[resource, amount]], ..]`` (depth 4)."""
+
+U16_MAX = 0xFFFF
+
+
+class WireErrorCode(enum.IntEnum):
+    """Why bytes off the wire were refused (carried by ``DecodeError.code``).
+
+    Kept apart from the Python exception classes, like h2's ``ErrorCodes``: these numbers are
+    what a peer would be told; the exception hierarchy is what Python callers catch.
+    """
+
+    MALFORMED = 1
+    """Not well-formed CBOR, or outside the CBOR subset the schema uses (indefinite lengths,
+    maps, floats and simple values, tags other than bignum, trailing bytes, truncation)."""
+    UNKNOWN_TYPE = 2
+    """The type tag names no known message."""
+    UNSUPPORTED_SCHEMA = 3
+    """The schema version is not one this codec speaks (only ``SCHEMA_VERSION`` = 1)."""
+    TOO_LARGE = 4
+    """The message is longer than the size bound."""
+    INVALID_FIELD = 5
+    """A field has the wrong type, is out of range, or breaks a list rule (length, uniqueness)."""
+    TOO_DEEP = 6
+    """Nesting deeper than :data:`MAX_DEPTH`."""
+    NON_CANONICAL = 7
+    """Valid content in a non-canonical encoding (a non-minimal integer or length, a bignum for
+    a value that fits in 64 bits, a bignum with leading zero bytes)."""
+
+
+class _Kind(enum.Enum):
+    """How one field is represented on the wire."""
+
+    U16 = enum.auto()
+    U32 = enum.auto()
+    U64 = enum.auto()
+    SESSION = enum.auto()
+    AMOUNTS = enum.auto()
+    VERSIONS = enum.auto()
+
+
+@attrs.frozen
+class _Layout:
+    tag: int
+    cls: type[ControlMessage]
+    fields: tuple[tuple[str, _Kind], ...]
+
+
+_U16, _U32, _U64 = _Kind.U16, _Kind.U32, _Kind.U64
+_SESSION, _AMOUNTS, _VERSIONS = _Kind.SESSION, _Kind.AMOUNTS, _Kind.VERSIONS
+
+# The one table of the wire layout (spec/wire.cddl mirrors it rule by rule).
+_LAYOUTS: tuple[_Layout, ...] = (
+    _Layout(
+        1,
+        ReceiverCreditUpdate,
+        (
+            ("flags", _U16),
+            ("qos_class", _U32),
+            ("receiver_session_id", _SESSION),
+            ("epoch", _U64),
+            ("sequence", _U64),
+            ("freshness_ttl_ms", _U32),
+            ("grants", _AMOUNTS),
+            ("retry_after_us", _U64),
+        ),
+    ),
+    _Layout(
+        2,
+        SenderCreditUsage,
+        (
+            ("receiver_session_id", _SESSION),
+            ("epoch", _U64),
+            ("sequence", _U64),
+            ("qos_class", _U32),
+            ("consumed_totals", _AMOUNTS),
+            ("returned_totals", _AMOUNTS),
+            ("pending_demand", _AMOUNTS),
+        ),
+    ),
+    _Layout(
+        3,
+        CreditReturn,
+        (
+            ("receiver_session_id", _SESSION),
+            ("epoch", _U64),
+            ("sequence", _U64),
+            ("qos_class", _U32),
+            ("returned_totals", _AMOUNTS),
+        ),
+    ),
+    _Layout(4, CapabilityOffer, (("versions", _VERSIONS), ("qos_class", _U32))),
+    _Layout(
+        5,
+        CapabilityActivation,
+        (
+            ("versions", _VERSIONS),
+            ("selected_version", _U16),
+            ("receiver_session_id", _SESSION),
+            ("epoch", _U64),
+            ("qos_class", _U32),
+            ("freshness_ttl_ms", _U32),
+        ),
+    ),
+    _Layout(
+        6,
+        Heartbeat,
+        (("receiver_session_id", _SESSION), ("epoch", _U64), ("qos_class", _U32)),
+    ),
+)
+_BY_TAG: dict[int, _Layout] = {layout.tag: layout for layout in _LAYOUTS}
+_BY_CLASS: dict[type, _Layout] = {layout.cls: layout for layout in _LAYOUTS}
+
+MESSAGE_TYPE_TAGS: Mapping[int, type[ControlMessage]] = MappingProxyType(
+    {layout.tag: layout.cls for layout in _LAYOUTS}
+)
+"""Type tag → message class, as laid out on the wire (read-only)."""
+
+_UINT_MAX = {_U16: U16_MAX, _U32: U32_MAX, _U64: U64_MAX}
+_RESOURCE_VALUES = frozenset(int(r) for r in CreditResource)
+
+
+# --------------------------------------------------------------------------------- encode
+
+
+def encode(message: ControlMessage) -> bytes:
+    """Encode ``message`` as canonical CBOR (``cbor2.dumps(..., canonical=True)``).
+
+    Raises :class:`InvalidArgument` if ``message`` is not one of the six control messages. The
+    message classes validate their fields on construction, so every message encodes.
+    """
+    layout = _BY_CLASS.get(type(message))
+    if layout is None:
+        raise InvalidArgument(f"not a control message: {type(message).__name__}")
+    wire: list[Any] = [layout.tag, message.schema_version]
+    for name, kind in layout.fields:
+        wire.append(_field_to_wire(kind, getattr(message, name)))
+    return cbor2.dumps(wire, canonical=True)
+
+
+def _field_to_wire(kind: _Kind, value: Any) -> Any:
+    if kind is _SESSION:
+        return value.value
+    if kind is _AMOUNTS:
+        return [[int(a.resource), a.amount] for a in value]
+    if kind is _VERSIONS:
+        return list(value)
+    return value
+
+
+# --------------------------------------------------------------------------------- decode
+
+
+def decode(data: bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> ControlMessage:
+    """Decode one control message from ``data``, strictly.
+
+    The checks run in this order, and no runtime object is built before all of them pass:
+
+    1. size: ``len(data) > max_bytes`` → ``TOO_LARGE``;
+    2. an iterative pre-scan of the CBOR headers (no recursion, nothing allocated per item):
+       truncation, trailing bytes, indefinite lengths, maps (the schema has none, so duplicate
+       keys cannot reach the parser), floats and simple values, tags other than 2 (bignum) and
+       a bignum not wrapping a byte string → ``MALFORMED``; an item deeper than
+       :data:`MAX_DEPTH` → ``TOO_DEEP``; a non-minimal integer, length or tag → ``NON_CANONICAL``;
+    3. ``cbor2.loads`` of the pre-scanned bytes;
+    4. shape: a top-level array of at least two items (else ``MALFORMED``), a known type tag
+       (else ``UNKNOWN_TYPE``), ``schema_version`` 1 (else ``UNSUPPORTED_SCHEMA``), then the
+       exact field count and every field's type and range, list lengths and uniqueness, known
+       resources (else ``INVALID_FIELD``);
+    5. canonical round trip: re-encoding the decoded structure must give ``data`` back (else
+       ``NON_CANONICAL``: e.g. a bignum holding a value that fits in 64 bits);
+    6. construction of the message (an ``InvalidArgument`` of a constructor becomes
+       ``DecodeError(INVALID_FIELD)``).
+
+    Any ``bytes`` yield a message or a :class:`DecodeError` (with ``.code`` set), never another
+    exception. Raises :class:`InvalidArgument` (not a ``DecodeError``) only for a caller error:
+    ``data`` not bytes-like, or ``max_bytes`` not a positive int. The codec keeps no state.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidArgument(f"data must be bytes, got {type(data).__name__}")
+    if type(max_bytes) is not int or max_bytes < 1:
+        raise InvalidArgument(f"max_bytes must be a positive int, got {max_bytes!r}")
+    raw = bytes(data)
+    if len(raw) > max_bytes:
+        raise DecodeError(
+            f"message of {len(raw)} bytes exceeds the bound of {max_bytes}", WireErrorCode.TOO_LARGE
+        )
+    _prescan(raw)
+    try:
+        structure = cbor2.loads(raw)
+    except (cbor2.CBORDecodeError, ValueError, OverflowError, RecursionError) as exc:
+        raise DecodeError(f"CBOR decoding failed: {exc}", WireErrorCode.MALFORMED) from exc
+    layout = _validate_shape(structure)
+    if cbor2.dumps(structure, canonical=True) != raw:
+        raise DecodeError("encoding is not canonical", WireErrorCode.NON_CANONICAL)
+    values: dict[str, Any] = {"schema_version": structure[1]}
+    try:
+        for (name, kind), item in zip(layout.fields, structure[2:], strict=True):
+            values[name] = _field_from_wire(kind, item)
+        return layout.cls(**values)
+    except InvalidArgument as exc:
+        # The shape check mirrors every constructor rule, so this only fires if the two drift
+        # apart; even then a constructor error must surface as a DecodeError, never leak.
+        raise DecodeError(str(exc), WireErrorCode.INVALID_FIELD) from exc
+
+
+# Smallest argument value that needs each additional-information size (canonical = shortest).
+_MIN_FOR_ADDITIONAL_INFO = {24: 24, 25: 0x100, 26: 0x1_0000, 27: 0x1_0000_0000}
+# Major types 0 and 1 (unsigned and negative integers) need no check beyond their header.
+_MAJOR_BYTES, _MAJOR_TEXT, _MAJOR_ARRAY, _MAJOR_MAP, _MAJOR_TAG, _MAJOR_SIMPLE = 2, 3, 4, 5, 6, 7
+_TAG_BIGNUM = 2
+
+
+def _prescan(data: bytes) -> None:
+    """Walk the CBOR item headers of ``data`` iteratively; raise ``DecodeError`` on the first
+    construct outside the schema's CBOR subset (see :func:`decode`, step 2)."""
+    end = len(data)
+    pos = 0
+    open_counts: list[int] = []  # items still expected by each open array or tag
+    expect_bignum_bytes = False
+    while True:
+        depth = len(open_counts) + 1
+        if depth > MAX_DEPTH:
+            raise DecodeError(f"nesting deeper than {MAX_DEPTH}", WireErrorCode.TOO_DEEP)
+        if pos >= end:
+            raise DecodeError("truncated CBOR item", WireErrorCode.MALFORMED)
+        major, info = data[pos] >> 5, data[pos] & 0x1F
+        pos += 1
+        if major == _MAJOR_SIMPLE:
+            raise DecodeError(
+                "floats and simple values are not part of the schema", WireErrorCode.MALFORMED
+            )
+        if info == 31:
+            raise DecodeError("indefinite length is not allowed", WireErrorCode.MALFORMED)
+        if info > 27:
+            raise DecodeError(f"reserved additional information {info}", WireErrorCode.MALFORMED)
+        if info < 24:
+            argument = info
+        else:
+            size = 1 << (info - 24)
+            if pos + size > end:
+                raise DecodeError("truncated CBOR header", WireErrorCode.MALFORMED)
+            argument = int.from_bytes(data[pos : pos + size], "big")
+            pos += size
+            if argument < _MIN_FOR_ADDITIONAL_INFO[info]:
+                raise DecodeError("non-minimal integer encoding", WireErrorCode.NON_CANONICAL)
+        if expect_bignum_bytes and major != _MAJOR_BYTES:
+            raise DecodeError("a bignum tag must wrap a byte string", WireErrorCode.MALFORMED)
+        expect_bignum_bytes = False
+        if major in (_MAJOR_BYTES, _MAJOR_TEXT):
+            if argument > end - pos:
+                raise DecodeError("truncated string", WireErrorCode.MALFORMED)
+            pos += argument
+        elif major == _MAJOR_ARRAY:
+            if argument > end - pos:  # every item takes at least one byte
+                raise DecodeError("truncated array", WireErrorCode.MALFORMED)
+            if argument:
+                open_counts.append(argument)
+                continue
+        elif major == _MAJOR_MAP:
+            raise DecodeError("maps are not part of the schema", WireErrorCode.MALFORMED)
+        elif major == _MAJOR_TAG:
+            if argument != _TAG_BIGNUM:
+                raise DecodeError(f"tag {argument} is not allowed", WireErrorCode.MALFORMED)
+            open_counts.append(1)
+            expect_bignum_bytes = True
+            continue
+        # One item is complete: close every container it completes.
+        while open_counts:
+            open_counts[-1] -= 1
+            if open_counts[-1]:
+                break
+            open_counts.pop()
+        if not open_counts:
+            break
+    if pos != end:
+        raise DecodeError(f"{end - pos} trailing bytes after the message", WireErrorCode.MALFORMED)
+
+
+def _invalid(name: str, why: str) -> DecodeError:
+    return DecodeError(f"field {name}: {why}", WireErrorCode.INVALID_FIELD)
+
+
+def _validate_shape(structure: Any) -> _Layout:
+    """Check the decoded structure against the layout table (step 4 of :func:`decode`).
+
+    Builds nothing: it returns the layout whose fields the structure satisfies.
+    """
+    if type(structure) is not list or len(structure) < 2:
+        raise DecodeError(
+            "a message is an array [type, schema_version, ...]", WireErrorCode.MALFORMED
+        )
+    tag, version = structure[0], structure[1]
+    layout = _BY_TAG.get(tag) if type(tag) is int else None
+    if layout is None:
+        raise DecodeError(f"unknown message type {tag!r}", WireErrorCode.UNKNOWN_TYPE)
+    if type(version) is not int:
+        raise _invalid("schema_version", f"must be an unsigned integer, got {version!r}")
+    if version != SCHEMA_VERSION:
+        raise DecodeError(f"unsupported schema version {version}", WireErrorCode.UNSUPPORTED_SCHEMA)
+    if len(structure) != 2 + len(layout.fields):
+        raise _invalid(
+            layout.cls.__name__,
+            f"expected {2 + len(layout.fields)} items, got {len(structure)}",
+        )
+    for (name, kind), item in zip(layout.fields, structure[2:], strict=True):
+        _check_field(name, kind, item)
+    return layout
+
+
+def _check_uint(name: str, value: object, top: int) -> None:
+    if type(value) is not int or not 0 <= value <= top:
+        raise _invalid(name, f"must be an unsigned integer <= {top}, got {value!r}")
+
+
+def _check_field(name: str, kind: _Kind, item: object) -> None:
+    if kind is _SESSION:
+        if type(item) is not int or not 0 < item <= U128_MAX:
+            raise _invalid(name, f"must be a non-zero u128, got {item!r}")
+    elif kind is _AMOUNTS:
+        _check_amounts(name, item)
+    elif kind is _VERSIONS:
+        _check_versions(name, item)
+    else:
+        _check_uint(name, item, _UINT_MAX[kind])
+
+
+def _check_amounts(name: str, item: object) -> None:
+    if type(item) is not list or len(item) > MAX_RESOURCES_PER_MESSAGE:
+        raise _invalid(name, f"must be an array of at most {MAX_RESOURCES_PER_MESSAGE} amounts")
+    seen: set[int] = set()
+    for pair in item:
+        if type(pair) is not list or len(pair) != 2:
+            raise _invalid(name, f"an amount is a [resource, amount] pair, got {pair!r}")
+        resource, amount = pair
+        # RFC "unknown required resource ... reject the update"
+        if type(resource) is not int or resource not in _RESOURCE_VALUES:
+            raise _invalid(name, f"unknown credit resource {resource!r}")
+        if resource in seen:
+            raise _invalid(name, f"names resource {resource} twice")
+        seen.add(resource)
+        _check_uint(name, amount, U64_MAX)
+
+
+def _check_versions(name: str, item: object) -> None:
+    if type(item) is not list or not 0 < len(item) <= MAX_VERSIONS:
+        raise _invalid(name, f"must be an array of 1 to {MAX_VERSIONS} versions")
+    for version in item:
+        _check_uint(name, version, U16_MAX)
+        if version == 0:
+            raise _invalid(name, "protocol version 0 is reserved")
+    if len(set(item)) != len(item):
+        raise _invalid(name, "versions must be unique")
+
+
+def _field_from_wire(kind: _Kind, item: Any) -> Any:
+    """Build the runtime value of a field that passed :func:`_check_field`."""
+    if kind is _SESSION:
+        return SessionId(item)
+    if kind is _AMOUNTS:
+        return tuple(CreditAmount(resource=CreditResource(r), amount=a) for r, a in item)
+    if kind is _VERSIONS:
+        return tuple(item)
+    return item
