@@ -32,6 +32,8 @@ __all__ = [
     "FaultChooser",
     "FaultRates",
     "FaultyChannel",
+    "LoopbackNetwork",
+    "LoopbackStatistics",
 ]
 
 CHOICE_DROP = "drop"
@@ -347,3 +349,8 @@ class FaultyChannel:
             reordered=self._reordered,
             in_flight=len(self._in_flight),
         )
+
+
+# The in-process receiver + senders harness lives beside the endpoints; re-exported here so
+# tests and examples import every testing aid from one place.
+from ._loopback import LoopbackNetwork, LoopbackStatistics  # noqa: E402

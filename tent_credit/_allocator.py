@@ -1,0 +1,831 @@
+"""The receiver's global credit allocator (SEMANTICS §8; RFC "Credit Key and Resource Model").
+
+The receiver owns a physical capacity per :class:`CreditResource` and carves cumulative grants for
+each ``(sender_peer, qos_class)`` key out of the free part of it, on demand. Everything is
+accounted per key *and epoch* (the receiver bumps a key's epoch when its sender reconnects)::
+
+    outstanding = granted − released − reclaimed_by_return − reclaimed_by_fence
+
+and the allocator keeps, after every mutation, per resource:
+
+1. ``Σ outstanding ≤ capacity`` over every key and epoch (RFC "Receiver-capacity safety");
+2. ``Σ outstanding of USER keys ≤ capacity − staging_reserve``: user payload can never take the
+   part reserved for staging-internal progress (RFC "Staging and Deadlock Avoidance");
+3. every epoch's ``outstanding ≥ 0``, ``released ≤ landed`` and ``landed + reclaimed_by_return ≤
+   granted`` (what makes 1 and 2 mean something physically).
+
+Two different things free capacity: **release** (the receiver's own consumer finished with data
+that landed) and **reclaim** (credit that never carried data: returned by the sender while the
+epoch lives, or everything that never landed once the epoch is fenced and its in-flight work is
+drained). Control messages use a separate, bounded slot budget that data never draws from.
+
+The allocator is sans-IO: it never reads a clock; the endpoint turns its decisions into
+``ReceiverCreditUpdate`` messages.
+"""
+
+from __future__ import annotations
+
+import enum
+import types
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from ._arith import U32_MAX, U64_MAX, checked_add, checked_sub
+from ._types import CreditResource, SessionId
+from .errors import (
+    ArithmeticOverflow,
+    InvalidArgument,
+    InvalidEntry,
+    LocalProtocolError,
+    RemoteProtocolError,
+    TooManyRequests,
+)
+
+__all__ = [
+    "AllocationClass",
+    "AllocatorConfig",
+    "AllocatorStatistics",
+    "EpochState",
+    "GrantDecision",
+    "KeyTotalsSnapshot",
+    "ReceiverCreditAllocator",
+    "compute_grant",
+]
+
+ResourceVector = Mapping[CreditResource, int]
+
+
+class AllocationClass(enum.Enum):
+    """Which part of capacity a key may be granted from (RFC "Staging and Deadlock Avoidance")."""
+
+    USER = "user"  # user payload: never the staging reserve
+    STAGING_INTERNAL = "staging_internal"  # inner staging transfers: the whole capacity
+
+
+class EpochState(enum.Enum):
+    """Lifecycle of one key's epoch on the receiver."""
+
+    ACTIVE = "active"  # current epoch of a connected sender: may be granted more
+    FENCING = "fencing"  # disconnected or superseded: no grants; in-flight data may still land
+    FENCED = "fenced"  # in-flight work drained or failed: everything that never landed reclaimed
+
+
+class _Event(enum.Enum):
+    GRANT = "grant"
+    REPORT_USAGE = "report_usage"
+    LAND = "land"
+    RELEASE = "release"
+    FENCE = "fence"
+    COMPLETE_FENCE = "complete_fence"
+
+
+# Every allowed (state, event) pair and the state it leads to; a missing pair is refused with
+# InvalidEntry (STYLE: h11 "_state.py"). SEMANTICS §8: grants only in a live epoch; a fenced
+# epoch's unlanded credit is reclaimed only once its in-flight work is drained (COMPLETE_FENCE),
+# after which nothing can land and no report can reclaim it a second time; landed data can always
+# be released, whatever the epoch's state.
+_EPOCH_TRANSITIONS: dict[tuple[EpochState, _Event], EpochState] = {
+    (EpochState.ACTIVE, _Event.GRANT): EpochState.ACTIVE,
+    (EpochState.ACTIVE, _Event.REPORT_USAGE): EpochState.ACTIVE,
+    (EpochState.ACTIVE, _Event.LAND): EpochState.ACTIVE,
+    (EpochState.ACTIVE, _Event.RELEASE): EpochState.ACTIVE,
+    (EpochState.ACTIVE, _Event.FENCE): EpochState.FENCING,
+    (EpochState.FENCING, _Event.REPORT_USAGE): EpochState.FENCING,
+    (EpochState.FENCING, _Event.LAND): EpochState.FENCING,
+    (EpochState.FENCING, _Event.RELEASE): EpochState.FENCING,
+    (EpochState.FENCING, _Event.FENCE): EpochState.FENCING,
+    (EpochState.FENCING, _Event.COMPLETE_FENCE): EpochState.FENCED,
+    (EpochState.FENCED, _Event.RELEASE): EpochState.FENCED,
+    (EpochState.FENCED, _Event.FENCE): EpochState.FENCED,
+}
+
+
+def _frozen(values: Mapping[CreditResource, int]) -> ResourceVector:
+    return types.MappingProxyType(dict(sorted(values.items())))
+
+
+def _resource_map(value: object, what: str) -> ResourceVector:
+    """Validate a ``{CreditResource: u64}`` mapping and return a read-only sorted copy."""
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(f"{what} must be a mapping of CreditResource to int")
+    out: dict[CreditResource, int] = {}
+    for resource, amount in value.items():
+        if not isinstance(resource, CreditResource):
+            raise InvalidArgument(f"{what}: unknown credit resource {resource!r}")
+        if type(amount) is not int or not 0 <= amount <= U64_MAX:
+            raise InvalidArgument(f"{what}[{resource.name}] must be a u64 int, got {amount!r}")
+        out[resource] = amount
+    return _frozen(out)
+
+
+def _positive_int(what: str) -> Callable[[object, attrs.Attribute[int], int], None]:
+    def check(_inst: object, _attr: attrs.Attribute[int], value: int) -> None:
+        if type(value) is not int or not 0 < value <= U64_MAX:
+            raise InvalidArgument(f"{what} must be an int in [1, 2**64), got {value!r}")
+
+    return check
+
+
+def _capacity_vector(value: object) -> ResourceVector:
+    return _resource_map(value, "capacity")
+
+
+def _staging_reserve_vector(value: object) -> ResourceVector:
+    return _resource_map(value, "staging_reserve")
+
+
+def _max_grant_vector(value: object) -> ResourceVector:
+    return _resource_map(value, "max_grant")
+
+
+def _min_grant_vector(value: object) -> ResourceVector:
+    return _resource_map(value, "min_grant")
+
+
+@attrs.frozen(kw_only=True)
+class AllocatorConfig:
+    """Capacity and grant policy of one receiver (all amounts u64, per resource).
+
+    ``capacity`` names the resources this receiver models; every other mapping may only name
+    those. ``max_grant`` must give every modelled resource a per-grant maximum ≥ 1 (a resource
+    that can never be granted is a configuration error, not a silent stall). Raises
+    :class:`InvalidArgument` on any violation: an invalid configuration cannot be constructed.
+    """
+
+    capacity: ResourceVector = attrs.field(converter=_capacity_vector)
+    staging_reserve: ResourceVector = attrs.field(factory=dict, converter=_staging_reserve_vector)
+    control_slots: int = attrs.field(validator=_positive_int("control_slots"))
+    max_grant: ResourceVector = attrs.field(converter=_max_grant_vector)
+    min_grant: ResourceVector = attrs.field(factory=dict, converter=_min_grant_vector)
+    max_keys: int = attrs.field(validator=_positive_int("max_keys"))
+    retry_after_us: int = attrs.field(validator=_positive_int("retry_after_us"))
+
+    def __attrs_post_init__(self) -> None:
+        if not self.capacity:
+            raise InvalidArgument("capacity must name at least one resource")
+        for what, mapping in (
+            ("staging_reserve", self.staging_reserve),
+            ("max_grant", self.max_grant),
+            ("min_grant", self.min_grant),
+        ):
+            for resource in mapping:
+                if resource not in self.capacity:
+                    raise InvalidArgument(f"{what} names {resource.name}, which has no capacity")
+        for resource, capacity in self.capacity.items():
+            if self.staging_reserve.get(resource, 0) > capacity:
+                raise InvalidArgument(f"staging_reserve[{resource.name}] exceeds its capacity")
+            maximum = self.max_grant.get(resource, 0)
+            if maximum == 0:
+                raise InvalidArgument(f"max_grant[{resource.name}] must be at least 1")
+            if self.min_grant.get(resource, 0) > maximum:
+                raise InvalidArgument(f"min_grant[{resource.name}] exceeds max_grant")
+
+    def limit_for(self, resource: CreditResource, allocation_class: AllocationClass) -> int:
+        """How much of ``resource`` keys of ``allocation_class`` may hold outstanding in total."""
+        if allocation_class is AllocationClass.USER:
+            return self.capacity[resource] - self.staging_reserve.get(resource, 0)
+        return self.capacity[resource]
+
+
+@attrs.frozen(kw_only=True)
+class GrantDecision:
+    """The outcome of :meth:`ReceiverCreditAllocator.grant` (a value, also when blocked).
+
+    ``grant_totals`` is the key+epoch's full cumulative vector over every modelled resource (what
+    the ``ReceiverCreditUpdate`` carries); ``granted_now`` what this call added (zero everywhere
+    when blocked). ``retry_after_us`` is 0 exactly when every demanded amount was granted in full;
+    ``blocked`` names the resources whose shortage made the call grant nothing.
+    """
+
+    sender_peer: int
+    qos_class: int
+    epoch: int
+    grant_totals: ResourceVector
+    granted_now: ResourceVector
+    retry_after_us: int
+    blocked: tuple[CreditResource, ...]
+
+
+@attrs.frozen(kw_only=True)
+class KeyTotalsSnapshot:
+    """Cumulative accounting of one key+epoch, per modelled resource.
+
+    ``reclaimed = reclaimed_by_return + reclaimed_by_fence`` and
+    ``outstanding = granted − released − reclaimed`` (what this epoch still holds of capacity).
+    """
+
+    sender_peer: int
+    qos_class: int
+    epoch: int
+    allocation_class: AllocationClass
+    state: EpochState
+    granted: ResourceVector
+    consumed_reported: ResourceVector
+    returned_reported: ResourceVector
+    landed: ResourceVector
+    released: ResourceVector
+    reclaimed_by_return: ResourceVector
+    reclaimed_by_fence: ResourceVector
+    reclaimed: ResourceVector
+    outstanding: ResourceVector
+
+
+@attrs.frozen(kw_only=True)
+class AllocatorStatistics:
+    """A snapshot of the allocator (per-resource vectors cover every modelled resource).
+
+    ``outstanding`` is committed capacity over all keys and epochs, ``user_outstanding`` its USER
+    part, ``free = capacity − outstanding``. Counters are cumulative since construction.
+    """
+
+    capacity: ResourceVector
+    staging_reserve: ResourceVector
+    outstanding: ResourceVector
+    user_outstanding: ResourceVector
+    free: ResourceVector
+    keys: int
+    epochs_active: int
+    epochs_fencing: int
+    epochs_fenced: int
+    grants_issued: int
+    demands_blocked: int
+    reclaimed_by_return: ResourceVector
+    reclaimed_by_fence: ResourceVector
+    released: ResourceVector
+    protocol_violations: int
+    control_slots: int
+    control_slots_in_use: int
+
+
+def _plan_grant(
+    free: ResourceVector,
+    demand: ResourceVector,
+    max_grant: ResourceVector,
+    min_grant: ResourceVector,
+) -> tuple[dict[CreditResource, int], tuple[CreditResource, ...]]:
+    offers: dict[CreditResource, int] = {}
+    blocked: list[CreditResource] = []
+    for resource in sorted(demand):
+        wanted = demand[resource]
+        if wanted <= 0:
+            continue  # a resource the key does not need is not granted
+        offer = max(0, min(wanted, max_grant.get(resource, 0), free.get(resource, 0)))
+        threshold = max(1, min(min_grant.get(resource, 0), wanted))
+        offers[resource] = offer
+        if offer < threshold:
+            blocked.append(resource)
+    if blocked:
+        return dict.fromkeys(offers, 0), tuple(blocked)
+    return offers, ()
+
+
+def compute_grant(
+    free: ResourceVector,
+    demand: ResourceVector,
+    max_grant: ResourceVector,
+    min_grant: ResourceVector,
+) -> dict[CreditResource, int]:
+    """How much of each demanded resource one grant adds (pure; SEMANTICS §8 grant policy).
+
+    1. Only resources with ``demand > 0`` appear in the result; others are never granted.
+    2. Each gets ``min(demand, max_grant, free)`` (a missing ``max_grant``/``free`` counts as 0,
+       a negative ``free`` as 0).
+    3. All or nothing: if any demanded resource would get less than
+       ``max(1, min(min_grant, demand))`` (a demand smaller than the minimum may be met exactly),
+       every resource gets 0, so a charge never ends up half-backed.
+
+    pre: all(v >= 0 for v in demand.values())
+    pre: all(v >= 0 for v in max_grant.values())
+    pre: all(v >= 0 for v in min_grant.values())
+    post: set(__return__) == {r for r, v in demand.items() if v > 0}
+    post: all(0 <= a <= demand[r] for r, a in __return__.items())
+    post: all(a <= max_grant.get(r, 0) and a <= max(0, free.get(r, 0)) for r, a in __return__.items())
+    post: all(a == 0 for a in __return__.values()) or all(a >= max(1, min(min_grant.get(r, 0), demand[r])) for r, a in __return__.items())
+    """  # noqa: E501 (CrossHair reads each contract from one docstring line)
+    return _plan_grant(free, demand, max_grant, min_grant)[0]
+
+
+@attrs.frozen(kw_only=True)
+class _EpochRecord:
+    """Accounting of one key+epoch; replaced whole on every mutation (validate, then commit)."""
+
+    allocation_class: AllocationClass
+    state: EpochState
+    granted: ResourceVector
+    consumed_reported: ResourceVector
+    returned_reported: ResourceVector
+    landed: ResourceVector
+    released: ResourceVector
+    reclaimed_by_return: ResourceVector
+    reclaimed_by_fence: ResourceVector
+
+    def outstanding(self, resource: CreditResource) -> int:
+        # Plain ints on purpose: a negative result is caught by the commit check, never wrapped.
+        return (
+            self.granted[resource]
+            - self.released[resource]
+            - self.reclaimed_by_return[resource]
+            - self.reclaimed_by_fence[resource]
+        )
+
+    def settled(self) -> bool:
+        """Fenced and holding nothing: the record can be forgotten."""
+        return self.state is EpochState.FENCED and all(
+            self.outstanding(r) == 0 for r in self.granted
+        )
+
+
+@attrs.define
+class _KeyState:
+    current_epoch: int
+    allocation_class: AllocationClass
+
+
+_EpochId = tuple[int, int, int]  # (sender_peer, qos_class, epoch)
+
+
+def _check_sender(sender_peer: object) -> int:
+    if type(sender_peer) is not int or not 0 <= sender_peer <= U64_MAX:
+        raise InvalidArgument(f"sender_peer must be a u64 int, got {sender_peer!r}")
+    return sender_peer
+
+
+def _check_qos(qos_class: object) -> int:
+    if type(qos_class) is not int or not 0 <= qos_class <= U32_MAX:
+        raise InvalidArgument(f"qos_class must be a u32 int, got {qos_class!r}")
+    return qos_class
+
+
+def _check_epoch(epoch: object) -> int:
+    if type(epoch) is not int or not 0 < epoch <= U64_MAX:
+        raise InvalidArgument(f"epoch must be a non-zero u64 int, got {epoch!r}")
+    return epoch
+
+
+class ReceiverCreditAllocator:
+    """Global capacity of one receiver session, carved into per key+epoch cumulative grants.
+
+    Keys are ``(sender_peer, qos_class)``; a receiver restart is a new allocator with a new
+    :class:`SessionId`. Every public call validates completely before it changes anything: when
+    it raises, the allocator is exactly as it was (only the ``protocol_violations`` counter counts
+    a refused :class:`RemoteProtocolError`).
+
+    Bounds: at most ``config.max_keys`` distinct keys per session (a key's epoch counter is kept
+    for the session's lifetime so an epoch number is never reused); a key+epoch record is dropped
+    once it is fenced and holds nothing (it then reads as unknown: :class:`InvalidEntry`).
+    """
+
+    def __init__(self, config: AllocatorConfig, session: SessionId) -> None:
+        if not isinstance(config, AllocatorConfig):
+            raise InvalidArgument("config must be an AllocatorConfig")
+        if not isinstance(session, SessionId):
+            raise InvalidArgument("session must be a SessionId")
+        self._config = config
+        self._session = session
+        self._resources: tuple[CreditResource, ...] = tuple(config.capacity)
+        self._keys: dict[tuple[int, int], _KeyState] = {}
+        self._records: dict[_EpochId, _EpochRecord] = {}
+        self._outstanding: dict[CreditResource, int] = dict.fromkeys(self._resources, 0)
+        self._user_outstanding: dict[CreditResource, int] = dict.fromkeys(self._resources, 0)
+        self._reclaimed_by_return: dict[CreditResource, int] = dict.fromkeys(self._resources, 0)
+        self._reclaimed_by_fence: dict[CreditResource, int] = dict.fromkeys(self._resources, 0)
+        self._released: dict[CreditResource, int] = dict.fromkeys(self._resources, 0)
+        self._grants_issued = 0
+        self._demands_blocked = 0
+        self._protocol_violations = 0
+        self._control_in_use = 0
+
+    # -- read side --
+
+    @property
+    def session(self) -> SessionId:
+        """The receiver session this allocator grants in."""
+        return self._session
+
+    @property
+    def config(self) -> AllocatorConfig:
+        """The (immutable) configuration."""
+        return self._config
+
+    def current_epoch(self, sender_peer: int, qos_class: int) -> int:
+        """The key's current epoch. Raises IA on malformed ids, IE for a key never opened."""
+        return self._key(sender_peer, qos_class).current_epoch
+
+    def outstanding(self, resource: CreditResource) -> int:
+        """Capacity of ``resource`` committed over all keys and epochs (IA if not modelled)."""
+        return self._outstanding[self._check_resource(resource)]
+
+    def free(self, resource: CreditResource) -> int:
+        """``capacity − outstanding`` of ``resource`` (IA if not modelled).
+
+        USER keys see less: ``free_for(resource, AllocationClass.USER)``.
+        """
+        return self.free_for(resource, AllocationClass.STAGING_INTERNAL)
+
+    def free_for(self, resource: CreditResource, allocation_class: AllocationClass) -> int:
+        """What a key of ``allocation_class`` could still be granted of ``resource`` now."""
+        resource = self._check_resource(resource)
+        if not isinstance(allocation_class, AllocationClass):
+            raise InvalidArgument(f"unknown allocation class {allocation_class!r}")
+        free_total = self._config.capacity[resource] - self._outstanding[resource]
+        if allocation_class is AllocationClass.STAGING_INTERNAL:
+            return free_total
+        user_room = self._config.limit_for(resource, allocation_class)
+        return min(free_total, user_room - self._user_outstanding[resource])
+
+    def key_totals(self, sender_peer: int, qos_class: int, epoch: int) -> KeyTotalsSnapshot:
+        """A snapshot of one key+epoch. Raises IA on malformed ids, IE if the record is unknown
+        (never opened, or fenced and settled, hence forgotten)."""
+        ident, record = self._record(sender_peer, qos_class, epoch)
+        reclaimed = {
+            r: record.reclaimed_by_return[r] + record.reclaimed_by_fence[r] for r in self._resources
+        }
+        return KeyTotalsSnapshot(
+            sender_peer=ident[0],
+            qos_class=ident[1],
+            epoch=ident[2],
+            allocation_class=record.allocation_class,
+            state=record.state,
+            granted=record.granted,
+            consumed_reported=record.consumed_reported,
+            returned_reported=record.returned_reported,
+            landed=record.landed,
+            released=record.released,
+            reclaimed_by_return=record.reclaimed_by_return,
+            reclaimed_by_fence=record.reclaimed_by_fence,
+            reclaimed=_frozen(reclaimed),
+            outstanding=_frozen({r: record.outstanding(r) for r in self._resources}),
+        )
+
+    def statistics(self) -> AllocatorStatistics:
+        """A frozen snapshot of capacity, commitments and counters."""
+        states = [record.state for record in self._records.values()]
+        return AllocatorStatistics(
+            capacity=self._config.capacity,
+            staging_reserve=_frozen(
+                {r: self._config.staging_reserve.get(r, 0) for r in self._resources}
+            ),
+            outstanding=_frozen(self._outstanding),
+            user_outstanding=_frozen(self._user_outstanding),
+            free=_frozen({r: self.free(r) for r in self._resources}),
+            keys=len(self._keys),
+            epochs_active=states.count(EpochState.ACTIVE),
+            epochs_fencing=states.count(EpochState.FENCING),
+            epochs_fenced=states.count(EpochState.FENCED),
+            grants_issued=self._grants_issued,
+            demands_blocked=self._demands_blocked,
+            reclaimed_by_return=_frozen(self._reclaimed_by_return),
+            reclaimed_by_fence=_frozen(self._reclaimed_by_fence),
+            released=_frozen(self._released),
+            protocol_violations=self._protocol_violations,
+            control_slots=self._config.control_slots,
+            control_slots_in_use=self._control_in_use,
+        )
+
+    # -- epochs --
+
+    def open_epoch(
+        self,
+        sender_peer: int,
+        qos_class: int,
+        *,
+        allocation_class: AllocationClass = AllocationClass.USER,
+    ) -> int:
+        """Open the key's next epoch (its sender connected) and return it.
+
+        1. First connect of a key: epoch 1, state ACTIVE.
+        2. Reconnect (SEMANTICS §7: the receiver bumps the epoch): the previous epoch, if still
+           ACTIVE, becomes FENCING; its outstanding stays committed until it is released or
+           :meth:`fence_complete` reclaims it. Returns ``previous + 1``.
+
+        A key keeps the allocation class it was first opened with. Raises IA (malformed ids,
+        unknown class, a different class than the key's, epoch counter at u64 max), TMR (a new key
+        beyond ``max_keys``). A failure changes nothing.
+        """
+        sender_peer = _check_sender(sender_peer)
+        qos_class = _check_qos(qos_class)
+        if not isinstance(allocation_class, AllocationClass):
+            raise InvalidArgument(f"unknown allocation class {allocation_class!r}")
+        key = (sender_peer, qos_class)
+        state = self._keys.get(key)
+        if state is None:
+            if len(self._keys) >= self._config.max_keys:
+                raise TooManyRequests(f"allocator already holds max_keys={self._config.max_keys}")
+            self._keys[key] = _KeyState(current_epoch=1, allocation_class=allocation_class)
+            self._records[(*key, 1)] = self._fresh_record(allocation_class)
+            return 1
+        if allocation_class is not state.allocation_class:
+            raise InvalidArgument(
+                f"key {key} was opened as {state.allocation_class.name}, "
+                f"not {allocation_class.name}"
+            )
+        new_epoch = checked_add(state.current_epoch, 1)
+        old_ident = (*key, state.current_epoch)
+        old = self._records.get(old_ident)
+        if old is not None and old.state is EpochState.ACTIVE:
+            # RFC "New epoch": do not reuse old resources until old in-flight work is fenced.
+            self._commit(old_ident, attrs.evolve(old, state=self._next(old, _Event.FENCE)))
+        state.current_epoch = new_epoch
+        self._records[(*key, new_epoch)] = self._fresh_record(allocation_class)
+        return new_epoch
+
+    def fence(self, sender_peer: int, qos_class: int, epoch: int) -> None:
+        """Fence an epoch (its sender disconnected): no more grants for it; idempotent.
+
+        Its outstanding stays committed until :meth:`fence_complete`. Raises IA (malformed ids)
+        or IE (unknown record). A failure changes nothing.
+        """
+        ident, record = self._record(sender_peer, qos_class, epoch)
+        self._commit(ident, attrs.evolve(record, state=self._next(record, _Event.FENCE)))
+
+    def fence_complete(
+        self, sender_peer: int, qos_class: int, epoch: int
+    ) -> Mapping[CreditResource, int]:
+        """The fenced epoch's old QPs and in-flight work are drained or failed: reclaim.
+
+        Reclaims ``granted − landed − reclaimed_by_return`` per resource (everything that never
+        landed: never used, or failed in flight) and returns those amounts. The landed but not yet
+        released part stays outstanding until :meth:`release`. The epoch becomes FENCED: no data
+        can land for it any more and no usage report can reclaim from it again; once it holds
+        nothing it is forgotten. Raises IA (malformed ids), IE (unknown record, or not FENCING:
+        an ACTIVE epoch must be fenced first, a FENCED one was completed already). A failure
+        changes nothing.
+        """
+        ident, record = self._record(sender_peer, qos_class, epoch)
+        next_state = self._next(record, _Event.COMPLETE_FENCE)
+        reclaim = {
+            r: checked_sub(
+                record.granted[r], checked_add(record.landed[r], record.reclaimed_by_return[r])
+            )
+            for r in self._resources
+        }
+        self._commit(
+            ident,
+            attrs.evolve(record, state=next_state, reclaimed_by_fence=_frozen(reclaim)),
+        )
+        for r, amount in reclaim.items():
+            self._reclaimed_by_fence[r] += amount
+        return _frozen(reclaim)
+
+    # -- grants and usage --
+
+    def grant(
+        self, sender_peer: int, qos_class: int, demand: Mapping[CreditResource, int]
+    ) -> GrantDecision:
+        """Carve a grant for the key's current epoch from free capacity (SEMANTICS §8).
+
+        ``demand`` is what the sender still needs beyond its available credit (its
+        ``pending_demand``). Policy: see :func:`compute_grant`, with ``free`` being what the key's
+        allocation class may still take (USER keys never the staging reserve). A demand that
+        cannot be met at least to its minimum grants nothing and answers ``retry_after_us``; an
+        empty or all-zero demand grants nothing and just reports the totals (a refresh).
+
+        Raises IA (malformed ids or demand, a resource this receiver does not model, u64 overflow
+        of a cumulative total), IE (unknown key, or its current epoch is fenced). A failure
+        changes nothing.
+        """
+        key = self._key(sender_peer, qos_class)
+        ident, record = self._record(sender_peer, qos_class, key.current_epoch)
+        demand = self._amounts(demand, "demand")
+        next_state = self._next(record, _Event.GRANT)
+        free = {r: self.free_for(r, record.allocation_class) for r in self._resources}
+        offers, blocked = _plan_grant(free, demand, self._config.max_grant, self._config.min_grant)
+        granted = {r: checked_add(record.granted[r], offers.get(r, 0)) for r in self._resources}
+        self._commit(ident, attrs.evolve(record, state=next_state, granted=_frozen(granted)))
+        if any(offers.values()):
+            self._grants_issued += 1
+        if blocked:
+            self._demands_blocked += 1
+        short = any(offers.get(r, 0) < wanted for r, wanted in demand.items())
+        return GrantDecision(
+            sender_peer=ident[0],
+            qos_class=ident[1],
+            epoch=ident[2],
+            grant_totals=_frozen(granted),
+            granted_now=_frozen({r: offers.get(r, 0) for r in self._resources}),
+            retry_after_us=self._config.retry_after_us if short else 0,
+            blocked=blocked,
+        )
+
+    def on_usage(
+        self,
+        sender_peer: int,
+        qos_class: int,
+        epoch: int,
+        *,
+        consumed_totals: Mapping[CreditResource, int],
+        returned_totals: Mapping[CreditResource, int],
+    ) -> Mapping[CreditResource, int]:
+        """Apply a sender's cumulative usage report; reclaim newly returned credit.
+
+        1. Totals are cumulative; a resource a report omits keeps its previous total.
+        2. ``consumed + returned > granted`` (what the receiver granted this key+epoch), or a
+           returned total that data which already landed has used (``returned + landed >
+           granted``), is a protocol violation: counted, :class:`RemoteProtocolError`, nothing
+           else changes.
+        3. Reclaim ``returned − already reclaimed by return`` (SEMANTICS §8, idempotent): a
+           duplicated report reclaims nothing.
+        4. A total lower than one seen before is taken as an *old* report overtaken by a newer one
+           (the allocator sees no sequence numbers and reordering is normal on the control path),
+           so it reclaims nothing and lowers nothing; it is not an error. Lowering would re-commit
+           credit the sender already gave back, and raising would punish plain reordering.
+
+        Returns the amounts reclaimed now, per modelled resource. Raises IA (malformed input or
+        unmodelled resource), IE (unknown record, or FENCED: its unlanded credit was reclaimed by
+        the fence, so a late report carries nothing), RemoteProtocolError (rule 2).
+        """
+        ident, record = self._record(sender_peer, qos_class, epoch)
+        consumed = self._amounts(consumed_totals, "consumed_totals")
+        returned = self._amounts(returned_totals, "returned_totals")
+        next_state = self._next(record, _Event.REPORT_USAGE)
+        for r in self._resources:
+            c = consumed.get(r, record.consumed_reported[r])
+            ret = returned.get(r, record.returned_reported[r])
+            granted = record.granted[r]
+            returned_now = max(ret, record.reclaimed_by_return[r])
+            if c + ret > granted or returned_now + record.landed[r] > granted:
+                self._protocol_violations += 1
+                raise RemoteProtocolError(
+                    f"usage report for {ident} exceeds the grant of {r.name}: consumed {c} + "
+                    f"returned {ret} (landed {record.landed[r]}) > granted {granted}"
+                )
+        new_consumed = {
+            r: max(record.consumed_reported[r], consumed.get(r, 0)) for r in self._resources
+        }
+        new_returned = {
+            r: max(record.returned_reported[r], returned.get(r, 0)) for r in self._resources
+        }
+        reclaim = {
+            r: max(0, new_returned[r] - record.reclaimed_by_return[r]) for r in self._resources
+        }
+        self._commit(
+            ident,
+            attrs.evolve(
+                record,
+                state=next_state,
+                consumed_reported=_frozen(new_consumed),
+                returned_reported=_frozen(new_returned),
+                reclaimed_by_return=_frozen(
+                    {r: record.reclaimed_by_return[r] + reclaim[r] for r in self._resources}
+                ),
+            ),
+        )
+        for r, amount in reclaim.items():
+            self._reclaimed_by_return[r] += amount
+        return _frozen(reclaim)
+
+    def data_landed(
+        self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
+    ) -> None:
+        """The receiver's transport saw data of this key+epoch arrive (it now awaits release).
+
+        Landing beyond ``granted − reclaimed_by_return`` means the sender overdrew its credit: a
+        protocol violation (counted, :class:`RemoteProtocolError`, nothing else changes).
+        Raises IA (malformed input, u64 overflow), IE (unknown record, or FENCED: after
+        :meth:`fence_complete` no in-flight data of the epoch can exist). A failure changes
+        nothing.
+        """
+        ident, record = self._record(sender_peer, qos_class, epoch)
+        amounts = self._amounts(amounts, "amounts")
+        next_state = self._next(record, _Event.LAND)
+        landed = {r: checked_add(record.landed[r], amounts.get(r, 0)) for r in self._resources}
+        for r in self._resources:
+            if landed[r] + record.reclaimed_by_return[r] > record.granted[r]:
+                self._protocol_violations += 1
+                raise RemoteProtocolError(
+                    f"data landed for {ident} exceeds its credit of {r.name}: landed {landed[r]}"
+                    f" + returned {record.reclaimed_by_return[r]} > granted {record.granted[r]}"
+                )
+        self._commit(ident, attrs.evolve(record, state=next_state, landed=_frozen(landed)))
+
+    def release(
+        self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
+    ) -> None:
+        """The receiver's own consumer finished with landed data: free that capacity.
+
+        Only data that landed and was not yet released can be released, in any epoch state (a
+        sender's message never releases anything). Raises IA (malformed input, or more than
+        ``landed − released`` of some resource), IE (unknown record). A failure changes nothing.
+        """
+        ident, record = self._record(sender_peer, qos_class, epoch)
+        amounts = self._amounts(amounts, "amounts")
+        next_state = self._next(record, _Event.RELEASE)
+        released: dict[CreditResource, int] = {}
+        for r in self._resources:
+            amount = amounts.get(r, 0)
+            unreleased = record.landed[r] - record.released[r]
+            if amount > unreleased:
+                raise InvalidArgument(
+                    f"release of {amount} {r.name} for {ident} exceeds the {unreleased} "
+                    "landed and not yet released"
+                )
+            released[r] = record.released[r] + amount
+        self._commit(ident, attrs.evolve(record, state=next_state, released=_frozen(released)))
+        for r in self._resources:
+            self._released[r] += amounts.get(r, 0)
+
+    # -- the control budget --
+
+    def try_acquire_control(self) -> bool:
+        """Take one control-message slot; ``False`` when all ``control_slots`` are in use.
+
+        The control budget is separate from data capacity (RFC "Control traffic never consumes
+        data credit"): zero free data capacity never blocks it.
+        """
+        if self._control_in_use >= self._config.control_slots:
+            return False
+        self._control_in_use += 1
+        return True
+
+    def release_control(self) -> None:
+        """Give back a control slot. Raises LocalProtocolError (nothing changes) if none is held."""
+        if self._control_in_use == 0:
+            raise LocalProtocolError("release_control without a held control slot")
+        self._control_in_use -= 1
+
+    # -- internals --
+
+    def _fresh_record(self, allocation_class: AllocationClass) -> _EpochRecord:
+        zero = _frozen(dict.fromkeys(self._resources, 0))
+        return _EpochRecord(
+            allocation_class=allocation_class,
+            state=EpochState.ACTIVE,
+            granted=zero,
+            consumed_reported=zero,
+            returned_reported=zero,
+            landed=zero,
+            released=zero,
+            reclaimed_by_return=zero,
+            reclaimed_by_fence=zero,
+        )
+
+    def _check_resource(self, resource: object) -> CreditResource:
+        if not isinstance(resource, CreditResource) or resource not in self._config.capacity:
+            raise InvalidArgument(f"resource {resource!r} is not modelled by this receiver")
+        return resource
+
+    def _amounts(self, value: object, what: str) -> ResourceVector:
+        amounts = _resource_map(value, what)
+        for resource in amounts:
+            self._check_resource(resource)
+        return amounts
+
+    def _key(self, sender_peer: int, qos_class: int) -> _KeyState:
+        key = (_check_sender(sender_peer), _check_qos(qos_class))
+        state = self._keys.get(key)
+        if state is None:
+            raise InvalidEntry(f"unknown credit key (sender_peer, qos_class)={key}")
+        return state
+
+    def _record(
+        self, sender_peer: int, qos_class: int, epoch: int
+    ) -> tuple[_EpochId, _EpochRecord]:
+        key = self._key(sender_peer, qos_class)
+        ident = (sender_peer, qos_class, _check_epoch(epoch))
+        record = self._records.get(ident)
+        if record is None:
+            raise InvalidEntry(
+                f"unknown epoch {epoch} of key {ident[:2]} (current {key.current_epoch}); "
+                "fenced epochs are forgotten once they hold nothing"
+            )
+        return ident, record
+
+    @staticmethod
+    def _next(record: _EpochRecord, event: _Event) -> EpochState:
+        try:
+            return _EPOCH_TRANSITIONS[(record.state, event)]
+        except KeyError:
+            raise InvalidEntry(
+                f"{event.value} is not allowed in epoch state {record.state.name}"
+            ) from None
+
+    def _commit(self, ident: _EpochId, new: _EpochRecord) -> None:
+        """Check the capacity invariants on the would-be totals, then install ``new``.
+
+        Raises (and changes nothing) if the new record would hold a negative outstanding
+        (:class:`ArithmeticOverflow`) or the totals would exceed ``capacity`` or, for USER keys,
+        ``capacity − staging_reserve`` (:class:`TooManyRequests`). Every public call computes its
+        step so that neither can happen; this is the last line of defence of SEMANTICS §8.
+        """
+        old = self._records[ident]
+        total = dict(self._outstanding)
+        user = dict(self._user_outstanding)
+        for r in self._resources:
+            after = new.outstanding(r)
+            if after < 0 or new.released[r] > new.landed[r]:
+                raise ArithmeticOverflow(f"{ident} would hold a negative outstanding of {r.name}")
+            delta = after - old.outstanding(r)
+            total[r] += delta
+            if new.allocation_class is AllocationClass.USER:
+                user[r] += delta
+            if total[r] > self._config.capacity[r] or user[r] > self._config.limit_for(
+                r, AllocationClass.USER
+            ):
+                raise TooManyRequests(f"{ident} would over-commit {r.name} (SEMANTICS §8)")
+        if new.settled():
+            del self._records[ident]
+        else:
+            self._records[ident] = new
+        self._outstanding = total
+        self._user_outstanding = user

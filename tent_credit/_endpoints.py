@@ -1,0 +1,1072 @@
+"""Sans-IO protocol endpoints: what a transport pumps (DESIGN "who owns what").
+
+Both sides follow aioquic's shape: ``receive_message(data, now_ns)`` feeds bytes in,
+``messages_to_send(now_ns)`` returns the bytes to put on the control connection, and
+``get_timer()`` / ``handle_timer(now_ns)`` replace internal timers. Nothing here reads a clock,
+opens a socket or starts a thread.
+
+Control flow (DESIGN "Protocol decisions"): the sender *pulls* with a ``SenderCreditUsage``
+carrying its cumulative consumed / returned totals and its demand; the receiver answers with a
+``ReceiverCreditUpdate`` carrying the key's *full* cumulative grant vector, and also *pushes* the
+same update when capacity frees for a stalled sender and on its refresh timer. Every total is
+cumulative per (session, epoch), so a duplicated, reordered or lost message is harmless: the next
+one carries everything.
+
+Demand is sent as an absolute **target grant total** per resource (``pending_demand``): the
+receiver grants ``target − granted`` at most, so a duplicated usage report cannot make it grant
+twice. Identity (sender peer, QoS class) is bound when the endpoint is constructed for a
+connection and never read from a payload: a payload naming another class is a protocol
+violation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+from ._allocator import AllocationClass, AllocatorConfig, ReceiverCreditAllocator
+from ._arith import U64_MAX, check_u64, checked_add
+from ._backpressure import BackpressureInfo, BackpressureSource
+from ._inbox import ControlInbox
+from ._ledger import (
+    Blocked,
+    ReservationToken,
+    SenderCreditLedger,
+    TokenState,
+    UpdateDisposition,
+)
+from ._messages import (
+    SUPPORTED_VERSIONS,
+    CapabilityActivation,
+    CapabilityOffer,
+    ControlMessage,
+    CreditReturn,
+    Heartbeat,
+    ReceiverCreditUpdate,
+    SenderCreditUsage,
+)
+from ._negotiation import CreditMode, NegotiationState, PeerNegotiation
+from ._types import CreditAmount, CreditCharge, CreditKey, CreditResource, SessionId
+from ._wire import decode, encode
+from .errors import (
+    DecodeError,
+    InvalidArgument,
+    InvalidEntry,
+    LocalProtocolError,
+    NegotiationFailed,
+    RemoteProtocolError,
+)
+
+__all__ = [
+    "CreditReceiver",
+    "EndpointEvent",
+    "ReceiverEndpoint",
+    "ReceiverEndpointStatistics",
+    "SenderEndpoint",
+    "SenderEndpointStatistics",
+]
+
+
+# --------------------------------------------------------------------------- events
+
+
+@attrs.frozen(kw_only=True)
+class EndpointEvent:
+    """Something an endpoint observed while handling input (past tense ``kind``).
+
+    Kinds: ``activated``, ``legacy_fallback``, ``negotiation_failed``, ``session_fenced``,
+    ``fence_drained``, ``grant_applied``, ``update_ignored``, ``became_stale``,
+    ``usage_applied``, ``demand_blocked``, ``protocol_violation``.
+    """
+
+    kind: str
+    detail: str = ""
+
+
+def _amounts(vector: Mapping[CreditResource, int]) -> tuple[CreditAmount, ...]:
+    return tuple(CreditAmount(resource=r, amount=a) for r, a in sorted(vector.items()))
+
+
+def _nonzero_amounts(vector: Mapping[CreditResource, int]) -> tuple[CreditAmount, ...]:
+    return tuple(CreditAmount(resource=r, amount=a) for r, a in sorted(vector.items()) if a)
+
+
+def _check_now(now_ns: int) -> None:
+    check_u64(now_ns, "now_ns")
+
+
+# --------------------------------------------------------------------------- sender
+
+
+@attrs.frozen(kw_only=True)
+class SenderEndpointStatistics:
+    """A snapshot of a sender endpoint (counters since construction)."""
+
+    state: NegotiationState
+    key: CreditKey | None
+    messages_received: int
+    messages_sent: int
+    protocol_violations: int
+    updates_applied: int
+    updates_ignored: int
+    duplicates_or_old: int
+    sequence_gaps: int
+    epoch_resets: int
+    stale_transitions: int
+    reservations: int
+    blocked: int
+    in_flight: int
+    fenced_in_flight: int
+    demand_target: Mapping[CreditResource, int]
+    update_age_ns: int | None
+
+
+class SenderEndpoint:
+    """The sender side of one control connection to one receiver, for one QoS class.
+
+    Ties together negotiation (:class:`PeerNegotiation`), the ledger
+    (:class:`SenderCreditLedger`), the coalescing inbox, demand reporting (pull), freshness and
+    epoch fencing. Usage is reported at most once per ``usage_interval_ns`` while something
+    changed (consumption, returns or demand); a heartbeat asks the receiver for a refresh when
+    the grant is older than half its TTL.
+
+    Raises :class:`InvalidArgument` for invalid construction arguments.
+    """
+
+    def __init__(
+        self,
+        *,
+        sender_peer: int,
+        qos_class: int = 0,
+        mode: CreditMode = CreditMode.REQUIRED,
+        usage_interval_ns: int = 1_000_000,
+        versions: tuple[int, ...] = SUPPORTED_VERSIONS,
+    ) -> None:
+        check_u64(sender_peer, "sender_peer")
+        if type(qos_class) is not int or not 0 <= qos_class <= 0xFFFF_FFFF:
+            raise InvalidArgument(f"qos_class must be a u32, got {qos_class!r}")
+        check_u64(usage_interval_ns, "usage_interval_ns")
+        self._negotiation = PeerNegotiation(
+            mode=mode, sender_peer=sender_peer, local_versions=versions
+        )
+        self._qos_class = qos_class
+        # one live entry plus the fenced ones still draining
+        self._ledger = SenderCreditLedger(max_entries=4)
+        self._inbox: ControlInbox[CreditKey] = ControlInbox(max_keys=2)
+        self._usage_interval_ns = usage_interval_ns
+        self._key: CreditKey | None = None
+        self._epoch = 0
+        self._outbox: list[ControlMessage] = []
+        self._usage_sequence = 0
+        self._usage_dirty = False
+        self._last_usage_ns: int | None = None
+        self._heartbeat_sent_ns: int | None = None
+        # an offer is retransmitted every usage interval until its activation arrives: the
+        # control channel may lose it, and nothing else would ever re-open the negotiation
+        self._awaiting_activation = False
+        self._last_offer_ns: int | None = None
+        self._demand_target: dict[CreditResource, int] = {}
+        self._retry_after_us = 0
+        # committed, not yet completed work per (key, epoch): the fence drains the old ones
+        self._in_flight: dict[tuple[CreditKey, int], int] = {}
+        self._now_ns = 0
+        self._received = 0
+        self._sent = 0
+        self._violations = 0
+        self._ignored = 0
+        self._stale_transitions = 0
+        self._blocked = 0
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def sender_peer(self) -> int:
+        """The identity bound at connection setup; it never changes."""
+        return self._negotiation.sender_peer
+
+    @property
+    def qos_class(self) -> int:
+        return self._qos_class
+
+    @property
+    def state(self) -> NegotiationState:
+        return self._negotiation.state
+
+    @property
+    def mode(self) -> CreditMode:
+        return self._negotiation.mode
+
+    @property
+    def key(self) -> CreditKey | None:
+        """The credit key of the current session (``None`` before activation)."""
+        return self._key
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def ledger(self) -> SenderCreditLedger:
+        """The ledger (read it; mutate it only through this endpoint)."""
+        return self._ledger
+
+    def available(self) -> Mapping[CreditResource, int]:
+        """Available credit of the current key (all zero before the first update)."""
+        if self._key is None or not self._ledger.entry(self._key).has_update:
+            return dict.fromkeys(CreditResource, 0)
+        return self._ledger.available(self._key)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def connect(self, now_ns: int) -> None:
+        """The control connection is up: start negotiating (offer our versions).
+
+        DISABLED mode goes straight to LEGACY and sends nothing. Raises
+        :class:`LocalProtocolError` if already started; a failure changes nothing.
+        """
+        _check_now(now_ns)
+        self._negotiation.start(now_ns)
+        self._now_ns = now_ns
+        if self._negotiation.state is NegotiationState.NEGOTIATING:
+            self._awaiting_activation = True
+
+    def reconnect(self, now_ns: int) -> None:
+        """A new control connection replaced the lost one: offer our versions again.
+
+        The receiver answers with an activation of a new epoch (or, after a receiver restart, a
+        new session), which fences the old ledger entry; dispatch resumes once the old epoch's
+        in-flight work drained. Raises :class:`LocalProtocolError` before :meth:`connect` or in
+        DISABLED / LEGACY / FAILED (nothing to renegotiate); a failure changes nothing.
+        """
+        _check_now(now_ns)
+        state = self._negotiation.state
+        if state in (
+            NegotiationState.DISABLED,
+            NegotiationState.LEGACY,
+            NegotiationState.FAILED,
+        ):
+            raise LocalProtocolError(f"cannot reconnect in state {state.name}")
+        self._now_ns = max(self._now_ns, now_ns)
+        self._awaiting_activation = True
+        self._last_offer_ns = None
+
+    def disconnect(self, now_ns: int) -> None:
+        """The control connection was lost: ACTIVE → STALE; no new credit-gated dispatch."""
+        _check_now(now_ns)
+        before = self._negotiation.state
+        self._negotiation.on_disconnect()
+        if before is NegotiationState.ACTIVE:
+            self._stale_transitions += 1
+        self._outbox.clear()
+        self._awaiting_activation = False
+
+    # ---------------------------------------------------------------- input
+
+    def receive_message(self, data: bytes, now_ns: int) -> list[EndpointEvent]:
+        """Decode and apply one message from the receiver; see :meth:`receive_batch`."""
+        return self.receive_batch([data], now_ns)
+
+    def receive_batch(self, datas: Iterable[bytes], now_ns: int) -> list[EndpointEvent]:
+        """Decode and apply a burst of messages from the receiver.
+
+        Activations are applied at once; credit updates go through the bounded inbox, which
+        keeps only the newest per key by (epoch, sequence), and are then applied to the ledger
+        in one pass (RFC concurrency rules 1–2). Nothing raises for a peer's misbehaviour: a
+        malformed message, a decreasing grant or a payload naming another class fails closed,
+        is counted as a protocol violation and reported as an event. Raises
+        :class:`InvalidArgument` only for a bad ``now_ns``.
+        """
+        _check_now(now_ns)
+        self._now_ns = max(self._now_ns, now_ns)
+        events: list[EndpointEvent] = []
+        for data in datas:
+            self._received += 1
+            try:
+                message = decode(data)
+            except DecodeError as exc:
+                events.append(self._violation(f"undecodable message: {exc}"))
+                continue
+            if isinstance(message, CapabilityActivation):
+                events.extend(self._on_activation(message, now_ns))
+            elif isinstance(message, ReceiverCreditUpdate):
+                events.extend(self._offer_update(message))
+            else:
+                events.append(self._violation(f"a receiver does not send {type(message).__name__}"))
+        for key, update in self._inbox.drain():
+            events.extend(self._apply_update(key, update, now_ns))
+        return events
+
+    def _violation(self, detail: str) -> EndpointEvent:
+        self._violations += 1
+        return EndpointEvent(kind="protocol_violation", detail=detail)
+
+    def _on_activation(self, act: CapabilityActivation, now_ns: int) -> list[EndpointEvent]:
+        if act.qos_class != self._qos_class:
+            return [self._violation(f"activation names qos class {act.qos_class}")]
+        state = self._negotiation.state
+        if state is NegotiationState.NEGOTIATING:
+            try:
+                new_state = self._negotiation.on_activation(act, now_ns)
+            except NegotiationFailed as exc:
+                return [EndpointEvent(kind="negotiation_failed", detail=str(exc))]
+            except RemoteProtocolError as exc:
+                return [self._violation(str(exc))]
+            self._awaiting_activation = False
+            if new_state is NegotiationState.LEGACY:
+                return [EndpointEvent(kind="legacy_fallback", detail="no common version")]
+            self._install_key(act.receiver_session_id, act.epoch)
+            return [EndpointEvent(kind="activated", detail=f"epoch {act.epoch}")]
+        if state in (NegotiationState.ACTIVE, NegotiationState.STALE, NegotiationState.FENCING):
+            assert self._key is not None
+            same_session = act.receiver_session_id == self._key.receiver_session
+            if same_session and act.epoch == self._epoch:
+                self._awaiting_activation = False  # the reconnect was answered with our epoch
+            if same_session and act.epoch <= self._epoch:
+                self._ignored += 1  # a duplicated or older activation: nothing new
+                return [EndpointEvent(kind="update_ignored", detail="old activation")]
+            if act.selected_version != self._negotiation.version:
+                return [self._violation("a re-activation changed the protocol version")]
+            try:
+                self._negotiation.on_new_session_or_epoch(
+                    act.receiver_session_id,
+                    act.epoch,
+                    now_ns,
+                    freshness_ttl_ms=act.freshness_ttl_ms,
+                )
+            except RemoteProtocolError as exc:
+                return [self._violation(str(exc))]
+            self._awaiting_activation = False
+            old_key, old_epoch = self._key, self._epoch
+            self._install_key(act.receiver_session_id, act.epoch, fence=(old_key, old_epoch))
+            events = [EndpointEvent(kind="session_fenced", detail=f"epoch {act.epoch}")]
+            events.extend(self._maybe_fence_drained(now_ns))
+            return events
+        self._ignored += 1
+        return [EndpointEvent(kind="update_ignored", detail=f"activation in {state.name}")]
+
+    def _install_key(
+        self,
+        session: SessionId,
+        epoch: int,
+        fence: tuple[CreditKey, int] | None = None,
+    ) -> None:
+        key = CreditKey(
+            receiver_session=session, sender_peer=self.sender_peer, qos_class=self._qos_class
+        )
+        if fence is not None:
+            old_key, old_epoch = fence
+            # The epoch fence: old tokens can no longer touch any entry (SEMANTICS §6).
+            self._ledger.deactivate(old_key, old_epoch)
+        self._ledger.activate(key, epoch)
+        self._key = key
+        self._epoch = epoch
+        self._usage_sequence = 0
+        self._demand_target = {}
+        self._retry_after_us = 0
+        self._usage_dirty = True  # introduce ourselves to the new epoch with a usage report
+        self._last_usage_ns = None
+
+    def _fenced_in_flight(self) -> int:
+        current = (self._key, self._epoch)
+        return sum(n for slot, n in self._in_flight.items() if slot != current)
+
+    def _maybe_fence_drained(self, now_ns: int) -> list[EndpointEvent]:
+        if self._negotiation.state is not NegotiationState.FENCING:
+            return []
+        if self._fenced_in_flight():
+            return []
+        current = (self._key, self._epoch)
+        self._in_flight = {slot: n for slot, n in self._in_flight.items() if slot == current}
+        self._negotiation.on_fence_drained(now_ns)
+        return [EndpointEvent(kind="fence_drained")]
+
+    def _offer_update(self, update: ReceiverCreditUpdate) -> list[EndpointEvent]:
+        key = self._key
+        if key is None:
+            self._ignored += 1
+            return [EndpointEvent(kind="update_ignored", detail="not active")]
+        if update.qos_class != self._qos_class:
+            return [self._violation(f"update names qos class {update.qos_class}")]
+        if update.receiver_session_id != key.receiver_session or update.epoch != self._epoch:
+            # an old session/epoch (reordered past a fence) or one not activated yet
+            self._ignored += 1
+            return [EndpointEvent(kind="update_ignored", detail="other session or epoch")]
+        self._inbox.offer(key, update)
+        return []
+
+    def _apply_update(
+        self, key: CreditKey, update: ReceiverCreditUpdate, now_ns: int
+    ) -> list[EndpointEvent]:
+        try:
+            disposition = self._ledger.apply_update(key, update)
+        except InvalidArgument as exc:  # decreasing grant, below consumption: fail closed
+            return [self._violation(str(exc))]
+        except InvalidEntry:  # fenced between offer and drain
+            self._ignored += 1
+            return [EndpointEvent(kind="update_ignored", detail="fenced")]
+        if disposition is UpdateDisposition.DUPLICATE_OR_OLD:
+            return [EndpointEvent(kind="update_ignored", detail="duplicate or old")]
+        self._retry_after_us = update.retry_after_us
+        # after a disconnect, STALE waits for the reconnect's activation, not for an update
+        with contextlib.suppress(LocalProtocolError):
+            self._negotiation.on_update_accepted(
+                update.receiver_session_id,
+                update.epoch,
+                now_ns,
+                freshness_ttl_ms=update.freshness_ttl_ms,
+            )
+        self._heartbeat_sent_ns = None
+        return [EndpointEvent(kind="grant_applied", detail=disposition.name)]
+
+    # ---------------------------------------------------------------- reservations
+
+    def try_reserve(self, charge: CreditCharge, now_ns: int) -> ReservationToken | BackpressureInfo:
+        """Reserve ``charge`` atomically against the current grant, or explain why not.
+
+        Returns a RESERVED token, or a :class:`BackpressureInfo` (source RECEIVER_CREDIT) when
+        the peer is not ACTIVE or some resource lacks credit; in the latter case the shortfall
+        raises the demand target the next usage report carries. Raises
+        :class:`InvalidArgument` for a malformed charge. A blocked reserve changes nothing but
+        the demand target.
+        """
+        _check_now(now_ns)
+        if not isinstance(charge, CreditCharge):
+            raise InvalidArgument(f"expected a CreditCharge, got {charge!r}")
+        self._now_ns = max(self._now_ns, now_ns)
+        self._negotiation.check_freshness(self._now_ns)
+        key = self._key
+        if key is None or not self._negotiation.may_reserve():
+            self._blocked += 1
+            return self._backpressure(tuple(r for r, _ in charge.parts))
+        if not self._ledger.entry(key).has_update:
+            self._blocked += 1
+            self._raise_demand(key, charge)
+            return self._backpressure(tuple(r for r, _ in charge.parts))
+        result = self._ledger.try_reserve(key, charge)
+        if isinstance(result, Blocked):
+            self._blocked += 1
+            self._raise_demand(key, charge)
+            return self._backpressure(result.exhausted)
+        return result
+
+    def set_pending_demand(self, waiting: Mapping[CreditResource, int]) -> None:
+        """Declare the total charge of the work now waiting for credit (e.g. the credit-stalled
+        owners of this key in the admission queue).
+
+        The demand target becomes ``consumed + returned + waiting`` per resource, i.e. the
+        cumulative grant under which all that work would fit; it never moves down within an
+        epoch (targets are absolute, like grants, so a duplicated report cannot over-ask).
+        Raises :class:`InvalidEntry` before activation and :class:`InvalidArgument` for a
+        malformed amount; a failure changes nothing.
+        """
+        if self._key is None:
+            raise InvalidEntry("no active credit key")
+        entry = self._ledger.entry(self._key)
+        targets: dict[CreditResource, int] = {}
+        for resource, amount in waiting.items():
+            if not isinstance(resource, CreditResource):
+                raise InvalidArgument(f"unknown credit resource {resource!r}")
+            check_u64(amount, f"waiting[{resource.name}]")
+            base = checked_add(entry.consumed[resource], entry.returned[resource])
+            targets[resource] = checked_add(base, amount)
+        for resource, target in targets.items():
+            if target > self._demand_target.get(resource, 0):
+                self._demand_target[resource] = target
+                self._usage_dirty = True
+
+    def _raise_demand(self, key: CreditKey, charge: CreditCharge) -> None:
+        entry = self._ledger.entry(key)
+        for resource, amount in charge.parts:
+            shortfall = amount - entry.available[resource]
+            if shortfall > 0:
+                target = checked_add(entry.grant_total[resource], shortfall)
+                if target > self._demand_target.get(resource, 0):
+                    self._demand_target[resource] = target
+                    self._usage_dirty = True
+
+    def _backpressure(self, exhausted: tuple[CreditResource, ...]) -> BackpressureInfo:
+        return BackpressureInfo(
+            source=BackpressureSource.RECEIVER_CREDIT,
+            peer=self.sender_peer,
+            qos_class=self._qos_class,
+            exhausted=tuple(sorted(set(exhausted))),
+            retry_after_us=self._retry_after_us,
+            fallback_allowed=self._negotiation.state is NegotiationState.LEGACY,
+        )
+
+    def commit(self, token: ReservationToken) -> None:
+        """The transport accepted the work: RESERVED → COMMITTED; it is now in flight.
+
+        Raises :class:`InvalidEntry` for a token of a fenced epoch or one already settled.
+        """
+        self._ledger.commit(token)
+        slot = (token.key, token.epoch)
+        self._in_flight[slot] = self._in_flight.get(slot, 0) + 1
+        self._usage_dirty = True
+
+    def rollback(self, token: ReservationToken) -> None:
+        """The transport refused the work: give the exact charge back (SEMANTICS §6)."""
+        self._ledger.rollback(token)
+
+    def complete(self, token: ReservationToken, now_ns: int) -> list[EndpointEvent]:
+        """The transport finished committed work (success or failure).
+
+        Completion only ends the in-flight count (used to finish fencing); it never mints
+        local credit: the receiver's release makes new grants (RFC concurrency rule 6).
+        Raises :class:`InvalidEntry` for a token that is not COMMITTED.
+        """
+        _check_now(now_ns)
+        if token.state is not TokenState.COMMITTED:
+            raise InvalidEntry(f"token {token.token_id} is {token.state.name}, not COMMITTED")
+        slot = (token.key, token.epoch)
+        count = self._in_flight.get(slot, 0)
+        if count <= 0:
+            raise InvalidEntry(f"token {token.token_id} was already completed")
+        self._in_flight[slot] = count - 1
+        return self._maybe_fence_drained(max(self._now_ns, now_ns))
+
+    def return_unused(self, charge: CreditCharge) -> None:
+        """Give unused credit back to the receiver (cumulative ``returned`` total).
+
+        Raises :class:`InvalidEntry` before activation and :class:`InsufficientCredit` when
+        ``charge`` exceeds what is available; a failure changes nothing.
+        """
+        if self._key is None:
+            raise InvalidEntry("no active credit key")
+        self._ledger.return_credit(self._key, charge)
+        self._usage_dirty = True
+
+    # ---------------------------------------------------------------- output
+
+    def messages_to_send(self, now_ns: int) -> list[bytes]:
+        """Encoded messages for the receiver, in order (offer, usage, heartbeat)."""
+        _check_now(now_ns)
+        self._now_ns = max(self._now_ns, now_ns)
+        out = self._outbox
+        self._outbox = []
+        if self._awaiting_activation and (
+            self._last_offer_ns is None or now_ns - self._last_offer_ns >= self._usage_interval_ns
+        ):
+            out.append(
+                CapabilityOffer(
+                    versions=self._negotiation.local_versions, qos_class=self._qos_class
+                )
+            )
+            self._last_offer_ns = now_ns
+        if self._key is not None and self._negotiation.state in (
+            NegotiationState.ACTIVE,
+            NegotiationState.FENCING,
+            NegotiationState.STALE,
+        ):
+            usage = self._usage_due(now_ns)
+            if usage is not None:
+                out.append(usage)
+            hb = self._heartbeat_due(now_ns)
+            if hb is not None:
+                out.append(hb)
+        self._sent += len(out)
+        return [encode(m) for m in out]
+
+    def _demand_unmet(self) -> bool:
+        if self._key is None or not self._demand_target:
+            return False
+        granted = self._ledger.entry(self._key).grant_total
+        return any(t > granted[r] for r, t in self._demand_target.items())
+
+    def _usage_due(self, now_ns: int) -> SenderCreditUsage | None:
+        # Pull: report when something changed, and keep re-reporting unmet demand every
+        # interval, since a lost report must not leave the sender stalled for good.
+        if self._key is None or not (self._usage_dirty or self._demand_unmet()):
+            return None
+        if (
+            self._last_usage_ns is not None
+            and now_ns - self._last_usage_ns < self._usage_interval_ns
+        ):
+            return None
+        entry = self._ledger.entry(self._key)
+        self._usage_sequence += 1
+        self._usage_dirty = False
+        self._last_usage_ns = now_ns
+        return SenderCreditUsage(
+            receiver_session_id=self._key.receiver_session,
+            epoch=self._epoch,
+            sequence=self._usage_sequence,
+            qos_class=self._qos_class,
+            consumed_totals=_nonzero_amounts(entry.consumed),
+            returned_totals=_nonzero_amounts(entry.returned),
+            pending_demand=_nonzero_amounts(self._demand_target),
+        )
+
+    def _heartbeat_due(self, now_ns: int) -> Heartbeat | None:
+        ttl_ms = self._negotiation.freshness_ttl_ms
+        age = self._negotiation.update_age_ns(now_ns)
+        if self._key is None or ttl_ms == 0 or age is None or age * 2 < ttl_ms * 1_000_000:
+            return None
+        if (
+            self._heartbeat_sent_ns is not None
+            and now_ns - self._heartbeat_sent_ns < ttl_ms * 500_000
+        ):
+            return None
+        self._heartbeat_sent_ns = now_ns
+        return Heartbeat(
+            receiver_session_id=self._key.receiver_session,
+            epoch=self._epoch,
+            qos_class=self._qos_class,
+        )
+
+    def get_timer(self) -> int | None:
+        """The next ``now_ns`` at which :meth:`handle_timer` has work, or ``None``."""
+        deadlines: list[int] = []
+        if (self._usage_dirty or self._demand_unmet()) and self._last_usage_ns is not None:
+            deadlines.append(self._last_usage_ns + self._usage_interval_ns)
+        if self._awaiting_activation and self._last_offer_ns is not None:
+            deadlines.append(self._last_offer_ns + self._usage_interval_ns)
+        ttl_ms = self._negotiation.freshness_ttl_ms
+        age = self._negotiation.update_age_ns(self._now_ns)
+        if ttl_ms and age is not None and self._negotiation.state is NegotiationState.ACTIVE:
+            refreshed = self._now_ns - age
+            deadlines.append(refreshed + ttl_ms * 500_000)  # heartbeat at half the TTL
+            deadlines.append(refreshed + ttl_ms * 1_000_000 + 1)  # staleness
+        return min(deadlines) if deadlines else None
+
+    def handle_timer(self, now_ns: int) -> list[EndpointEvent]:
+        """Evaluate freshness on the sender's clock (ACTIVE → STALE past the TTL)."""
+        _check_now(now_ns)
+        self._now_ns = max(self._now_ns, now_ns)
+        before = self._negotiation.state
+        after = self._negotiation.check_freshness(self._now_ns)
+        if before is NegotiationState.ACTIVE and after is NegotiationState.STALE:
+            self._stale_transitions += 1
+            return [EndpointEvent(kind="became_stale")]
+        return []
+
+    def statistics(self) -> SenderEndpointStatistics:
+        ls = self._ledger.statistics()
+        current = self._in_flight.get((self._key, self._epoch), 0) if self._key else 0
+        return SenderEndpointStatistics(
+            state=self._negotiation.state,
+            key=self._key,
+            messages_received=self._received,
+            messages_sent=self._sent,
+            protocol_violations=self._violations,
+            updates_applied=ls.updates_applied,
+            updates_ignored=self._ignored,
+            duplicates_or_old=ls.duplicates_or_old,
+            sequence_gaps=ls.sequence_gaps,
+            epoch_resets=ls.epoch_resets,
+            stale_transitions=self._stale_transitions,
+            reservations=ls.reservations,
+            blocked=self._blocked,
+            in_flight=current,
+            fenced_in_flight=self._fenced_in_flight(),
+            demand_target=dict(self._demand_target),
+            update_age_ns=self._negotiation.update_age_ns(self._now_ns),
+        )
+
+
+# --------------------------------------------------------------------------- receiver
+
+
+@attrs.frozen(kw_only=True)
+class ReceiverEndpointStatistics:
+    """A snapshot of one receiver endpoint (one sender connection)."""
+
+    sender_peer: int
+    qos_class: int
+    epoch: int
+    version: int
+    messages_received: int
+    messages_sent: int
+    updates_pushed: int
+    usage_applied: int
+    usage_duplicates: int
+    demands_blocked: int
+    protocol_violations: int
+    stalled: bool
+
+
+class ReceiverEndpoint:
+    """The receiver side of one sender's control connection (created by :class:`CreditReceiver`).
+
+    Answers the capability offer with an activation, applies usage reports (reclaiming returned
+    credit), grants demand from the shared allocator and pushes the key's full cumulative vector
+    (sequence + 1 per update), on demand, when capacity frees while the sender is stalled, and
+    on the refresh timer.
+    """
+
+    def __init__(
+        self,
+        receiver: CreditReceiver,
+        *,
+        sender_peer: int,
+        qos_class: int,
+        epoch: int,
+    ) -> None:
+        self._receiver = receiver
+        self._sender_peer = sender_peer
+        self._qos_class = qos_class
+        self._epoch = epoch
+        self._version = 0
+        self._sequence = 0
+        self._usage_sequence = 0
+        self._demand_target: dict[CreditResource, int] = {}
+        self._stalled = False
+        self._retry_after_us = 0
+        self._pending_activation: CapabilityActivation | None = None
+        self._push_due = False
+        self._last_push_ns: int | None = None
+        self._closed = False
+        self._received = 0
+        self._sent = 0
+        self._pushed = 0
+        self._usage_applied = 0
+        self._usage_duplicates = 0
+        self._demands_blocked = 0
+        self._violations = 0
+
+    @property
+    def sender_peer(self) -> int:
+        return self._sender_peer
+
+    @property
+    def qos_class(self) -> int:
+        return self._qos_class
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def stalled(self) -> bool:
+        """The sender asked for more than could be granted; a push follows when capacity frees."""
+        return self._stalled
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _violation(self, detail: str) -> EndpointEvent:
+        self._violations += 1
+        return EndpointEvent(kind="protocol_violation", detail=detail)
+
+    def receive_message(self, data: bytes, now_ns: int) -> list[EndpointEvent]:
+        """Decode and apply one message from the sender. Peer misbehaviour is counted and
+        reported as an event, never raised; raises :class:`InvalidArgument` for a bad
+        ``now_ns`` and :class:`LocalProtocolError` on a closed endpoint."""
+        _check_now(now_ns)
+        if self._closed:
+            raise LocalProtocolError("endpoint closed (its sender reconnected or disconnected)")
+        self._received += 1
+        try:
+            message = decode(data)
+        except DecodeError as exc:
+            return [self._violation(f"undecodable message: {exc}")]
+        if isinstance(message, CapabilityOffer):
+            return self._on_offer(message)
+        if isinstance(message, SenderCreditUsage | CreditReturn | Heartbeat):
+            if message.qos_class != self._qos_class:
+                # identity is bound to the connection: a payload naming another class is a lie
+                return [self._violation(f"payload names qos class {message.qos_class}")]
+            if (
+                message.receiver_session_id != self._receiver.session
+                or message.epoch != self._epoch
+            ):
+                return [EndpointEvent(kind="update_ignored", detail="other session or epoch")]
+            if isinstance(message, Heartbeat):
+                self._push_due = True  # answer with a refresh of the full vector
+                return []
+            return self._on_usage(message)
+        return [self._violation(f"a sender does not send {type(message).__name__}")]
+
+    def _on_offer(self, offer: CapabilityOffer) -> list[EndpointEvent]:
+        if offer.qos_class != self._qos_class:
+            return [self._violation(f"offer names qos class {offer.qos_class}")]
+        mine = self._receiver.versions
+        common = max(set(mine) & set(offer.versions), default=0)
+        self._version = common
+        # A duplicated offer gets the same activation again: epochs move only on reconnect.
+        self._pending_activation = CapabilityActivation(
+            versions=mine,
+            selected_version=common,
+            receiver_session_id=self._receiver.session,
+            epoch=self._epoch if common else 0,
+            qos_class=self._qos_class,
+            freshness_ttl_ms=self._receiver.freshness_ttl_ms,
+        )
+        if common:
+            self._grant(self._receiver.initial_demand)
+            self._push_due = True
+            return [EndpointEvent(kind="activated", detail=f"epoch {self._epoch}")]
+        return [EndpointEvent(kind="legacy_fallback", detail="no common version")]
+
+    def _on_usage(self, usage: SenderCreditUsage | CreditReturn) -> list[EndpointEvent]:
+        if usage.sequence <= self._usage_sequence:
+            self._usage_duplicates += 1
+            return [EndpointEvent(kind="update_ignored", detail="duplicate or old usage")]
+        consumed = (
+            {a.resource: a.amount for a in usage.consumed_totals}
+            if isinstance(usage, SenderCreditUsage)
+            else {}
+        )
+        returned = {a.resource: a.amount for a in usage.returned_totals}
+        allocator = self._receiver.allocator
+        modelled = allocator.config.capacity
+        if any(r not in modelled for r in (*consumed, *returned)):
+            return [self._violation("usage names a resource this receiver does not model")]
+        try:
+            reclaimed = allocator.on_usage(
+                self._sender_peer,
+                self._qos_class,
+                self._epoch,
+                consumed_totals=consumed,
+                returned_totals=returned,
+            )
+        except (RemoteProtocolError, InvalidArgument) as exc:
+            return [self._violation(str(exc))]
+        self._usage_sequence = usage.sequence
+        self._usage_applied += 1
+        events = [EndpointEvent(kind="usage_applied")]
+        if isinstance(usage, SenderCreditUsage):
+            target = {a.resource: a.amount for a in usage.pending_demand}
+            if any(r not in modelled for r in target):
+                events.append(self._violation("demand names an unmodelled resource"))
+                return events
+            self._demand_target = target
+            events.extend(self._grant_outstanding_demand())
+        if any(reclaimed.values()):
+            self._receiver._capacity_freed()
+        return events
+
+    def _outstanding_demand(self) -> dict[CreditResource, int]:
+        totals = self._receiver.allocator.key_totals(
+            self._sender_peer, self._qos_class, self._epoch
+        )
+        return {
+            r: t - totals.granted.get(r, 0)
+            for r, t in self._demand_target.items()
+            if t > totals.granted.get(r, 0)
+        }
+
+    def _grant_outstanding_demand(self) -> list[EndpointEvent]:
+        demand = self._outstanding_demand()
+        if not demand:
+            self._stalled = False
+            return []
+        return self._grant(demand)
+
+    def _grant(self, demand: Mapping[CreditResource, int]) -> list[EndpointEvent]:
+        if not demand:
+            return []
+        decision = self._receiver.allocator.grant(self._sender_peer, self._qos_class, demand)
+        if any(decision.granted_now.values()):
+            self._push_due = True
+        if decision.retry_after_us:
+            self._demands_blocked += 1
+            self._stalled = True
+            self._retry_after_us = decision.retry_after_us
+            self._push_due = True  # tell the sender when to expect more
+            return [EndpointEvent(kind="demand_blocked", detail=str(decision.blocked))]
+        self._stalled = bool(self._outstanding_demand())
+        self._retry_after_us = 0
+        return []
+
+    def _capacity_freed(self) -> None:
+        if self._stalled and not self._closed:
+            self._grant_outstanding_demand()
+
+    def _update(self) -> ReceiverCreditUpdate:
+        totals = self._receiver.allocator.key_totals(
+            self._sender_peer, self._qos_class, self._epoch
+        )
+        self._sequence += 1
+        return ReceiverCreditUpdate(
+            qos_class=self._qos_class,
+            receiver_session_id=self._receiver.session,
+            epoch=self._epoch,
+            sequence=self._sequence,
+            freshness_ttl_ms=self._receiver.freshness_ttl_ms,
+            grants=_amounts(totals.granted),
+            retry_after_us=self._retry_after_us,
+        )
+
+    def messages_to_send(self, now_ns: int) -> list[bytes]:
+        """The activation (once per offer) and at most one update: the latest full vector."""
+        _check_now(now_ns)
+        if self._closed:
+            return []
+        out: list[ControlMessage] = []
+        if self._pending_activation is not None:
+            out.append(self._pending_activation)
+            self._pending_activation = None
+        refresh = self._receiver.refresh_interval_ns
+        last = self._last_push_ns
+        if self._version and refresh and last is not None and now_ns - last >= refresh:
+            self._push_due = True
+        if self._version and self._push_due:
+            out.append(self._update())
+            self._push_due = False
+            self._last_push_ns = now_ns
+            self._pushed += 1
+        self._sent += len(out)
+        return [encode(m) for m in out]
+
+    def get_timer(self) -> int | None:
+        refresh = self._receiver.refresh_interval_ns
+        if self._closed or not self._version or not refresh or self._last_push_ns is None:
+            return None
+        return self._last_push_ns + refresh
+
+    def handle_timer(self, now_ns: int) -> None:
+        """Nothing to evaluate: the refresh is produced by :meth:`messages_to_send`."""
+        _check_now(now_ns)
+
+    def close(self) -> None:
+        self._closed = True
+
+    def statistics(self) -> ReceiverEndpointStatistics:
+        return ReceiverEndpointStatistics(
+            sender_peer=self._sender_peer,
+            qos_class=self._qos_class,
+            epoch=self._epoch,
+            version=self._version,
+            messages_received=self._received,
+            messages_sent=self._sent,
+            updates_pushed=self._pushed,
+            usage_applied=self._usage_applied,
+            usage_duplicates=self._usage_duplicates,
+            demands_blocked=self._demands_blocked,
+            protocol_violations=self._violations,
+            stalled=self._stalled,
+        )
+
+
+class CreditReceiver:
+    """One receiver node: a session, its global allocator, and an endpoint per connection.
+
+    A receiver restart is a new :class:`CreditReceiver` with a new :class:`SessionId`: its
+    activations carry the new session, which fences every sender's old ledger entry.
+
+    ``initial_grant`` is what an activation grants up front (keep it small: RFC principle 3).
+    """
+
+    def __init__(
+        self,
+        config: AllocatorConfig,
+        session: SessionId,
+        *,
+        freshness_ttl_ms: int = 0,
+        refresh_interval_ns: int = 0,
+        initial_grant: Mapping[CreditResource, int] | None = None,
+        versions: tuple[int, ...] = SUPPORTED_VERSIONS,
+    ) -> None:
+        self._allocator = ReceiverCreditAllocator(config, session)
+        if type(freshness_ttl_ms) is not int or not 0 <= freshness_ttl_ms <= 0xFFFF_FFFF:
+            raise InvalidArgument(f"freshness_ttl_ms must be a u32, got {freshness_ttl_ms!r}")
+        check_u64(refresh_interval_ns, "refresh_interval_ns")
+        self._ttl_ms = freshness_ttl_ms
+        self._refresh_ns = refresh_interval_ns
+        self._initial = dict(initial_grant or {})
+        for r, a in self._initial.items():
+            if r not in config.capacity or type(a) is not int or not 0 <= a <= U64_MAX:
+                raise InvalidArgument(f"invalid initial grant {r!r}: {a!r}")
+        self._versions = versions
+        self._endpoints: dict[tuple[int, int], ReceiverEndpoint] = {}
+
+    @property
+    def session(self) -> SessionId:
+        return self._allocator.session
+
+    @property
+    def allocator(self) -> ReceiverCreditAllocator:
+        return self._allocator
+
+    @property
+    def versions(self) -> tuple[int, ...]:
+        return self._versions
+
+    @property
+    def freshness_ttl_ms(self) -> int:
+        return self._ttl_ms
+
+    @property
+    def refresh_interval_ns(self) -> int:
+        return self._refresh_ns
+
+    @property
+    def initial_demand(self) -> Mapping[CreditResource, int]:
+        return self._initial
+
+    def endpoints(self) -> tuple[ReceiverEndpoint, ...]:
+        return tuple(self._endpoints.values())
+
+    def accept(
+        self,
+        sender_peer: int,
+        qos_class: int = 0,
+        *,
+        allocation_class: AllocationClass = AllocationClass.USER,
+    ) -> ReceiverEndpoint:
+        """A sender's control connection was set up (identity from the handshake).
+
+        Opens the key's next epoch: a reconnect moves the previous epoch to FENCING (its
+        outstanding stays committed until :meth:`fence_complete`) and closes its endpoint.
+        Raises IA / TMR from the allocator; a failure changes nothing.
+        """
+        epoch = self._allocator.open_epoch(
+            sender_peer, qos_class, allocation_class=allocation_class
+        )
+        old = self._endpoints.get((sender_peer, qos_class))
+        if old is not None:
+            old.close()
+        endpoint = ReceiverEndpoint(self, sender_peer=sender_peer, qos_class=qos_class, epoch=epoch)
+        self._endpoints[(sender_peer, qos_class)] = endpoint
+        return endpoint
+
+    def disconnect(self, sender_peer: int, qos_class: int = 0) -> int:
+        """The sender's control connection dropped: fence its current epoch; returns it."""
+        endpoint = self._endpoints.get((sender_peer, qos_class))
+        if endpoint is None or endpoint.closed:
+            raise InvalidEntry(f"no open connection of sender {sender_peer} class {qos_class}")
+        self._allocator.fence(sender_peer, qos_class, endpoint.epoch)
+        endpoint.close()
+        return endpoint.epoch
+
+    def data_landed(
+        self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
+    ) -> None:
+        """The receiver's transport saw a sender's data arrive (see the allocator)."""
+        self._allocator.data_landed(sender_peer, qos_class, epoch, amounts)
+
+    def release(
+        self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
+    ) -> None:
+        """The local consumer finished with landed data: free it and push to stalled senders."""
+        self._allocator.release(sender_peer, qos_class, epoch, amounts)
+        self._capacity_freed()
+
+    def fence_complete(
+        self, sender_peer: int, qos_class: int, epoch: int
+    ) -> Mapping[CreditResource, int]:
+        """Old QPs / in-flight work of a fenced epoch are drained: reclaim and push."""
+        reclaimed = self._allocator.fence_complete(sender_peer, qos_class, epoch)
+        self._capacity_freed()
+        return reclaimed
+
+    def _capacity_freed(self) -> None:
+        # Push: senders whose demand was blocked get a grant as soon as capacity frees.
+        for endpoint in self._endpoints.values():
+            endpoint._capacity_freed()
+
+    def messages_to_send(self, now_ns: int) -> dict[tuple[int, int], list[bytes]]:
+        """Per (sender_peer, qos_class): what each open connection must send now."""
+        return {
+            key: msgs
+            for key, ep in self._endpoints.items()
+            if (msgs := ep.messages_to_send(now_ns))
+        }
+
+    def get_timer(self) -> int | None:
+        timers = [t for ep in self._endpoints.values() if (t := ep.get_timer()) is not None]
+        return min(timers) if timers else None
