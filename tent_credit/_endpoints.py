@@ -179,6 +179,14 @@ class SenderEndpoint:
         self._stale_transitions = 0
         self._blocked = 0
 
+    def _advance(self, now_ns: int) -> None:
+        # The endpoint's clock only moves forward: checked before anything changes, so a call
+        # with a stale time fails whole instead of half-applying a batch.
+        _check_now(now_ns)
+        if now_ns < self._now_ns:
+            raise InvalidArgument(f"now_ns {now_ns} is before the last time seen ({self._now_ns})")
+        self._now_ns = now_ns
+
     # ---------------------------------------------------------------- properties
 
     @property
@@ -226,9 +234,8 @@ class SenderEndpoint:
         DISABLED mode goes straight to LEGACY and sends nothing. Raises
         :class:`LocalProtocolError` if already started; a failure changes nothing.
         """
-        _check_now(now_ns)
+        self._advance(now_ns)
         self._negotiation.start(now_ns)
-        self._now_ns = now_ns
         if self._negotiation.state is NegotiationState.NEGOTIATING:
             self._awaiting_activation = True
 
@@ -240,7 +247,6 @@ class SenderEndpoint:
         in-flight work drained. Raises :class:`LocalProtocolError` before :meth:`connect` or in
         DISABLED / LEGACY / FAILED (nothing to renegotiate); a failure changes nothing.
         """
-        _check_now(now_ns)
         state = self._negotiation.state
         if state in (
             NegotiationState.DISABLED,
@@ -248,13 +254,13 @@ class SenderEndpoint:
             NegotiationState.FAILED,
         ):
             raise LocalProtocolError(f"cannot reconnect in state {state.name}")
-        self._now_ns = max(self._now_ns, now_ns)
+        self._advance(now_ns)
         self._awaiting_activation = True
         self._last_offer_ns = None
 
     def disconnect(self, now_ns: int) -> None:
         """The control connection was lost: ACTIVE → STALE; no new credit-gated dispatch."""
-        _check_now(now_ns)
+        self._advance(now_ns)
         before = self._negotiation.state
         self._negotiation.on_disconnect()
         if before is NegotiationState.ACTIVE:
@@ -278,8 +284,7 @@ class SenderEndpoint:
         is counted as a protocol violation and reported as an event. Raises
         :class:`InvalidArgument` only for a bad ``now_ns``.
         """
-        _check_now(now_ns)
-        self._now_ns = max(self._now_ns, now_ns)
+        self._advance(now_ns)
         events: list[EndpointEvent] = []
         for data in datas:
             self._received += 1
@@ -431,10 +436,9 @@ class SenderEndpoint:
         :class:`InvalidArgument` for a malformed charge. A blocked reserve changes nothing but
         the demand target.
         """
-        _check_now(now_ns)
         if not isinstance(charge, CreditCharge):
             raise InvalidArgument(f"expected a CreditCharge, got {charge!r}")
-        self._now_ns = max(self._now_ns, now_ns)
+        self._advance(now_ns)
         self._negotiation.check_freshness(self._now_ns)
         key = self._key
         if key is None or not self._negotiation.may_reserve():
@@ -517,7 +521,7 @@ class SenderEndpoint:
         local credit: the receiver's release makes new grants (RFC concurrency rule 6).
         Raises :class:`InvalidEntry` for a token that is not COMMITTED.
         """
-        _check_now(now_ns)
+        self._advance(now_ns)
         if token.state is not TokenState.COMMITTED:
             raise InvalidEntry(f"token {token.token_id} is {token.state.name}, not COMMITTED")
         slot = (token.key, token.epoch)
@@ -525,7 +529,7 @@ class SenderEndpoint:
         if count <= 0:
             raise InvalidEntry(f"token {token.token_id} was already completed")
         self._in_flight[slot] = count - 1
-        return self._maybe_fence_drained(max(self._now_ns, now_ns))
+        return self._maybe_fence_drained(now_ns)
 
     def return_unused(self, charge: CreditCharge) -> None:
         """Give unused credit back to the receiver (cumulative ``returned`` total).
@@ -542,8 +546,7 @@ class SenderEndpoint:
 
     def messages_to_send(self, now_ns: int) -> list[bytes]:
         """Encoded messages for the receiver, in order (offer, usage, heartbeat)."""
-        _check_now(now_ns)
-        self._now_ns = max(self._now_ns, now_ns)
+        self._advance(now_ns)
         out = self._outbox
         self._outbox = []
         if self._awaiting_activation and (
@@ -633,8 +636,7 @@ class SenderEndpoint:
 
     def handle_timer(self, now_ns: int) -> list[EndpointEvent]:
         """Evaluate freshness on the sender's clock (ACTIVE → STALE past the TTL)."""
-        _check_now(now_ns)
-        self._now_ns = max(self._now_ns, now_ns)
+        self._advance(now_ns)
         before = self._negotiation.state
         after = self._negotiation.check_freshness(self._now_ns)
         if before is NegotiationState.ACTIVE and after is NegotiationState.STALE:
@@ -796,7 +798,11 @@ class ReceiverEndpoint:
             freshness_ttl_ms=self._receiver.freshness_ttl_ms,
         )
         if common:
-            self._grant(self._receiver.initial_demand)
+            # the initial grant is a target total, so a duplicated offer cannot grant it twice
+            for resource, amount in self._receiver.initial_demand.items():
+                if amount > self._demand_target.get(resource, 0):
+                    self._demand_target[resource] = amount
+            self._grant_outstanding_demand()
             self._push_due = True
             return [EndpointEvent(kind="activated", detail=f"epoch {self._epoch}")]
         return [EndpointEvent(kind="legacy_fallback", detail="no common version")]

@@ -26,7 +26,7 @@ from tent_credit._messages import (
 )
 from tent_credit._negotiation import CreditMode, NegotiationState
 from tent_credit._wire import decode, encode
-from tent_credit.errors import InvalidEntry, LocalProtocolError
+from tent_credit.errors import InvalidArgument, InvalidEntry, LocalProtocolError
 from tent_credit.testing import FaultRates
 
 R = CreditResource
@@ -398,4 +398,29 @@ def test_activation_for_another_class_is_a_violation() -> None:
     )
     events = tx.receive_message(encode(act), 0)
     assert [e.kind for e in events] == ["protocol_violation"]
+    assert tx.state is NegotiationState.NEGOTIATING
+
+
+def test_duplicated_offer_does_not_grant_the_initial_amount_twice() -> None:
+    rx = CreditReceiver(config(), SessionId(1), initial_grant={R.REQUEST_SLOTS: 1})
+    ep = rx.accept(7)
+    tx = SenderEndpoint(sender_peer=7)
+    tx.connect(0)
+    (offer,) = tx.messages_to_send(0)
+    for _ in range(3):  # the network duplicated the offer
+        ep.receive_message(offer, 0)
+    assert rx.allocator.key_totals(7, 0, 1).granted[R.REQUEST_SLOTS] == 1
+
+
+def test_a_stale_clock_fails_the_whole_batch_before_anything_is_applied() -> None:
+    rx = receiver()
+    ep = rx.accept(7)
+    tx = SenderEndpoint(sender_peer=7)
+    tx.connect(1_000)
+    ep.receive_message(tx.messages_to_send(1_000)[0], 1_000)
+    batch = ep.messages_to_send(1_000)
+    before = tx.statistics()
+    with pytest.raises(InvalidArgument):
+        tx.receive_batch(batch, 999)
+    assert tx.statistics() == before
     assert tx.state is NegotiationState.NEGOTIATING
