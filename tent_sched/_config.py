@@ -1,0 +1,271 @@
+"""Scheduling configuration: the seed's JSON keys as frozen, validated values.
+
+``load_config`` reads an engine configuration (a parsed mapping or JSON text) and returns a
+:class:`SchedulingConfig` with three parts: ``enable_runtime_queue``, the ``runtime_queue/*``
+keys (:class:`RuntimeQueueConfig`) and the scheduling keys of ``transports/rdma``
+(:class:`RdmaSchedulingConfig`). Defaults are the seed's tables.
+
+Rules (every failure is a :class:`~tent_sched.errors.ConfigError` naming the key's path, e.g.
+``runtime_queue/max_dispatch_bytes``):
+
+1. Types are strict: an int field takes an int (a bool is *not* an int, nor is ``1024.0``); a
+   float field takes an int or a float (finite); a bool field takes only ``true``/``false``.
+2. Unknown keys under ``runtime_queue`` are errors (a typo must not silently disable a limit).
+   Other sections, and keys of ``transports/rdma`` that are not scheduling keys, are ignored, so
+   a whole engine configuration loads. Duplicate keys in JSON text are errors.
+3. Ranges: counts and byte limits are u64; the dispatch window (``max_dispatch_owners``,
+   ``max_dispatch_bytes``) and the outstanding maxima must be > 0; a staging reserve may not
+   exceed its maximum; ``mlu_local_threshold`` is 0 (off) or ≥ 1.0, or in (0, 1) only with
+   ``allow_aggressive_threshold`` (our addition, SEMANTICS §2); learning rates lie in [0, 1]
+   (the reference clamps, we reject); intervals, multipliers and bandwidths are > 0 with
+   min ≤ max.
+4. ``transmit_meter_max_interval_ns`` smaller than ``transmit_meter_interval_ns`` is raised to
+   it (SEMANTICS §4), not rejected.
+
+``runtime_queue`` is validated even while ``enable_runtime_queue`` is false: a broken setting
+fails at load, not on the day the queue is switched on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias
+
+import attrs
+
+from ._queue import U64_MAX, AdmissionQueue, QueueLimits
+from .errors import ConfigError
+
+__all__ = [
+    "RdmaSchedulingConfig",
+    "RuntimeQueueConfig",
+    "SchedulingConfig",
+    "load_config",
+]
+
+_Validator: TypeAlias = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def _path(section: str, attr: attrs.Attribute[Any]) -> str:
+    return f"{section}/{attr.name}" if section else attr.name
+
+
+def _int(section: str, minimum: int = 0) -> _Validator:
+    """A u64 int (bool excluded) ≥ ``minimum``."""
+
+    def check(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+        if type(value) is not int:
+            raise ConfigError(f"{_path(section, attr)} must be an int, got {value!r}")
+        if not minimum <= value <= U64_MAX:
+            raise ConfigError(
+                f"{_path(section, attr)} must be in [{minimum}, 2**64 - 1], got {value}"
+            )
+
+    return check
+
+
+def _real(
+    section: str, *, low: float, high: float = math.inf, low_open: bool = False
+) -> _Validator:
+    """A finite int or float (bool excluded) in [low, high], or (low, high] if ``low_open``."""
+
+    def check(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ConfigError(f"{_path(section, attr)} must be a finite number, got {value!r}")
+        if value < low or value > high or (low_open and value == low):
+            bounds = f"{'(' if low_open else '['}{low}, {high}]"
+            raise ConfigError(f"{_path(section, attr)} must be in {bounds}, got {value!r}")
+
+    return check
+
+
+def _bool(section: str) -> _Validator:
+    def check(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
+        if type(value) is not bool:
+            raise ConfigError(f"{_path(section, attr)} must be a bool, got {value!r}")
+
+    return check
+
+
+_RQ = "runtime_queue"
+_RDMA = "transports/rdma"
+
+
+@attrs.frozen(kw_only=True)
+class RuntimeQueueConfig:
+    """The ``runtime_queue/*`` keys (seed "Configuration → Admission Queue").
+
+    ``allow_aggressive_threshold`` is our addition: it is the explicit opt-in for an
+    ``mlu_local_threshold`` in (0, 1). Raises ConfigError (naming ``runtime_queue/<key>``) on
+    any invalid value; see the module docstring for the rules.
+    """
+
+    max_outstanding_owners: int = attrs.field(default=1024, validator=_int(_RQ, 1))
+    max_outstanding_bytes: int = attrs.field(default=1 << 30, validator=_int(_RQ, 1))
+    staging_owner_reserve: int = attrs.field(default=0, validator=_int(_RQ))
+    staging_byte_reserve: int = attrs.field(default=0, validator=_int(_RQ))
+    max_dispatch_owners: int = attrs.field(default=64, validator=_int(_RQ, 1))
+    max_dispatch_bytes: int = attrs.field(default=64 << 20, validator=_int(_RQ, 1))
+    deadline_aware: bool = attrs.field(default=False, validator=_bool(_RQ))
+    promotion_slack_ns: int = attrs.field(default=0, validator=_int(_RQ))
+    mlu_local_threshold: float = attrs.field(default=0.0, validator=_real(_RQ, low=0.0))
+    allow_aggressive_threshold: bool = attrs.field(default=False, validator=_bool(_RQ))
+    progress_fallback_interval_us: int = attrs.field(default=50_000, validator=_int(_RQ))
+
+    def __attrs_post_init__(self) -> None:
+        if self.staging_owner_reserve > self.max_outstanding_owners:
+            raise ConfigError(
+                f"{_RQ}/staging_owner_reserve {self.staging_owner_reserve} exceeds "
+                f"{_RQ}/max_outstanding_owners {self.max_outstanding_owners}"
+            )
+        if self.staging_byte_reserve > self.max_outstanding_bytes:
+            raise ConfigError(
+                f"{_RQ}/staging_byte_reserve {self.staging_byte_reserve} exceeds "
+                f"{_RQ}/max_outstanding_bytes {self.max_outstanding_bytes}"
+            )
+        if 0 < self.mlu_local_threshold < 1.0 and not self.allow_aggressive_threshold:
+            raise ConfigError(
+                f"{_RQ}/mlu_local_threshold {self.mlu_local_threshold} < 1.0 drops requests "
+                f"predicted to succeed; set {_RQ}/allow_aggressive_threshold to accept it"
+            )
+
+    def limits(self) -> QueueLimits:
+        """The queue's capacity limits."""
+        return QueueLimits(
+            max_outstanding_owners=self.max_outstanding_owners,
+            max_outstanding_bytes=self.max_outstanding_bytes,
+            staging_owner_reserve=self.staging_owner_reserve,
+            staging_byte_reserve=self.staging_byte_reserve,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class RdmaSchedulingConfig:
+    """The scheduling keys of ``transports/rdma`` (arbitration, both bandwidth series).
+
+    Raises ConfigError (naming ``transports/rdma/<key>``) on an invalid value. A
+    ``transmit_meter_max_interval_ns`` below the interval is raised to the interval (§4).
+    """
+
+    deadline_bw_arbitration: bool = attrs.field(default=False, validator=_bool(_RDMA))
+    transmit_bandwidth_learning_rate: float = attrs.field(
+        default=0.9, validator=_real(_RDMA, low=0.0, high=1.0)
+    )
+    transmit_meter_interval_ns: int = attrs.field(default=10_000_000, validator=_int(_RDMA, 1))
+    transmit_meter_max_interval_ns: int = attrs.field(default=50_000_000, validator=_int(_RDMA, 1))
+    bandwidth_learning_rate: float = attrs.field(
+        default=0.01, validator=_real(_RDMA, low=0.0, high=1.0)
+    )
+    ewma_min_bandwidth_multiplier: float = attrs.field(
+        default=0.1, validator=_real(_RDMA, low=0.0, low_open=True)
+    )
+    ewma_max_bandwidth_multiplier: float = attrs.field(
+        default=10.0, validator=_real(_RDMA, low=0.0, low_open=True)
+    )
+    default_bandwidth_gbps: float = attrs.field(
+        default=400, validator=_real(_RDMA, low=0.0, low_open=True)
+    )
+    min_bandwidth_gbps: float = attrs.field(
+        default=10, validator=_real(_RDMA, low=0.0, low_open=True)
+    )
+    max_bandwidth_gbps: float = attrs.field(
+        default=800, validator=_real(_RDMA, low=0.0, low_open=True)
+    )
+    max_qp_wr: int = attrs.field(default=256, validator=_int(_RDMA, 1))
+
+    def __attrs_post_init__(self) -> None:
+        if self.ewma_min_bandwidth_multiplier > self.ewma_max_bandwidth_multiplier:
+            raise ConfigError(
+                f"{_RDMA}/ewma_min_bandwidth_multiplier {self.ewma_min_bandwidth_multiplier} "
+                f"exceeds {_RDMA}/ewma_max_bandwidth_multiplier "
+                f"{self.ewma_max_bandwidth_multiplier}"
+            )
+        if self.min_bandwidth_gbps > self.max_bandwidth_gbps:
+            raise ConfigError(
+                f"{_RDMA}/min_bandwidth_gbps {self.min_bandwidth_gbps} exceeds "
+                f"{_RDMA}/max_bandwidth_gbps {self.max_bandwidth_gbps}"
+            )
+        if self.transmit_meter_max_interval_ns < self.transmit_meter_interval_ns:
+            # SEMANTICS §4: the max interval is raised to the interval if smaller.
+            object.__setattr__(
+                self, "transmit_meter_max_interval_ns", self.transmit_meter_interval_ns
+            )
+
+
+@attrs.frozen(kw_only=True)
+class SchedulingConfig:
+    """Everything deadline scheduling reads from an engine configuration."""
+
+    enable_runtime_queue: bool = attrs.field(default=False, validator=_bool(""))
+    runtime_queue: RuntimeQueueConfig = attrs.field(factory=RuntimeQueueConfig)
+    rdma: RdmaSchedulingConfig = attrs.field(factory=RdmaSchedulingConfig)
+
+    def make_queue(self) -> AdmissionQueue:
+        """A new, empty :class:`AdmissionQueue` configured from ``runtime_queue``.
+
+        Built whatever ``enable_runtime_queue`` says: whether submits go through it is the
+        engine's decision.
+        """
+        rq = self.runtime_queue
+        return AdmissionQueue(
+            rq.limits(),
+            deadline_aware=rq.deadline_aware,
+            promotion_slack_ns=rq.promotion_slack_ns,
+            mlu_local_threshold=rq.mlu_local_threshold,
+            allow_aggressive_threshold=rq.allow_aggressive_threshold,
+            max_dispatch_bytes=rq.max_dispatch_bytes,
+        )
+
+
+_RUNTIME_QUEUE_KEYS = frozenset(a.name for a in attrs.fields(RuntimeQueueConfig))
+_RDMA_KEYS = frozenset(a.name for a in attrs.fields(RdmaSchedulingConfig))
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ConfigError(f"duplicate key {key!r} in configuration JSON")
+        result[key] = value
+    return result
+
+
+def _section(parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
+    value = parent.get(key, {})
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path} must be an object, got {type(value).__name__}")
+    return value
+
+
+def load_config(data: Mapping[str, Any] | str | bytes) -> SchedulingConfig:
+    """Read the scheduling part of an engine configuration (a mapping or JSON text).
+
+    Missing keys take the seed's defaults. Raises ConfigError on invalid JSON, a non-object
+    where an object is expected, an unknown ``runtime_queue`` key, or any invalid value (the
+    message names the key's path); see the module docstring for every rule.
+    """
+    if isinstance(data, str | bytes):
+        try:
+            data = json.loads(data, object_pairs_hook=_reject_duplicate_keys)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"configuration is not valid JSON: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"configuration must be an object, got {type(data).__name__}")
+
+    queue_section = _section(data, "runtime_queue", _RQ)
+    for key in queue_section:
+        if key not in _RUNTIME_QUEUE_KEYS:
+            raise ConfigError(f"unknown key {_RQ}/{key}")
+    rdma_section = _section(_section(data, "transports", "transports"), "rdma", _RDMA)
+
+    return SchedulingConfig(
+        enable_runtime_queue=data.get("enable_runtime_queue", False),
+        runtime_queue=RuntimeQueueConfig(**queue_section),
+        rdma=RdmaSchedulingConfig(**{k: v for k, v in rdma_section.items() if k in _RDMA_KEYS}),
+    )

@@ -1,0 +1,36 @@
+"""The MLU predictor of deadline scheduling (SEMANTICS §1).
+
+``deadline_mlu`` is the hot path of every drop check and of the bandwidth arbitration, so it does
+no validation beyond the two guards the rule prescribes. Its float64 operation order is pinned:
+the spec keeps its own copy (``tent_spec.mlu.deadline_mlu``, DESIGN principle 2) and the two must
+agree bit for bit, including at ``mlu == θ`` where the drop decision flips.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["DBL_MAX", "deadline_mlu"]
+
+DBL_MAX: float = sys.float_info.max
+"""MLU of a past-due owner: the largest finite float64 (the reference's DBL_MAX, not inf)."""
+
+
+def deadline_mlu(
+    bytes_ahead: int, length: int, deadline_ns: int, now_ns: int, bandwidth_bps: float
+) -> float:
+    """Predict the maximum link utilisation needed to meet ``deadline_ns`` (SEMANTICS §1).
+
+    1. ``deadline_ns == 0`` (no deadline) or ``bandwidth_bps <= 0`` (no estimate) → ``0.0``:
+       checked first, so such an owner is never urgent and never dropped.
+    2. ``deadline_ns <= now_ns`` (equal counts as past) → :data:`DBL_MAX`.
+    3. Otherwise ``((bytes_ahead + length) / bandwidth_bps) / ((deadline_ns - now_ns) / 1e9)``,
+       evaluated in exactly that order in float64.
+
+    Pure; raises nothing for integer/float inputs.
+    """
+    if deadline_ns == 0 or bandwidth_bps <= 0:  # §1: checked first
+        return 0.0
+    if deadline_ns <= now_ns:  # §1: equal counts as past
+        return DBL_MAX
+    return ((bytes_ahead + length) / bandwidth_bps) / ((deadline_ns - now_ns) / 1e9)

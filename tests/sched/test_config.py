@@ -1,0 +1,335 @@
+"""Scheduling configuration: seed defaults, strict types, ranges and error paths."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from tent_sched._bandwidth import MeterParams
+from tent_sched._config import (
+    RdmaSchedulingConfig,
+    RuntimeQueueConfig,
+    SchedulingConfig,
+    load_config,
+)
+from tent_sched._queue import OwnerRequest, QueueLimits
+from tent_sched.errors import ConfigError, InvalidArgument
+
+# The seed's "Configuration" examples, verbatim.
+SEED_RUNTIME_QUEUE = """
+{
+  "runtime_queue": {
+    "max_outstanding_owners": 1024,
+    "max_outstanding_bytes": 1073741824,
+    "staging_owner_reserve": 0,
+    "staging_byte_reserve": 0,
+    "max_dispatch_owners": 64,
+    "max_dispatch_bytes": 67108864,
+    "deadline_aware": true,
+    "promotion_slack_ns": 0,
+    "mlu_local_threshold": 1.2,
+    "progress_fallback_interval_us": 50000
+  }
+}
+"""
+SEED_RDMA = """
+{
+  "transports": {
+    "rdma": {
+      "deadline_bw_arbitration": true,
+      "transmit_bandwidth_learning_rate": 0.9,
+      "transmit_meter_interval_ns": 10000000,
+      "transmit_meter_max_interval_ns": 50000000
+    }
+  }
+}
+"""
+
+
+def test_defaults_are_the_seed_tables() -> None:
+    config = load_config({})
+    assert config == SchedulingConfig()
+    assert config.enable_runtime_queue is False
+    assert config.runtime_queue == RuntimeQueueConfig(
+        max_outstanding_owners=1024,
+        max_outstanding_bytes=1073741824,
+        staging_owner_reserve=0,
+        staging_byte_reserve=0,
+        max_dispatch_owners=64,
+        max_dispatch_bytes=67108864,
+        deadline_aware=False,
+        promotion_slack_ns=0,
+        mlu_local_threshold=0.0,
+        allow_aggressive_threshold=False,
+        progress_fallback_interval_us=50000,
+    )
+    assert config.rdma == RdmaSchedulingConfig(
+        deadline_bw_arbitration=False,
+        transmit_bandwidth_learning_rate=0.9,
+        transmit_meter_interval_ns=10_000_000,
+        transmit_meter_max_interval_ns=50_000_000,
+        bandwidth_learning_rate=0.01,
+        ewma_min_bandwidth_multiplier=0.1,
+        ewma_max_bandwidth_multiplier=10.0,
+        default_bandwidth_gbps=400,
+        min_bandwidth_gbps=10,
+        max_bandwidth_gbps=800,
+        max_qp_wr=256,
+    )
+
+
+def test_the_seed_examples_load() -> None:
+    queue_config = load_config(SEED_RUNTIME_QUEUE).runtime_queue
+    assert queue_config.deadline_aware is True
+    assert queue_config.mlu_local_threshold == 1.2
+    rdma = load_config(SEED_RDMA).rdma
+    assert rdma.deadline_bw_arbitration is True
+    assert rdma.transmit_meter_max_interval_ns == 50_000_000
+
+
+def test_a_whole_engine_config_loads_and_foreign_keys_are_ignored() -> None:
+    engine = {
+        "local_segment_name": "node-1",
+        "enable_runtime_queue": True,
+        "runtime_queue": {"deadline_aware": True, "promotion_slack_ns": 2_000_000},
+        "transports": {
+            "tcp": {"enable": True},
+            "rdma": {"enable": True, "device_filter": ["mlx5_0"], "max_qp_wr": 128},
+        },
+        "metrics": {"enable": False},
+    }
+    config = load_config(engine)
+    assert config.enable_runtime_queue is True
+    assert config.runtime_queue.promotion_slack_ns == 2_000_000
+    assert config.rdma.max_qp_wr == 128
+    assert load_config(json.dumps(engine)) == config
+    assert load_config(json.dumps(engine).encode()) == config
+
+
+def test_unknown_runtime_queue_key_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"runtime_queue/max_dispatch_byte$"):
+        load_config({"runtime_queue": {"max_dispatch_byte": 1}})
+
+
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        ({"runtime_queue": {"max_dispatch_bytes": True}}, "runtime_queue/max_dispatch_bytes"),
+        ({"runtime_queue": {"max_dispatch_bytes": 1024.0}}, "runtime_queue/max_dispatch_bytes"),
+        (
+            {"runtime_queue": {"max_outstanding_owners": "1024"}},
+            "runtime_queue/max_outstanding_owners",
+        ),
+        ({"runtime_queue": {"deadline_aware": 1}}, "runtime_queue/deadline_aware"),
+        ({"runtime_queue": {"mlu_local_threshold": True}}, "runtime_queue/mlu_local_threshold"),
+        ({"runtime_queue": {"mlu_local_threshold": "1.2"}}, "runtime_queue/mlu_local_threshold"),
+        ({"enable_runtime_queue": "true"}, "enable_runtime_queue"),
+        ({"transports": {"rdma": {"max_qp_wr": 256.0}}}, "transports/rdma/max_qp_wr"),
+        (
+            {"transports": {"rdma": {"deadline_bw_arbitration": 0}}},
+            "transports/rdma/deadline_bw_arbitration",
+        ),
+        (
+            {"transports": {"rdma": {"bandwidth_learning_rate": None}}},
+            "transports/rdma/bandwidth_learning_rate",
+        ),
+    ],
+)
+def test_wrong_types_name_the_path(data: dict[str, Any], path: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{path} "):
+        load_config(data)
+
+
+def test_an_int_is_accepted_for_a_float_field() -> None:
+    config = load_config(
+        {
+            "runtime_queue": {"mlu_local_threshold": 2},
+            "transports": {
+                "rdma": {"transmit_bandwidth_learning_rate": 1, "default_bandwidth_gbps": 200}
+            },
+        }
+    )
+    assert config.runtime_queue.mlu_local_threshold == 2
+    assert config.rdma.transmit_bandwidth_learning_rate == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        ({"runtime_queue": {"max_dispatch_bytes": 0}}, "runtime_queue/max_dispatch_bytes"),
+        ({"runtime_queue": {"max_dispatch_owners": 0}}, "runtime_queue/max_dispatch_owners"),
+        ({"runtime_queue": {"max_outstanding_owners": 0}}, "runtime_queue/max_outstanding_owners"),
+        (
+            {"runtime_queue": {"max_outstanding_bytes": 1 << 64}},
+            "runtime_queue/max_outstanding_bytes",
+        ),
+        ({"runtime_queue": {"promotion_slack_ns": -1}}, "runtime_queue/promotion_slack_ns"),
+        (
+            {"runtime_queue": {"progress_fallback_interval_us": -5}},
+            "runtime_queue/progress_fallback_interval_us",
+        ),
+        ({"runtime_queue": {"mlu_local_threshold": -0.5}}, "runtime_queue/mlu_local_threshold"),
+        ({"runtime_queue": {"mlu_local_threshold": math.nan}}, "runtime_queue/mlu_local_threshold"),
+        ({"runtime_queue": {"mlu_local_threshold": math.inf}}, "runtime_queue/mlu_local_threshold"),
+        ({"runtime_queue": {"mlu_local_threshold": 0.9}}, "runtime_queue/mlu_local_threshold"),
+        (
+            {"transports": {"rdma": {"transmit_bandwidth_learning_rate": 1.01}}},
+            "transports/rdma/transmit_bandwidth_learning_rate",
+        ),
+        (
+            {"transports": {"rdma": {"bandwidth_learning_rate": -0.01}}},
+            "transports/rdma/bandwidth_learning_rate",
+        ),
+        (
+            {"transports": {"rdma": {"transmit_meter_interval_ns": 0}}},
+            "transports/rdma/transmit_meter_interval_ns",
+        ),
+        ({"transports": {"rdma": {"max_qp_wr": 0}}}, "transports/rdma/max_qp_wr"),
+        (
+            {"transports": {"rdma": {"ewma_min_bandwidth_multiplier": 0}}},
+            "transports/rdma/ewma_min_bandwidth_multiplier",
+        ),
+        (
+            {"transports": {"rdma": {"default_bandwidth_gbps": -400}}},
+            "transports/rdma/default_bandwidth_gbps",
+        ),
+    ],
+)
+def test_out_of_range_values_name_the_path(data: dict[str, Any], path: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{path} "):
+        load_config(data)
+
+
+@pytest.mark.parametrize("rate", [0, 0.0, 1, 1.0, 0.5])
+def test_learning_rates_at_the_bounds_are_accepted(rate: float) -> None:
+    rdma = load_config(
+        {
+            "transports": {
+                "rdma": {"bandwidth_learning_rate": rate, "transmit_bandwidth_learning_rate": rate}
+            }
+        }
+    ).rdma
+    assert rdma.bandwidth_learning_rate == rdma.transmit_bandwidth_learning_rate == rate
+
+
+def test_aggressive_threshold_loads_with_the_explicit_flag() -> None:
+    config = load_config(
+        {"runtime_queue": {"mlu_local_threshold": 0.9, "allow_aggressive_threshold": True}}
+    )
+    assert config.runtime_queue.mlu_local_threshold == 0.9
+
+
+@pytest.mark.parametrize(
+    ("section", "match"),
+    [
+        ({"staging_owner_reserve": 5, "max_outstanding_owners": 4}, "staging_owner_reserve"),
+        ({"staging_byte_reserve": 11, "max_outstanding_bytes": 10}, "staging_byte_reserve"),
+    ],
+)
+def test_reserve_above_its_limit_is_a_config_error(section: dict[str, int], match: str) -> None:
+    with pytest.raises(ConfigError, match=f"runtime_queue/{match}"):
+        load_config({"runtime_queue": section})
+
+
+@pytest.mark.parametrize(
+    ("rdma", "match"),
+    [
+        (
+            {"ewma_min_bandwidth_multiplier": 2.0, "ewma_max_bandwidth_multiplier": 1.0},
+            "ewma_min_bandwidth_multiplier",
+        ),
+        ({"min_bandwidth_gbps": 900, "max_bandwidth_gbps": 800}, "min_bandwidth_gbps"),
+    ],
+)
+def test_min_above_max_is_a_config_error(rdma: dict[str, float], match: str) -> None:
+    with pytest.raises(ConfigError, match=f"transports/rdma/{match}"):
+        load_config({"transports": {"rdma": rdma}})
+
+
+def test_max_interval_below_the_interval_is_raised_to_it() -> None:
+    rdma = load_config(
+        {
+            "transports": {
+                "rdma": {
+                    "transmit_meter_interval_ns": 20_000_000,
+                    "transmit_meter_max_interval_ns": 5_000_000,
+                }
+            }
+        }
+    ).rdma
+    assert rdma.transmit_meter_max_interval_ns == 20_000_000
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        "{not json",
+        b"\xff\xfe",
+        "[1, 2]",
+        '{"runtime_queue": {"deadline_aware": true, "deadline_aware": false}}',
+        {"runtime_queue": [1]},
+        {"transports": "rdma"},
+        {"transports": {"rdma": 3}},
+        42,
+    ],
+)
+def test_malformed_documents_are_config_errors(data: Any) -> None:
+    with pytest.raises(ConfigError):
+        load_config(data)
+
+
+def test_config_errors_are_invalid_arguments() -> None:
+    with pytest.raises(InvalidArgument):
+        load_config({"runtime_queue": {"max_dispatch_owners": 0}})
+
+
+def test_limits_and_make_queue_follow_the_runtime_queue_section() -> None:
+    config = load_config(
+        {
+            "runtime_queue": {
+                "max_outstanding_owners": 8,
+                "max_outstanding_bytes": 4096,
+                "staging_owner_reserve": 2,
+                "staging_byte_reserve": 1024,
+                "max_dispatch_bytes": 2048,
+                "deadline_aware": True,
+                "mlu_local_threshold": 1.2,
+            }
+        }
+    )
+    assert config.runtime_queue.limits() == QueueLimits(
+        max_outstanding_owners=8,
+        max_outstanding_bytes=4096,
+        staging_owner_reserve=2,
+        staging_byte_reserve=1024,
+    )
+    queue = config.make_queue()
+    assert queue.limits == config.runtime_queue.limits()
+    assert queue.deadline_aware is True
+    with pytest.raises(InvalidArgument, match="max_dispatch_bytes"):
+        queue.try_admit(1, 1, [OwnerRequest(public_id=1, length=2049)])
+    # θ 1.2 is live: a past-due eligible owner is dropped.
+    (late,) = queue.try_admit(1, 1, [OwnerRequest(public_id=1, length=1, deadline_ns=5)])
+    assert queue.pick_for_dispatch(1, 2048, now_ns=10, bandwidth_bps=1e9).dropped == (late,)
+
+
+def test_config_objects_validate_on_direct_construction() -> None:
+    with pytest.raises(ConfigError, match="runtime_queue/max_dispatch_owners"):
+        RuntimeQueueConfig(max_dispatch_owners=0)
+    with pytest.raises(ConfigError, match="transports/rdma/max_qp_wr"):
+        RdmaSchedulingConfig(max_qp_wr=-1)
+    with pytest.raises(ConfigError, match="enable_runtime_queue"):
+        SchedulingConfig(enable_runtime_queue=None)  # type: ignore[arg-type]
+
+
+def test_rdma_section_feeds_the_bandwidth_meters() -> None:
+    rdma = load_config(
+        {"transports": {"rdma": {"transmit_meter_interval_ns": 7, "bandwidth_learning_rate": 0.5}}}
+    ).rdma
+    params = MeterParams.from_config(rdma)
+    assert params.transmit_meter_interval_ns == 7
+    assert params.bandwidth_learning_rate == 0.5
+    assert MeterParams.from_config(RdmaSchedulingConfig()) == MeterParams()
