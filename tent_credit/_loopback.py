@@ -6,19 +6,25 @@ faults. A tiny in-process "transport" moves the payload: a committed reservation
 receiver after ``land_delay_ns``, the receiver's consumer releases it after
 ``consume_delay_ns``, and then the sender sees the completion.
 
+Two ways in besides :meth:`LoopbackNetwork.try_send`: :meth:`LoopbackNetwork.send_committed`
+puts a reservation some other component (a dispatch gate) already committed on the wire, and
+:meth:`LoopbackNetwork.send_uncredited` moves payload of a *baseline* sender that holds no credit
+at all (a fixed-window sender, the overload the credit protocol prevents). Both report the
+completion to a callback; baseline payload counts in the receiver's occupancy like any other.
+
 It is a test harness (sans-IO, driven by an explicit clock), not a transport.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
 
 from ._endpoints import CreditReceiver, ReceiverEndpoint, SenderEndpoint
-from ._ledger import ReservationToken
+from ._ledger import ReservationToken, TokenState
 from ._negotiation import CreditMode
 from ._types import CreditCharge, CreditResource
 from .errors import InvalidArgument, InvalidEntry
@@ -46,10 +52,12 @@ class LoopbackStatistics:
 
 @attrs.frozen
 class _Work:
-    token: ReservationToken
+    token: ReservationToken | None  # None: a baseline sender's uncredited payload
     peer: int
     epoch: int
     session_value: int
+    amounts: Mapping[CreditResource, int]
+    on_complete: Callable[[int], object] | None = None
 
 
 class LoopbackNetwork:
@@ -78,6 +86,7 @@ class LoopbackNetwork:
         self._land_delay = land_delay_ns
         self._consume_delay = consume_delay_ns
         self.senders: dict[int, SenderEndpoint] = {}
+        self.baseline_senders: set[int] = set()
         self._up: dict[int, FaultyChannel] = {}
         self._down: dict[int, FaultyChannel] = {}
         self._channel_count = 0
@@ -135,11 +144,17 @@ class LoopbackNetwork:
         completions as failures, which drain their fenced in-flight count.
         """
         self.receiver = receiver
-        old_work = [w for (_, _, kind, w) in self._events if kind == "land"]
-        self._events = [e for e in self._events if e[2] == "complete"]
+        # baseline payload is not credit-tracked: the restart only loses credited work
+        old_work = [w for (_, _, kind, w) in self._events if kind == "land" and w.token]
+        self._events = [e for e in self._events if e[2] == "complete" or e[3].token is None]
+        heapq.heapify(self._events)
         for work in old_work:
             self._push(now_ns, "complete", work)
         self._occupied = dict.fromkeys(CreditResource, 0)
+        for _, _, kind, work in self._events:
+            if kind == "release":  # baseline payload that landed and still occupies
+                for r, a in work.amounts.items():
+                    self._occupied[r] += a
         for peer, sender in self.senders.items():
             sender.disconnect(now_ns)
             receiver.accept(peer)
@@ -156,15 +171,74 @@ class LoopbackNetwork:
             self._blocked += 1
             return False
         sender.commit(result)  # our in-process transport always accepts the submit
+        self._put_on_wire(peer, result, now_ns, None)
+        return True
+
+    def send_committed(
+        self,
+        peer: int,
+        token: ReservationToken,
+        now_ns: int,
+        *,
+        on_complete: Callable[[int], object],
+    ) -> None:
+        """Put payload whose reservation was already committed (e.g. by a dispatch gate) on
+        the wire; ``on_complete(now_ns)`` runs instead of the endpoint's ``complete``.
+
+        Raises :class:`InvalidEntry` for an unknown sender or a token not COMMITTED.
+        """
+        if peer not in self.senders:
+            raise InvalidEntry(f"no credited sender {peer}")
+        if not isinstance(token, ReservationToken) or token.state is not TokenState.COMMITTED:
+            raise InvalidEntry(f"{token!r} is not a COMMITTED reservation")
+        self._put_on_wire(peer, token, now_ns, on_complete)
+
+    def _put_on_wire(
+        self,
+        peer: int,
+        token: ReservationToken,
+        now_ns: int,
+        on_complete: Callable[[int], object] | None,
+    ) -> None:
         self._reserved += 1
         work = _Work(
-            token=result,
+            token=token,
             peer=peer,
-            epoch=result.epoch,
-            session_value=result.key.receiver_session.value,
+            epoch=token.epoch,
+            session_value=token.key.receiver_session.value,
+            amounts=token.charge.as_dict(),
+            on_complete=on_complete,
         )
         self._push(now_ns + self._land_delay, "land", work)
-        return True
+
+    def add_baseline_sender(self, peer: int) -> None:
+        """Register a sender that dispatches without any credit (no control connection)."""
+        if peer in self.senders or peer in self.baseline_senders:
+            raise InvalidEntry(f"sender {peer} exists")
+        self.baseline_senders.add(peer)
+
+    def send_uncredited(
+        self,
+        peer: int,
+        amounts: Mapping[CreditResource, int],
+        now_ns: int,
+        *,
+        on_complete: Callable[[int], object],
+    ) -> None:
+        """A baseline sender's payload: it lands and occupies the receiver without any
+        reservation (the allocator never sees it), is consumed like any other, then
+        ``on_complete(now_ns)`` runs. Raises :class:`InvalidEntry` for an unknown sender."""
+        if peer not in self.baseline_senders:
+            raise InvalidEntry(f"no baseline sender {peer}")
+        work = _Work(
+            token=None,
+            peer=peer,
+            epoch=0,
+            session_value=0,
+            amounts=dict(amounts),
+            on_complete=on_complete,
+        )
+        self._push(now_ns + self._land_delay, "land", work)
 
     def _push(self, due_ns: int, kind: str, work: _Work) -> None:
         self._serial += 1
@@ -173,30 +247,37 @@ class LoopbackNetwork:
     def _run_payload(self, now_ns: int) -> None:
         while self._events and self._events[0][0] <= now_ns:
             _, _, kind, work = heapq.heappop(self._events)
-            amounts = work.token.charge.as_dict()
+            amounts = work.amounts
+            credited = work.token is not None
             if kind == "land":
-                if work.session_value != self.receiver.session.value:
+                if credited and work.session_value != self.receiver.session.value:
                     self._fenced_work += 1
                     self._push(now_ns, "complete", work)
                     continue
-                try:
-                    self.receiver.data_landed(work.peer, 0, work.epoch, amounts)
-                except InvalidEntry:  # the epoch was fenced and completed: the write failed
-                    self._fenced_work += 1
-                    self._push(now_ns, "complete", work)
-                    continue
+                if credited:
+                    try:
+                        self.receiver.data_landed(work.peer, 0, work.epoch, amounts)
+                    except InvalidEntry:  # the epoch was fenced and completed: the write failed
+                        self._fenced_work += 1
+                        self._push(now_ns, "complete", work)
+                        continue
                 self._landed += 1
                 for r, a in amounts.items():
                     self._occupied[r] += a
                 self._push(now_ns + self._consume_delay, "release", work)
             elif kind == "release":
-                self.receiver.release(work.peer, 0, work.epoch, amounts)
+                if credited:
+                    self.receiver.release(work.peer, 0, work.epoch, amounts)
                 self._released += 1
                 for r, a in amounts.items():
                     self._occupied[r] -= a
                 self._push(now_ns, "complete", work)
             else:
-                self.senders[work.peer].complete(work.token, now_ns)
+                if work.on_complete is not None:
+                    work.on_complete(now_ns)
+                else:
+                    assert work.token is not None
+                    self.senders[work.peer].complete(work.token, now_ns)
                 self._completed += 1
 
     # ------------------------------------------------------------------ clock

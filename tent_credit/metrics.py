@@ -12,13 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ._endpoints import CreditReceiver, SenderEndpoint
+from ._gate import DispatchGate
 from .errors import InvalidArgument, InvalidEntry, TooManyRequests
 
-__all__ = ["CreditCollector"]
+__all__ = ["CreditCollector", "GateCollector"]
 
 _SENDER_COUNTERS = (
     ("updates_applied", "Credit updates applied to the sender ledger"),
@@ -143,3 +149,85 @@ class CreditCollector(Collector):
             violations.add_metric([], stats.protocol_violations)
             fencing.add_metric([], stats.epochs_fencing)
         yield from (committed, free, blocked, violations, fencing)
+
+
+class GateCollector(Collector):
+    """Prometheus series of a gate, read from :meth:`DispatchGate.statistics` at scrape time.
+
+    Labels are bounded by configuration (``max_routes``): ``peer`` (the route's receiver),
+    ``qos_class`` and, for the waiting charge, ``resource``; never owner ids. The ledger series
+    (granted / consumed / available, update age, reservations, blocked, ...) are the
+    :class:`~tent_credit.metrics.CreditCollector`'s: register one beside this collector in the
+    same registry and watch the gate's endpoints; nothing here duplicates them.
+    """
+
+    def __init__(self, registry: CollectorRegistry, gate: DispatchGate) -> None:
+        if not isinstance(gate, DispatchGate):
+            raise InvalidArgument(f"expected a DispatchGate, got {type(gate).__name__}")
+        self._gate = gate
+        registry.register(self)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # the label sets follow the registered routes; collect at scrape time
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["peer", "qos_class"]
+        stalled = GaugeMetricFamily(
+            "tent_credit_gate_stalled_owners", "Owners held back for receiver credit", labels=labels
+        )
+        stalled_bytes = GaugeMetricFamily(
+            "tent_credit_gate_stalled_bytes", "Bytes of the credit-stalled owners", labels=labels
+        )
+        waiting = GaugeMetricFamily(
+            "tent_credit_gate_waiting",
+            "Charge of the credit-stalled owners (the pending demand)",
+            labels=[*labels, "resource"],
+        )
+        duration = HistogramMetricFamily(
+            "tent_credit_gate_stall_seconds",
+            "Credit stall duration, first block to dispatch",
+            labels=labels,
+        )
+        legacy = CounterMetricFamily(
+            "tent_credit_gate_legacy_fallbacks",
+            "Owners dispatched without credit in a legacy peer's bounded window",
+            labels=labels,
+        )
+        legacy_in_flight = GaugeMetricFamily(
+            "tent_credit_gate_legacy_in_flight",
+            "Legacy-window owners in flight",
+            labels=labels,
+        )
+        rejected_snapshots = CounterMetricFamily(
+            "tent_credit_gate_rejected_snapshots",
+            "Queued owners failed because their (session, epoch) was fenced",
+            labels=labels,
+        )
+        rejected_failed = CounterMetricFamily(
+            "tent_credit_gate_rejected_negotiation_failed",
+            "Owners failed because REQUIRED credit could not be negotiated",
+            labels=labels,
+        )
+        stats = self._gate.statistics()
+        for route in stats.routes:
+            row = [str(route.receiver), str(route.qos_class)]
+            stalled.add_metric(row, route.stalled_owners)
+            stalled_bytes.add_metric(row, route.stalled_bytes)
+            for resource, amount in sorted(route.waiting.items()):
+                waiting.add_metric([*row, resource.name], amount)
+            buckets: list[tuple[str, float]] = [
+                (repr(bound / 1e9), count) for bound, count in route.stall_buckets
+            ]
+            buckets.append(("+Inf", route.stalls_ended))
+            duration.add_metric(row, buckets, sum_value=route.stall_ns_total / 1e9)
+            legacy.add_metric(row, route.legacy_fallbacks)
+            legacy_in_flight.add_metric(row, route.legacy_in_flight)
+            rejected_snapshots.add_metric(row, route.rejected_snapshots)
+            rejected_failed.add_metric(row, route.rejected_failed)
+        no_credit = CounterMetricFamily(
+            "tent_credit_gate_no_credit_dispatches",
+            "Owners dispatched without a remote charge (RDMA READ or local plans)",
+        )
+        no_credit.add_metric([], stats.no_credit_dispatches)
+        yield from (stalled, stalled_bytes, waiting, duration, legacy, legacy_in_flight)
+        yield from (rejected_snapshots, rejected_failed, no_credit)

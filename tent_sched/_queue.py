@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Protocol, TypeAlias
+from typing import ClassVar, Literal, Protocol, TypeAlias
 
 import attrs
 
@@ -50,6 +50,7 @@ __all__ = [
     "QueueStatistics",
     "Rejected",
     "TaskStatus",
+    "Verdict",
 ]
 
 U64_MAX = (1 << 64) - 1
@@ -227,10 +228,29 @@ class OwnerView:
     enqueue_seq: int
 
 
+Verdict: TypeAlias = Literal["eligible", "blocked", "rejected"]
+"""What an eligibility decision says; the queue dispatches on it (never on the class)."""
+
+
+class EligibilityDecision(Protocol):
+    """What an eligibility callback answers, read structurally (DESIGN "Gate at dispatch
+    eligibility": neither package imports the other, so a gate returns its own values).
+
+    The queue reads ``verdict`` and then, by verdict: ``"eligible"`` → ``token`` (attached to
+    the pick); ``"blocked"`` → nothing more (``info`` is for the caller); ``"rejected"`` → the
+    optional ``status`` (a terminal :class:`TaskStatus`; ``FAILED`` when the value has none).
+    :class:`Eligible`, :class:`Blocked` and :class:`Rejected` are tent_sched's own such values.
+    """
+
+    @property
+    def verdict(self) -> Verdict: ...
+
+
 @attrs.frozen
 class Eligible:
     """The gate admits the owner; ``token`` (e.g. a credit reservation) rides with the pick."""
 
+    verdict: ClassVar[Literal["eligible"]] = "eligible"
     token: object
 
 
@@ -238,6 +258,7 @@ class Eligible:
 class Blocked:
     """The gate holds the owner back; ``info`` (e.g. a BackpressureInfo) says why."""
 
+    verdict: ClassVar[Literal["blocked"]] = "blocked"
     info: object
 
 
@@ -245,17 +266,17 @@ class Blocked:
 class Rejected:
     """The gate refuses the owner for good (its key was fenced); it ends in ``status``."""
 
+    verdict: ClassVar[Literal["rejected"]] = "rejected"
     status: TaskStatus = attrs.field(default=TaskStatus.FAILED, validator=_terminal)
-
-
-EligibilityDecision: TypeAlias = Eligible | Blocked | Rejected
 
 
 class Eligibility(Protocol):
     """Dispatch-eligibility callback (DESIGN "Gate at dispatch eligibility").
 
-    ``tent_credit.DispatchGate`` implements it structurally. It is called at most once per owner
-    per pick, must return a decision (not raise) and must not call back into the queue.
+    ``tent_credit.DispatchGate`` implements it structurally and answers with its own
+    :class:`EligibilityDecision` values (the queue reads ``verdict``, never the class). It is
+    called at most once per owner per pick, must return a decision (not raise) and must not
+    call back into the queue.
     """
 
     def __call__(self, owner: OwnerView, now_ns: int, /) -> EligibilityDecision: ...
@@ -283,6 +304,7 @@ class PickResult:
     rejected: tuple[int, ...]
 
 
+_NO_TOKEN = object()  # an "eligible" answer without a ``token`` attribute is malformed
 _EMPTY_PICK = PickResult(picked=(), dropped=(), blocked=(), rejected=())
 
 
@@ -652,17 +674,20 @@ class AdmissionQueue:
         4. Head of line: ``length > max_bytes - used_bytes`` stops the pick; nothing behind it
            is dispatched or dropped.
         5. Eligibility (if given): an owner whose ``gate_key`` already blocked in this pick is
-           reported blocked without asking again; Blocked → stays QUEUED in place, no budget;
-           Rejected → TERMINAL(status), capacity released; Eligible(token) → dispatched.
+           reported blocked without asking again; otherwise the answer's ``verdict`` decides:
+           ``"blocked"`` → stays QUEUED in place, no budget; ``"rejected"`` → TERMINAL(its
+           ``status``, FAILED when it has none), capacity released; ``"eligible"`` → dispatched
+           with its ``token``.
         6. Dispatch: DISPATCHING, ``dispatching_bytes += length`` if degradation-eligible;
            the pick stops once ``max_owners`` are dispatched.
 
         The pass is decided first and committed at once; degradation hooks run after the
         commit. Raises InvalidArgument on a malformed argument, if ``eligibility`` returns
-        something that is not a decision, or if called re-entrantly from an eligibility
-        callback; the queue is then unchanged. An exception raised by ``eligibility`` also
-        propagates with the queue unchanged (tokens it issued in this pass are the gate's to
-        reclaim). An exception from a hook propagates after the commit.
+        something that is not a decision (no known ``verdict``, an eligible answer without a
+        ``token``, a rejected one with a non-terminal ``status``), or if called re-entrantly
+        from an eligibility callback; the queue is then unchanged. An exception raised by
+        ``eligibility`` also propagates with the queue unchanged (tokens it issued in this pass
+        are the gate's to reclaim). An exception from a hook propagates after the commit.
         """
         self._check_not_picking("pick_for_dispatch")
         _check_u64(max_owners, "max_owners")
@@ -730,19 +755,28 @@ class AdmissionQueue:
                             blocked.append(owner)  # keep order within a credit key
                             continue
                         decision = eligibility(view, now_ns)
-                        if isinstance(decision, Blocked):
+                        # Structural, not isinstance: a gate from another package answers with
+                        # its own values (EligibilityDecision); a malformed answer is IA.
+                        verdict = getattr(decision, "verdict", None)
+                        if verdict == "blocked":
                             blocked.append(owner)
                             if gate_key is not None:
                                 blocked_keys.add(gate_key)
                             continue
-                        if isinstance(decision, Rejected):
-                            rejected.append((owner, decision.status))
+                        if verdict == "rejected":
+                            status = getattr(decision, "status", TaskStatus.FAILED)
+                            if not isinstance(status, TaskStatus) or status is TaskStatus.PENDING:
+                                raise InvalidArgument(
+                                    f"eligibility rejected with non-terminal status {status!r}"
+                                )
+                            rejected.append((owner, status))
                             continue
-                        if not isinstance(decision, Eligible):
+                        token = getattr(decision, "token", _NO_TOKEN)
+                        if verdict != "eligible" or token is _NO_TOKEN:
                             raise InvalidArgument(
-                                f"eligibility returned {decision!r}, not Eligible/Blocked/Rejected"
+                                f"eligibility returned {decision!r}, not an eligible, blocked "
+                                "or rejected decision"
                             )
-                        token = decision.token
                     picked.append((owner, token))
                     budget_bytes -= view.length
                     if view.degradation_eligible:

@@ -1,0 +1,970 @@
+"""The dispatch gate: receiver credit at dispatch eligibility (RFC "Dispatch Integration").
+
+:class:`DispatchGate` is the ``eligibility`` callback of ``tent_sched``'s
+``AdmissionQueue.pick_for_dispatch`` (DESIGN "Gate at dispatch eligibility"). Neither package
+imports the other: the gate reads owners through the :class:`GatedOwner` protocol and answers
+with its own decision values, which carry the ``verdict`` the queue dispatches on
+(``"eligible"`` / ``"blocked"`` / ``"rejected"``). Inside a pick the queue runs, per owner,
+drop → byte window → this gate (SEMANTICS §2)::
+
+    TryAdmit(local owners/bytes)
+      -> PickByLocalPolicy(FIFO/EDF, promotion, drop, byte window)
+      -> DispatchGate: SenderEndpoint.try_reserve(charge_for_plan(plan, length))
+           eligible: the caller submits, then gate.commit(token) or gate.rollback(token)
+           blocked:  the owner stays queued in place; a credit stall is recorded and the
+                     waiting charge becomes the endpoint's demand
+           rejected: the owner's snapshot was fenced (or its peer failed negotiation)
+
+The caller builds each owner with ``OwnerRequest(..., gate_key=ctx.gate_key, context=ctx)``
+for a :class:`DispatchContext` ``ctx``; the gate refuses an owner whose ``gate_key`` differs
+(the queue skips later owners of a blocked key only if they share it). The gate is sans-IO and
+not thread-safe: one dispatch loop drives it, serially, with the queue and the endpoints.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import types
+from collections.abc import Callable, Hashable, Mapping
+from typing import ClassVar, Literal, Protocol
+
+import attrs
+
+from ._arith import U32_MAX, U64_MAX, check_u64, checked_add, checked_sub
+from ._backpressure import BackpressureInfo, BackpressureSource
+from ._endpoints import EndpointEvent, SenderEndpoint
+from ._ledger import ReservationToken
+from ._negotiation import CreditMode, NegotiationState
+from ._types import CreditCharge, CreditResource, Plan, SessionId, charge_for_plan
+from .errors import InvalidArgument, InvalidEntry, TooManyRequests
+
+__all__ = [
+    "DEFAULT_STALL_BUCKETS_NS",
+    "GATE_POLICY",
+    "TICKET_TRANSITIONS",
+    "CreditStall",
+    "DispatchContext",
+    "DispatchGate",
+    "GateAction",
+    "GateBlocked",
+    "GateConfig",
+    "GateEligible",
+    "GateRejected",
+    "GateStatistics",
+    "GateToken",
+    "GatedOwner",
+    "PickOutcome",
+    "RejectReason",
+    "RouteStatistics",
+    "TicketState",
+]
+
+_REMOTE_PLANS = frozenset({Plan.REMOTE_DIRECT_WRITE, Plan.REMOTE_STAGED_WRITE})
+
+DEFAULT_STALL_BUCKETS_NS: tuple[int, ...] = (
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+    10_000_000_000,
+)
+"""Upper bounds (inclusive, ns) of the stall-duration histogram; +Inf is implicit."""
+
+
+# --------------------------------------------------------------------------- what the gate reads
+
+
+class GatedOwner(Protocol):
+    """What the gate reads of a queued owner (``tent_sched.OwnerView`` satisfies it)."""
+
+    @property
+    def owner_id(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
+
+    @property
+    def gate_key(self) -> Hashable | None: ...
+
+    @property
+    def context(self) -> object: ...
+
+
+class PickOutcome(Protocol):
+    """What :meth:`DispatchGate.observe_pick` reads of a pick (``tent_sched.PickResult``)."""
+
+    @property
+    def dropped(self) -> tuple[int, ...]: ...
+
+    @property
+    def blocked(self) -> tuple[int, ...]: ...
+
+    @property
+    def rejected(self) -> tuple[int, ...]: ...
+
+
+def _u64(_inst: object, attr: attrs.Attribute[int], value: object) -> None:
+    if type(value) is not int or not 0 <= value <= U64_MAX:
+        raise InvalidArgument(f"{attr.name} must be a u64 int, got {value!r}")
+
+
+def _u32(_inst: object, attr: attrs.Attribute[int], value: object) -> None:
+    if type(value) is not int or not 0 <= value <= U32_MAX:
+        raise InvalidArgument(f"{attr.name} must be a u32 int, got {value!r}")
+
+
+def _plan(_inst: object, _attr: attrs.Attribute[Plan], value: object) -> None:
+    if not isinstance(value, Plan):
+        raise InvalidArgument(f"unknown plan {value!r}")
+
+
+def _snapshot(
+    _inst: object, _attr: attrs.Attribute[tuple[SessionId, int] | None], value: object
+) -> None:
+    if value is None:
+        return
+    if (
+        type(value) is not tuple
+        or len(value) != 2
+        or not isinstance(value[0], SessionId)
+        or type(value[1]) is not int
+        or not 0 < value[1] <= U64_MAX
+    ):
+        raise InvalidArgument(f"snapshot must be (SessionId, epoch >= 1) or None, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class DispatchContext:
+    """How an owner moves its bytes and to whom: the ``context`` of its ``OwnerRequest``.
+
+    ``receiver`` names the receiver (peer endpoint) as registered with
+    :meth:`DispatchGate.add_endpoint`; ``qos_class`` picks that receiver's credit class;
+    ``snapshot`` pins the ``(session, epoch)`` the owner was admitted under (``None``: unpinned).
+    A queued owner whose snapshot was fenced meanwhile (receiver restart, sender reconnect) is
+    rejected at pick, never dispatched on the new epoch's credit. Raises
+    :class:`InvalidArgument` for an unknown plan, a non-u64 receiver, a non-u32 class or a
+    malformed snapshot.
+    """
+
+    plan: Plan = attrs.field(validator=_plan)
+    receiver: int = attrs.field(validator=_u64)
+    qos_class: int = attrs.field(default=0, validator=_u32)
+    snapshot: tuple[SessionId, int] | None = attrs.field(default=None, validator=_snapshot)
+
+    @property
+    def remote(self) -> bool:
+        """Whether the plan charges a remote receiver (direct or staged WRITE)."""
+        return self.plan in _REMOTE_PLANS
+
+    @property
+    def gate_key(self) -> tuple[int, int] | None:
+        """The ``OwnerRequest.gate_key`` callers must set: ``(receiver, qos_class)``.
+
+        ``None`` for READ and local plans: they are never stalled by a remote ledger, so the
+        queue must not skip them behind a blocked remote owner (RFC "Terminology and Direction").
+        """
+        return (self.receiver, self.qos_class) if self.remote else None
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+class RejectReason(enum.Enum):
+    """Why the gate refused an owner for good (it ends FAILED in the queue)."""
+
+    SNAPSHOT_FENCED = "snapshot_fenced"
+    """The owner's (session, epoch) is no longer the receiver's: restart or reconnect."""
+    NEGOTIATION_FAILED = "negotiation_failed"
+    """REQUIRED mode, the peer has no usable credit protocol and no fallback is configured."""
+
+
+class TicketState(enum.Enum):
+    """Lifecycle of a :class:`GateToken`."""
+
+    RESERVED = "reserved"
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled_back"
+    COMPLETED = "completed"
+
+
+TICKET_TRANSITIONS: Mapping[tuple[TicketState, str], TicketState] = types.MappingProxyType(
+    {
+        (TicketState.RESERVED, "commit"): TicketState.COMMITTED,
+        (TicketState.RESERVED, "rollback"): TicketState.ROLLED_BACK,
+        (TicketState.COMMITTED, "complete"): TicketState.COMPLETED,
+    }
+)
+"""The gate token lifecycle, the only place it is written. A missing key is misuse (IE)."""
+
+
+class GateToken:
+    """The handle an eligible owner carries (``Picked.token``), made only by the gate.
+
+    A credit token wraps the endpoint's :class:`ReservationToken` (``reservation``); a legacy
+    token (``legacy``) holds one slot of the peer's bounded legacy window and no credit.
+    Read-only: ``ticket_id``, ``owner_id``, ``receiver``, ``qos_class``, ``charge``,
+    ``reservation``, ``legacy``, ``state``.
+    """
+
+    __slots__ = ("_charge", "_gate", "_owner_id", "_reservation", "_route", "_state", "_ticket")
+
+    def __init__(
+        self,
+        gate: DispatchGate,
+        *,
+        ticket: int,
+        owner_id: int,
+        route: _Route,
+        charge: CreditCharge,
+        reservation: ReservationToken | None,
+    ) -> None:
+        self._gate = gate
+        self._ticket = ticket
+        self._owner_id = owner_id
+        self._route = route
+        self._charge = charge
+        self._reservation = reservation
+        self._state = TicketState.RESERVED
+
+    @property
+    def ticket_id(self) -> int:
+        return self._ticket
+
+    @property
+    def owner_id(self) -> int:
+        return self._owner_id
+
+    @property
+    def receiver(self) -> int:
+        return self._route.receiver
+
+    @property
+    def qos_class(self) -> int:
+        return self._route.qos_class
+
+    @property
+    def charge(self) -> CreditCharge:
+        return self._charge
+
+    @property
+    def reservation(self) -> ReservationToken | None:
+        return self._reservation
+
+    @property
+    def legacy(self) -> bool:
+        return self._reservation is None
+
+    @property
+    def state(self) -> TicketState:
+        return self._state
+
+    def __repr__(self) -> str:
+        kind = "legacy" if self.legacy else "credit"
+        return (
+            f"GateToken(ticket_id={self._ticket}, owner_id={self._owner_id}, "
+            f"route={self._route.ident}, {kind}, state={self._state.name})"
+        )
+
+
+@attrs.frozen
+class GateEligible:
+    """Dispatch the owner; ``token`` is ``None`` when it needed no credit (READ/local plan or a
+    DISABLED gate), else the :class:`GateToken` to commit or roll back."""
+
+    verdict: ClassVar[Literal["eligible"]] = "eligible"
+    token: GateToken | None
+
+
+@attrs.frozen
+class GateBlocked:
+    """Keep the owner queued in place; ``info`` says why (RFC "Backpressure API")."""
+
+    verdict: ClassVar[Literal["blocked"]] = "blocked"
+    info: BackpressureInfo
+
+
+@attrs.frozen
+class GateRejected:
+    """Fail the owner (the queue ends it FAILED: the value carries no ``status``)."""
+
+    verdict: ClassVar[Literal["rejected"]] = "rejected"
+    reason: RejectReason
+
+
+_NO_CREDIT_NEEDED = GateEligible(None)
+
+
+# --------------------------------------------------------------------------- policy table
+
+
+class GateAction(enum.Enum):
+    """What the gate does for a remote owner, by mode and the peer's negotiation state."""
+
+    RESERVE = "reserve"
+    """Reserve the charge on the endpoint (blocks unless the peer is ACTIVE with credit)."""
+    LEGACY = "legacy"
+    """Bounded local dispatch without receiver credit (at most ``legacy_window`` in flight)."""
+    REJECT = "reject"
+    """No credit, no dispatch, for good: the owner fails."""
+
+
+def _policy() -> Mapping[tuple[CreditMode, NegotiationState, bool], GateAction]:
+    S = NegotiationState  # noqa: N806 - a table reads better with a short alias
+    table: dict[tuple[CreditMode, NegotiationState, bool], GateAction] = {}
+    for mode, fallbacks in ((CreditMode.OPTIONAL, (False,)), (CreditMode.REQUIRED, (False, True))):
+        for fallback in fallbacks:
+            # Not yet or not currently ACTIVE: reserve anyway; the endpoint answers with a
+            # RECEIVER_CREDIT stall (fallback_allowed False) until credit is usable.
+            for state in (S.DISABLED, S.NEGOTIATING, S.ACTIVE, S.STALE, S.FENCING):
+                table[(mode, state, fallback)] = GateAction.RESERVE
+            # RFC "Compatibility and Rollout": OPTIONAL keeps legacy peers on bounded local
+            # dispatch; REQUIRED fails them explicitly unless a fallback is configured.
+            legacy_ok = mode is CreditMode.OPTIONAL or fallback
+            table[(mode, S.LEGACY, fallback)] = (
+                GateAction.LEGACY if legacy_ok else GateAction.REJECT
+            )
+            table[(mode, S.FAILED, fallback)] = GateAction.LEGACY if fallback else GateAction.REJECT
+    return types.MappingProxyType(table)
+
+
+GATE_POLICY: Mapping[tuple[CreditMode, NegotiationState, bool], GateAction] = _policy()
+"""``(gate mode, peer state, required_fallback) → action`` for a remote owner; the only place
+the policy is written. A DISABLED gate never consults it (every owner is eligible)."""
+
+
+# --------------------------------------------------------------------------- values
+
+
+def _window(_inst: object, attr: attrs.Attribute[int], value: object) -> None:
+    if type(value) is not int or not 1 <= value <= U64_MAX:
+        raise InvalidArgument(f"{attr.name} must be an int >= 1, got {value!r}")
+
+
+def _mode(_inst: object, _attr: attrs.Attribute[CreditMode], value: object) -> None:
+    if not isinstance(value, CreditMode):
+        raise InvalidArgument(f"unknown credit mode {value!r}")
+
+
+def _flag(_inst: object, attr: attrs.Attribute[bool], value: object) -> None:
+    if type(value) is not bool:
+        raise InvalidArgument(f"{attr.name} must be a bool, got {value!r}")
+
+
+def _buckets(_inst: object, attr: attrs.Attribute[tuple[int, ...]], value: object) -> None:
+    if (
+        type(value) is not tuple
+        or not value
+        or any(type(b) is not int or not 0 < b <= U64_MAX for b in value)
+        or any(a >= b for a, b in itertools.pairwise(value))
+    ):
+        raise InvalidArgument(f"{attr.name} must be strictly increasing positive ints: {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class GateConfig:
+    """Configuration of a :class:`DispatchGate`.
+
+    1. ``mode``: DISABLED (the default: every owner is eligible without a token, exactly as
+       without a gate), OPTIONAL (credit where the peer supports it, bounded legacy dispatch
+       where it does not) or REQUIRED (no credit, no dispatch).
+    2. ``legacy_window``: owners at most in flight (reserved or committed, not completed) per
+       legacy peer route.
+    3. ``required_fallback``: REQUIRED only; a peer whose negotiation FAILED falls back to the
+       bounded legacy window instead of failing its owners.
+    4. ``max_routes``: bound on registered (receiver, class) routes, so metric labels are
+       bounded by configuration.
+    5. ``stall_buckets_ns``: the stall-duration histogram's bucket bounds.
+
+    Raises :class:`InvalidArgument` on any invalid value, or ``required_fallback`` outside
+    REQUIRED mode.
+    """
+
+    mode: CreditMode = attrs.field(default=CreditMode.DISABLED, validator=_mode)
+    legacy_window: int = attrs.field(default=8, validator=_window)
+    required_fallback: bool = attrs.field(default=False, validator=_flag)
+    max_routes: int = attrs.field(default=64, validator=_window)
+    stall_buckets_ns: tuple[int, ...] = attrs.field(
+        default=DEFAULT_STALL_BUCKETS_NS, validator=_buckets
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.required_fallback and self.mode is not CreditMode.REQUIRED:
+            raise InvalidArgument("required_fallback applies to REQUIRED mode only")
+
+
+@attrs.frozen(kw_only=True)
+class CreditStall:
+    """One owner held back by the gate: where, how much, since when, and why."""
+
+    owner_id: int
+    receiver: int
+    qos_class: int
+    length: int
+    charge: CreditCharge
+    since_ns: int
+    info: BackpressureInfo
+
+
+@attrs.frozen(kw_only=True)
+class RouteStatistics:
+    """A snapshot of one (receiver, class) route of a gate; counters are cumulative.
+
+    ``stall_buckets`` pairs each histogram bound (ns) with the cumulative count of ended stalls
+    no longer than it; ``stalls_ended`` and ``stall_ns_total`` are the histogram's count and sum.
+    """
+
+    receiver: int
+    qos_class: int
+    state: NegotiationState
+    stalled_owners: int
+    stalled_bytes: int
+    waiting: Mapping[CreditResource, int]
+    stalls_ended: int
+    stall_ns_total: int
+    stall_buckets: tuple[tuple[int, int], ...]
+    reserved: int
+    committed: int
+    rolled_back: int
+    completed: int
+    blocked: int
+    legacy_in_flight: int
+    legacy_fallbacks: int
+    rejected_snapshots: int
+    rejected_failed: int
+
+
+@attrs.frozen(kw_only=True)
+class GateStatistics:
+    """A snapshot of a :class:`DispatchGate`: its mode, routes, and gate-wide counters."""
+
+    mode: CreditMode
+    routes: tuple[RouteStatistics, ...]
+    no_credit_dispatches: int
+    unsettled_tokens: int
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+class _Route:
+    """Mutable state of one (receiver, class) route."""
+
+    def __init__(self, receiver: int, endpoint: SenderEndpoint, buckets: int) -> None:
+        self.receiver = receiver
+        self.qos_class = endpoint.qos_class
+        self.endpoint = endpoint
+        self.waiting: dict[CreditResource, int] = {}
+        self.stalled_owners = 0
+        self.stalled_bytes = 0
+        self.last_info: BackpressureInfo | None = None
+        self.bucket_counts = [0] * buckets
+        self.stalls_ended = 0
+        self.stall_ns_total = 0
+        self.reserved = 0
+        self.committed = 0
+        self.rolled_back = 0
+        self.completed = 0
+        self.blocked = 0
+        self.legacy_in_flight = 0
+        self.legacy_fallbacks = 0
+        self.rejected_snapshots = 0
+        self.rejected_failed = 0
+
+    @property
+    def ident(self) -> tuple[int, int]:
+        return (self.receiver, self.qos_class)
+
+
+class DispatchGate:
+    """Receiver-credit eligibility for ``tent_sched``'s admission queue (structurally its
+    ``Eligibility`` protocol: ``gate(owner, now_ns) -> decision``).
+
+    Per owner the queue asks about (after its drop and byte-window checks):
+
+    1. DISABLED mode → eligible, no token, nothing read or recorded (identical to no gate).
+    2. The owner's ``context`` must be a :class:`DispatchContext` and its ``gate_key`` equal to
+       ``context.gate_key`` (else :class:`InvalidArgument`). A READ or local plan → eligible
+       without a token: no remote ledger stalls it.
+    3. The route ``(receiver, qos_class)`` must be registered (else :class:`InvalidEntry`).
+    4. A ``snapshot`` that is not the route's current ``(session, epoch)`` → rejected
+       (``SNAPSHOT_FENCED``); nothing is reserved.
+    5. :data:`GATE_POLICY` by mode and the peer's negotiation state: RESERVE →
+       ``try_reserve(charge_for_plan(plan, length))``: a token → eligible; backpressure →
+       blocked, a stall recorded and the route's whole waiting charge set as the endpoint's
+       pending demand. LEGACY → eligible with a legacy token while fewer than
+       ``legacy_window`` are in flight on the route (a legacy fallback is counted), else
+       blocked (source LOCAL_QUEUE, ``fallback_allowed``). REJECT → rejected
+       (``NEGOTIATION_FAILED``).
+
+    Then the caller submits each picked owner: :meth:`commit` once the transport accepted it,
+    :meth:`rollback` if it refused (exact credit restored), :meth:`complete` when it finished;
+    :meth:`observe_pick` records the owners the queue skipped behind a blocked key. Every
+    public call validates before it changes anything: a raised error leaves the gate (and its
+    endpoints, except the stall-demand noted in :meth:`__call__`) as it was.
+    """
+
+    def __init__(self, config: GateConfig | None = None) -> None:
+        """Raises :class:`InvalidArgument` if ``config`` is not a :class:`GateConfig`."""
+        if config is None:
+            config = GateConfig()
+        if not isinstance(config, GateConfig):
+            raise InvalidArgument(f"config must be a GateConfig, got {type(config).__name__}")
+        self._config = config
+        self._mode = config.mode
+        self._routes: dict[tuple[int, int], _Route] = {}
+        self._stalls: dict[int, tuple[_Route, CreditStall]] = {}
+        self._unsettled: dict[int, GateToken] = {}
+        self._next_ticket = 1
+        self._no_credit = 0
+
+    # ---------------------------------------------------------------- configuration
+
+    @property
+    def config(self) -> GateConfig:
+        return self._config
+
+    @property
+    def mode(self) -> CreditMode:
+        return self._mode
+
+    def add_endpoint(self, receiver: int, endpoint: SenderEndpoint) -> None:
+        """Register the sender endpoint that holds credit of ``receiver`` for its QoS class.
+
+        The route is ``(receiver, endpoint.qos_class)``. Raises :class:`InvalidArgument` for a
+        non-u64 receiver, a non-endpoint, or an endpoint whose mode is not the gate's (the gate
+        and its peers roll out together); :class:`InvalidEntry` if the route exists;
+        :class:`TooManyRequests` past ``max_routes``. A failure changes nothing.
+        """
+        check_u64(receiver, "receiver")
+        if not isinstance(endpoint, SenderEndpoint):
+            raise InvalidArgument(f"expected a SenderEndpoint, got {type(endpoint).__name__}")
+        if endpoint.mode is not self._mode:
+            raise InvalidArgument(
+                f"endpoint mode {endpoint.mode.name} differs from the gate's {self._mode.name}"
+            )
+        ident = (receiver, endpoint.qos_class)
+        if ident in self._routes:
+            raise InvalidEntry(f"route {ident} is already registered")
+        if len(self._routes) >= self._config.max_routes:
+            raise TooManyRequests(f"the gate holds its maximum of {self._config.max_routes} routes")
+        self._routes[ident] = _Route(receiver, endpoint, len(self._config.stall_buckets_ns))
+
+    def endpoint(self, receiver: int, qos_class: int = 0) -> SenderEndpoint:
+        """The endpoint of a route; :class:`InvalidEntry` if it is not registered."""
+        return self._route(receiver, qos_class).endpoint
+
+    def snapshot(self, receiver: int, qos_class: int = 0) -> tuple[SessionId, int] | None:
+        """The route's current ``(session, epoch)``, or ``None`` before its first activation.
+
+        Raises :class:`InvalidEntry` for an unregistered route.
+        """
+        endpoint = self._route(receiver, qos_class).endpoint
+        key = endpoint.key
+        return None if key is None else (key.receiver_session, endpoint.epoch)
+
+    def context(self, plan: Plan, receiver: int, qos_class: int = 0) -> DispatchContext:
+        """A :class:`DispatchContext` pinned to the route's current snapshot (remote plans).
+
+        READ and local plans are not pinned and need no registered route. Raises
+        :class:`InvalidArgument` for malformed values, :class:`InvalidEntry` for a remote plan
+        to an unregistered route.
+        """
+        unpinned = DispatchContext(plan=plan, receiver=receiver, qos_class=qos_class)
+        if not unpinned.remote:
+            return unpinned
+        return attrs.evolve(unpinned, snapshot=self.snapshot(receiver, qos_class))
+
+    def _route(self, receiver: int, qos_class: int) -> _Route:
+        route = self._routes.get((receiver, qos_class))
+        if route is None:
+            raise InvalidEntry(f"no endpoint registered for receiver {receiver} class {qos_class}")
+        return route
+
+    # ---------------------------------------------------------------- eligibility
+
+    def __call__(
+        self, owner: GatedOwner, now_ns: int, /
+    ) -> GateEligible | GateBlocked | GateRejected:
+        """Decide one owner (the policy is in the class docstring).
+
+        Raises :class:`InvalidArgument` (bad ``now_ns``, context or ``gate_key``, or the
+        endpoint's clock went backwards) or :class:`InvalidEntry` (unregistered route); the
+        exception propagates out of the pick, which then changes nothing in the queue.
+        Reservations this gate issued earlier in that pick stay RESERVED: reclaim them with
+        :meth:`rollback_unsettled`. A blocked reserve changes the endpoint's demand target
+        only (that is its purpose).
+        """
+        if self._mode is CreditMode.DISABLED:
+            return _NO_CREDIT_NEEDED
+        check_u64(now_ns, "now_ns")
+        ctx = self._context_of(owner)
+        if not ctx.remote:
+            self._no_credit += 1
+            return _NO_CREDIT_NEEDED
+        route = self._route(ctx.receiver, ctx.qos_class)
+        owner_id = owner.owner_id
+        endpoint = route.endpoint
+        if ctx.snapshot is not None and ctx.snapshot != self.snapshot(*route.ident):
+            # RFC "Replay and restart safety": an old snapshot never spends new-epoch credit.
+            self._end_stall(owner_id, now_ns, dispatched=False)
+            route.rejected_snapshots += 1
+            return GateRejected(RejectReason.SNAPSHOT_FENCED)
+        charge = charge_for_plan(ctx.plan, owner.length)
+        assert charge is not None  # remote plans always charge
+        action = GATE_POLICY[(self._mode, endpoint.state, self._config.required_fallback)]
+        if action is GateAction.REJECT:
+            self._end_stall(owner_id, now_ns, dispatched=False)
+            route.rejected_failed += 1
+            return GateRejected(RejectReason.NEGOTIATION_FAILED)
+        if action is GateAction.LEGACY:
+            if route.legacy_in_flight >= self._config.legacy_window:
+                info = BackpressureInfo(
+                    source=BackpressureSource.LOCAL_QUEUE,
+                    peer=endpoint.sender_peer,
+                    qos_class=route.qos_class,
+                    exhausted=(),
+                    retry_after_us=0,
+                    fallback_allowed=True,
+                )
+                return self._block(route, owner, charge, now_ns, info)
+            route.legacy_in_flight += 1
+            route.legacy_fallbacks += 1
+            return self._eligible(route, owner_id, charge, None, now_ns)
+        result = endpoint.try_reserve(charge, now_ns)
+        if isinstance(result, BackpressureInfo):
+            return self._block(route, owner, charge, now_ns, result)
+        route.reserved += 1
+        return self._eligible(route, owner_id, charge, result, now_ns)
+
+    def _context_of(self, owner: GatedOwner) -> DispatchContext:
+        ctx = owner.context
+        if not isinstance(ctx, DispatchContext):
+            raise InvalidArgument(
+                f"owner {owner.owner_id}: context must be a DispatchContext, "
+                f"got {type(ctx).__name__}"
+            )
+        if owner.gate_key != ctx.gate_key:
+            raise InvalidArgument(
+                f"owner {owner.owner_id}: gate_key {owner.gate_key!r} must be the context's "
+                f"{ctx.gate_key!r} (else the queue cannot keep order within a credit key)"
+            )
+        return ctx
+
+    def _eligible(
+        self,
+        route: _Route,
+        owner_id: int,
+        charge: CreditCharge,
+        reservation: ReservationToken | None,
+        now_ns: int,
+    ) -> GateEligible:
+        self._end_stall(owner_id, now_ns, dispatched=True)
+        token = GateToken(
+            self,
+            ticket=self._next_ticket,
+            owner_id=owner_id,
+            route=route,
+            charge=charge,
+            reservation=reservation,
+        )
+        self._next_ticket += 1
+        self._unsettled[token.ticket_id] = token
+        return GateEligible(token)
+
+    def _block(
+        self,
+        route: _Route,
+        owner: GatedOwner,
+        charge: CreditCharge,
+        now_ns: int,
+        info: BackpressureInfo,
+    ) -> GateBlocked:
+        owner_id = owner.owner_id
+        fresh = owner_id not in self._stalls
+        if info.source is BackpressureSource.RECEIVER_CREDIT and route.endpoint.key is not None:
+            # RFC "blocked: keep queued; record stall; request/update demand": ask the receiver
+            # for everything waiting on this route, not just the head owner's shortfall.
+            waiting = _plus(route.waiting, charge) if fresh else route.waiting
+            route.endpoint.set_pending_demand(waiting)
+        route.blocked += 1
+        route.last_info = info
+        self._mark_stall(
+            route, owner_id=owner_id, length=owner.length, charge=charge, now_ns=now_ns, info=info
+        )
+        return GateBlocked(info)
+
+    # ---------------------------------------------------------------- stall bookkeeping
+
+    def _mark_stall(
+        self,
+        route: _Route,
+        *,
+        owner_id: int,
+        length: int,
+        charge: CreditCharge,
+        now_ns: int,
+        info: BackpressureInfo,
+    ) -> None:
+        known = self._stalls.get(owner_id)
+        if known is not None:  # still stalled: keep the first block time, refresh the reason
+            self._stalls[owner_id] = (route, attrs.evolve(known[1], info=info))
+            return
+        self._stalls[owner_id] = (
+            route,
+            CreditStall(
+                owner_id=owner_id,
+                receiver=route.receiver,
+                qos_class=route.qos_class,
+                length=length,
+                charge=charge,
+                since_ns=now_ns,
+                info=info,
+            ),
+        )
+        route.waiting = _plus(route.waiting, charge)
+        route.stalled_owners += 1
+        route.stalled_bytes += length
+
+    def _end_stall(self, owner_id: int, now_ns: int, *, dispatched: bool) -> None:
+        entry = self._stalls.pop(owner_id, None)
+        if entry is None:
+            return
+        route, stall = entry
+        route.waiting = _minus(route.waiting, stall.charge)
+        route.stalled_owners -= 1
+        route.stalled_bytes -= stall.length
+        if dispatched:  # the stall duration runs from the first block to dispatch
+            duration = max(0, now_ns - stall.since_ns)
+            route.stalls_ended += 1
+            route.stall_ns_total += duration
+            for index, bound in enumerate(self._config.stall_buckets_ns):
+                if duration <= bound:
+                    route.bucket_counts[index] += 1
+                    break
+
+    def observe_pick(
+        self, result: PickOutcome, owner: Callable[[int], GatedOwner], now_ns: int
+    ) -> None:
+        """Record what the pick did beyond the owners it asked the gate about.
+
+        1. Owners reported blocked without being asked (behind a blocked owner of the same
+           key) become credit stalls from ``now_ns``, with their route's last reason, and
+           their charge joins the route's pending demand.
+        2. Dropped and rejected owners lose any stall record.
+
+        ``owner`` resolves an owner id to its view (``queue.owner``). Raises
+        :class:`InvalidArgument` (bad ``now_ns`` or context) or :class:`InvalidEntry`
+        (unknown route, or a blocked owner of a route this gate never blocked); nothing
+        changes then.
+        """
+        check_u64(now_ns, "now_ns")
+        skipped: list[tuple[_Route, GatedOwner, CreditCharge, BackpressureInfo]] = []
+        for owner_id in result.blocked:
+            if owner_id in self._stalls:
+                continue
+            view = owner(owner_id)
+            ctx = self._context_of(view)
+            route = self._route(ctx.receiver, ctx.qos_class)
+            charge = charge_for_plan(ctx.plan, view.length)
+            if charge is None or route.last_info is None:
+                raise InvalidEntry(f"owner {owner_id} was not blocked by this gate")
+            skipped.append((route, view, charge, route.last_info))
+        waiting: dict[tuple[int, int], dict[CreditResource, int]] = {}
+        for route, _view, charge, _info in skipped:
+            waiting[route.ident] = _plus(waiting.get(route.ident, route.waiting), charge)
+        for ident, vector in waiting.items():
+            route = self._routes[ident]
+            info = route.last_info
+            credit_stall = info is not None and info.source is BackpressureSource.RECEIVER_CREDIT
+            if credit_stall and route.endpoint.key is not None:  # the skipped join the demand
+                route.endpoint.set_pending_demand(vector)
+        for route, view, charge, info in skipped:
+            self._mark_stall(
+                route,
+                owner_id=view.owner_id,
+                length=view.length,
+                charge=charge,
+                now_ns=now_ns,
+                info=info,
+            )
+        for owner_id in (*result.dropped, *result.rejected):
+            self._end_stall(owner_id, now_ns, dispatched=False)
+
+    def forget(self, owner_id: int) -> None:
+        """The owner left the queue otherwise (canceled): drop its stall record, if any.
+
+        Idempotent. Raises :class:`InvalidArgument` for a non-u64 id.
+        """
+        check_u64(owner_id, "owner_id")
+        self._end_stall(owner_id, 0, dispatched=False)
+
+    def stall(self, owner_id: int) -> CreditStall | None:
+        """The owner's current credit stall (where, how much, since when, the typed
+        :class:`BackpressureInfo`), or ``None`` if it is not stalled."""
+        entry = self._stalls.get(owner_id)
+        return None if entry is None else entry[1]
+
+    # ---------------------------------------------------------------- settlement
+
+    def _token(self, token: object, event: str) -> tuple[GateToken, TicketState] | None:
+        if token is None:
+            return None
+        if not isinstance(token, GateToken):
+            raise InvalidArgument(f"expected a GateToken or None, got {type(token).__name__}")
+        if token._gate is not self:
+            raise InvalidEntry(f"token {token.ticket_id} was issued by another gate")
+        nxt = TICKET_TRANSITIONS.get((token._state, event))
+        if nxt is None:
+            raise InvalidEntry(
+                f"cannot {event} token {token.ticket_id} in state {token.state.name}"
+            )
+        return token, nxt
+
+    def commit(self, token: object) -> None:
+        """The transport accepted the owner's submit: RESERVED → COMMITTED (in flight).
+
+        ``None`` (an owner that needed no credit) is a no-op, so a driver settles every pick
+        alike. Raises :class:`InvalidArgument` for a non-token, :class:`InvalidEntry` for a
+        token of another gate, one not RESERVED, or one whose epoch was fenced since the pick
+        (commit right after the submit, before feeding control input); nothing changes then.
+        """
+        checked = self._token(token, "commit")
+        if checked is None:
+            return
+        gate_token, nxt = checked
+        if gate_token._reservation is not None:
+            gate_token._route.endpoint.commit(gate_token._reservation)
+        gate_token._state = nxt
+        gate_token._route.committed += 1
+        del self._unsettled[gate_token.ticket_id]
+
+    def rollback(self, token: object) -> None:
+        """The transport refused the submit: give back exactly what the pick took.
+
+        A credit token restores its exact charge in the ledger (SEMANTICS §6); if its epoch was
+        fenced meanwhile, the fence already discarded that whole entry and only the token is
+        settled. A legacy token frees its window slot. ``None`` is a no-op. Raises like
+        :meth:`commit` (misuse); nothing changes then.
+        """
+        checked = self._token(token, "rollback")
+        if checked is None:
+            return
+        gate_token, nxt = checked
+        self._settle_rollback(gate_token, nxt)
+
+    def _settle_rollback(self, token: GateToken, nxt: TicketState) -> None:
+        route = token._route
+        reservation = token._reservation
+        if reservation is None:
+            route.legacy_in_flight -= 1
+        elif _is_live(route.endpoint, reservation):
+            route.endpoint.rollback(reservation)
+        token._state = nxt
+        route.rolled_back += 1
+        del self._unsettled[token.ticket_id]
+
+    def complete(self, token: object, now_ns: int) -> list[EndpointEvent]:
+        """The transport finished the owner's work (any status): COMMITTED → COMPLETED.
+
+        A credit token ends its in-flight count on the endpoint (which may finish a fence;
+        completion never mints credit); a legacy token frees its window slot. ``None`` is a
+        no-op. Returns the endpoint's events. Raises :class:`InvalidArgument` (non-token, bad
+        ``now_ns``) or :class:`InvalidEntry` (another gate's token, one not COMMITTED);
+        nothing changes then.
+        """
+        check_u64(now_ns, "now_ns")
+        checked = self._token(token, "complete")
+        if checked is None:
+            return []
+        gate_token, nxt = checked
+        route = gate_token._route
+        events: list[EndpointEvent] = []
+        if gate_token._reservation is not None:
+            events = route.endpoint.complete(gate_token._reservation, now_ns)
+        else:
+            route.legacy_in_flight -= 1
+        gate_token._state = nxt
+        route.completed += 1
+        return events
+
+    def rollback_unsettled(self) -> int:
+        """Roll back every token issued and neither committed nor rolled back; return how many.
+
+        For a dispatch loop whose pick raised (the queue dispatched nothing, but the gate may
+        have reserved for owners it asked earlier in that pick). Call it only when no picked
+        owner is still awaiting its submit.
+        """
+        tokens = list(self._unsettled.values())
+        for token in tokens:
+            self._settle_rollback(token, TICKET_TRANSITIONS[(TicketState.RESERVED, "rollback")])
+        return len(tokens)
+
+    # ---------------------------------------------------------------- statistics
+
+    def statistics(self) -> GateStatistics:
+        """A frozen snapshot of the gate and its routes (in registration order)."""
+        bounds = self._config.stall_buckets_ns
+        routes = []
+        for route in self._routes.values():
+            cumulative = 0
+            buckets = []
+            for bound, count in zip(bounds, route.bucket_counts, strict=True):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            routes.append(
+                RouteStatistics(
+                    receiver=route.receiver,
+                    qos_class=route.qos_class,
+                    state=route.endpoint.state,
+                    stalled_owners=route.stalled_owners,
+                    stalled_bytes=route.stalled_bytes,
+                    waiting=types.MappingProxyType(dict(route.waiting)),
+                    stalls_ended=route.stalls_ended,
+                    stall_ns_total=route.stall_ns_total,
+                    stall_buckets=tuple(buckets),
+                    reserved=route.reserved,
+                    committed=route.committed,
+                    rolled_back=route.rolled_back,
+                    completed=route.completed,
+                    blocked=route.blocked,
+                    legacy_in_flight=route.legacy_in_flight,
+                    legacy_fallbacks=route.legacy_fallbacks,
+                    rejected_snapshots=route.rejected_snapshots,
+                    rejected_failed=route.rejected_failed,
+                )
+            )
+        return GateStatistics(
+            mode=self._mode,
+            routes=tuple(routes),
+            no_credit_dispatches=self._no_credit,
+            unsettled_tokens=len(self._unsettled),
+        )
+
+
+def _plus(vector: Mapping[CreditResource, int], charge: CreditCharge) -> dict[CreditResource, int]:
+    out = dict(vector)
+    for resource, amount in charge.parts:
+        out[resource] = checked_add(out.get(resource, 0), amount)
+    return out
+
+
+def _minus(vector: Mapping[CreditResource, int], charge: CreditCharge) -> dict[CreditResource, int]:
+    out = dict(vector)
+    for resource, amount in charge.parts:
+        left = checked_sub(out.get(resource, 0), amount)
+        if left:
+            out[resource] = left
+        else:
+            out.pop(resource, None)
+    return out
+
+
+def _is_live(endpoint: SenderEndpoint, reservation: ReservationToken) -> bool:
+    """Whether the reservation's entry is still the endpoint's current one (not fenced)."""
+    return reservation.key == endpoint.key and reservation.epoch == endpoint.epoch
+
+
+# --------------------------------------------------------------------------- metrics
