@@ -1,0 +1,173 @@
+"""Named model configurations: the bounds every shipped model is checked under.
+
+``tiny`` is for unit tests (a few thousand states, seconds), ``ci`` is what ``tent check`` runs
+exhaustively on every CI run, ``deep`` is for benchmark campaigns. Every factory builds a fresh
+spec model (specs keep per-instance memo tables).
+
+:data:`KNOWN_BAD_CONFIGS` gives each known-bad variant of :mod:`tent_spec.variants` the small
+bounds under which its counterexample is short; :data:`KNOWN_BAD_EXPECTED` names the invariant
+it must violate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tent_spec.credit import CreditBounds, CreditSpec
+from tent_spec.negotiation import NegotiationBounds, NegotiationSpec
+from tent_spec.variants import KNOWN_BAD
+
+from .model_api import SpecModel
+
+__all__ = [
+    "CONFIGS",
+    "CREDIT_BOUNDS",
+    "KNOWN_BAD_BOUNDS",
+    "KNOWN_BAD_CONFIGS",
+    "KNOWN_BAD_EXPECTED",
+    "NEGOTIATION_BOUNDS",
+]
+
+# Two resources: index 0 is DATA_BYTES-like, index 1 REQUEST_SLOTS-like. A transfer charges
+# both (1, 1); the partial charge (1, 0) makes grants and returns differ per resource, which
+# multi-resource atomicity needs in order to matter.
+CREDIT_BOUNDS: Mapping[str, CreditBounds] = {
+    # One sender, every fault kind, one fault per run: the unit-test model (pairs: `ci`).
+    "tiny": CreditBounds(
+        senders=1,
+        capacity=(1, 1),
+        charges=((1, 1),),
+        max_grant_total=1,
+        max_tokens=1,
+        max_epoch=2,
+        max_messages=2,
+        max_duplications=1,
+        max_losses=1,
+        max_sender_restarts=1,
+        max_receiver_restarts=1,
+        max_stale=1,
+        max_regressions=1,
+        max_faults=1,
+    ),
+    # Two senders sharing the receiver: duplication, loss, reordering (the bag), a sender
+    # restart (epoch fence) and a receiver restart (new session), any two faults per run.
+    # 1,266,675 distinct states with symmetry and sequence renumbering (measured by BFS).
+    "ci": CreditBounds(
+        senders=2,
+        capacity=(1, 1),
+        charges=((1, 1),),
+        max_grant_total=1,
+        max_tokens=1,
+        max_epoch=2,
+        max_messages=2,
+        max_duplications=1,
+        max_losses=1,
+        max_sender_restarts=1,
+        max_receiver_restarts=1,
+        max_faults=2,
+    ),
+    # Benchmark campaign: partial charges, more capacity, staleness and regressed publishes.
+    "deep": CreditBounds(
+        senders=2,
+        capacity=(2, 1),
+        charges=((1, 1), (1, 0)),
+        max_grant_total=2,
+        max_tokens=2,
+        max_epoch=2,
+        max_messages=3,
+        max_duplications=1,
+        max_losses=1,
+        max_sender_restarts=1,
+        max_receiver_restarts=1,
+        max_stale=1,
+        max_regressions=1,
+    ),
+}
+
+NEGOTIATION_BOUNDS: Mapping[str, NegotiationBounds] = {
+    "tiny": NegotiationBounds(
+        local_versions=(1,),
+        peer_offers=((1,), (2,)),
+        max_session=2,
+        max_epoch=2,
+        max_inflight=1,
+    ),
+    "ci": NegotiationBounds(
+        local_versions=(1, 2),
+        peer_offers=((1,), (3,), (2, 3)),
+        max_session=2,
+        max_epoch=2,
+        max_inflight=2,
+    ),
+    "deep": NegotiationBounds(
+        local_versions=(1, 2, 3),
+        peer_offers=((1,), (4,), (2, 3), (3, 4, 5)),
+        max_session=3,
+        max_epoch=3,
+        max_inflight=3,
+    ),
+}
+
+# One sender suffices for every counterexample; each variant gets the faults its rule guards
+# against (and nothing else, so the search stays small).
+_BAD_BASE: dict[str, Any] = {
+    "senders": 1,
+    "capacity": (1, 1),
+    "charges": ((1, 1), (1, 0)),
+    "max_grant_total": 1,
+    "max_tokens": 1,
+    "max_epoch": 2,
+    "max_messages": 2,
+}
+KNOWN_BAD_BOUNDS: Mapping[str, CreditBounds] = {
+    "delta_grants": CreditBounds(**_BAD_BASE),
+    "equal_sequence_accepted": CreditBounds(**_BAD_BASE, max_duplications=1, max_stale=1),
+    "no_decreasing_grant_check": CreditBounds(**_BAD_BASE, max_regressions=1),
+    "no_epoch_fence_on_restart": CreditBounds(**_BAD_BASE, max_sender_restarts=1),
+    "partial_reserve": CreditBounds(**_BAD_BASE),
+    "control_charged_to_data_credit": CreditBounds(**_BAD_BASE),
+    "completion_mints_credit": CreditBounds(**_BAD_BASE),
+    "reuse_before_fence": CreditBounds(**_BAD_BASE, max_sender_restarts=1),
+}
+assert KNOWN_BAD_BOUNDS.keys() == KNOWN_BAD.keys()
+
+
+def _credit(level: str) -> Callable[[], SpecModel[Any]]:
+    def build() -> SpecModel[Any]:
+        return CreditSpec(CREDIT_BOUNDS[level], name=f"credit/{level}")
+
+    return build
+
+
+def _negotiation(level: str) -> Callable[[], SpecModel[Any]]:
+    def build() -> SpecModel[Any]:
+        return NegotiationSpec(NEGOTIATION_BOUNDS[level], name=f"negotiation/{level}")
+
+    return build
+
+
+def _known_bad(variant: str) -> Callable[[], SpecModel[Any]]:
+    factory = KNOWN_BAD[variant][0]
+
+    def build() -> SpecModel[Any]:
+        return factory(KNOWN_BAD_BOUNDS[variant], name=f"known-bad/{variant}")
+
+    return build
+
+
+CONFIGS: Mapping[str, Callable[[], SpecModel[Any]]] = {
+    **{f"credit/{level}": _credit(level) for level in CREDIT_BOUNDS},
+    **{f"negotiation/{level}": _negotiation(level) for level in NEGOTIATION_BOUNDS},
+    # ---- admission models: added by the lead from tent_spec.admission -----------------
+    # "admission/tiny": ..., "admission/ci": ..., "admission/deep": ...
+}
+"""Model name -> factory of a fresh spec model under that configuration."""
+
+KNOWN_BAD_CONFIGS: Mapping[str, Callable[[], SpecModel[Any]]] = {
+    name: _known_bad(name) for name in KNOWN_BAD
+}
+"""Known-bad variant name -> factory of the variant under its small configuration."""
+
+KNOWN_BAD_EXPECTED: Mapping[str, str] = {name: entry[1] for name, entry in KNOWN_BAD.items()}
+"""Known-bad variant name -> the invariant its counterexample must violate."""

@@ -1,0 +1,1554 @@
+"""Executable specification of TENT's receiver-advertised credits: epochs, fencing, recovery.
+
+One receiver, ``N`` interchangeable senders, ``R`` resources, a lossy reordering network. The
+model follows the protocol as the implementation realises it (DESIGN "Protocol decisions",
+SEMANTICS §6-8):
+
+* **Receiver push.** The receiver carves grants from free capacity on a sender's demand
+  (``grant``) and publishes the *full cumulative* grant vector of the key in an ``Update``
+  (``push_update``; the refresh/heartbeat timer publishes the same way, under a new sequence).
+* **Sender pull.** The sender reports its cumulative ``returned`` totals and a pending demand in a
+  ``Usage`` report (``report_usage``); the receiver reclaims ``returned - already reclaimed``.
+* **Keys and generations.** A sender's ledger entry is keyed by ``(receiver session, epoch)``.
+  The receiver chooses epochs: it bumps a sender's epoch when that sender reconnects
+  (``sender_restart``) and a receiver restart mints a new session (``receiver_restart``); the
+  sender learns both from an ``Activation`` and starts a fresh entry (the epoch fence).
+* **Fencing.** An old epoch's outstanding credit is reclaimed only after its in-flight work has
+  landed or failed (``reclaim_after_fence``); data that landed is freed only by the receiver's own
+  consumer (``consumer_release``), never by a sender's message.
+
+A state is a :class:`CreditState` of frozen ``NamedTuple`` values. Everything about one sender -
+its ledger, the receiver's books for its epochs, its in-flight work and the messages to and from
+it - lives in one :class:`Peer`, so senders are interchangeable slots (symmetry reduction sorts
+them) and no component names another sender.
+
+Actions are guard + effect. Every action takes explicit arguments (sender index, message value,
+charge index, in-flight item), so a conformance runner can replay ``(action, args)`` on the
+implementation. :meth:`CreditSpec.explain` names the guard that fails.
+
+What the bounds (:class:`CreditBounds`) leave out, honestly:
+
+1. ``max_grant_total``: cumulative grants per (sender, epoch, resource) stop growing there, so
+   grant/consume/release cycles beyond it are not explored (the arithmetic is the same at any
+   size; overflow is the implementation's checked u64 arithmetic, tested there).
+2. ``max_epoch`` / ``max_sender_restarts`` / ``max_receiver_restarts``: at most that many
+   generations; a third restart behaves like the second (nothing carries over but fenced books).
+3. ``max_messages``: at most that many messages in flight in total. A send that would exceed it
+   is disabled (not dropped), so the model never loses a message silently. Sending an exact copy
+   of a message that is still in flight is not a separate action: that is ``duplicate``.
+4. ``max_duplications`` / ``max_losses`` / ``max_stale`` / ``max_regressions`` and the restart
+   budgets are per-kind fault budgets; ``max_faults`` (optional) caps all kinds together, so
+   a run combines at most that many faults (every pair is still explored when it is 2).
+5. ``max_tokens``: live RESERVED tokens per sender (the sender's dispatch window).
+6. Sequence numbers are unbounded in the protocol. They are only ever compared, and a new one is
+   always larger than every live one, so :meth:`CreditSpec.canonicalize` renumbers them by rank
+   per key (data independence); ``max_seq`` is the state constraint that keeps the model finite
+   even without that reduction.
+7. Consumer release frees all landed data of an epoch at once; a partial release is the same
+   arithmetic on smaller numbers.
+8. ``consumed_totals`` of a usage report are omitted: no receiver decision depends on them
+   (they feed metrics). Tokens are identified by their charge (a multiset), not by a handle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from operator import add, sub
+from typing import Any, NamedTuple
+
+import attrs
+
+__all__ = [
+    "ACTIVATION",
+    "ACTIVE",
+    "FENCING",
+    "FRESH",
+    "RECLAIMED",
+    "REVIVED",
+    "STALE",
+    "UPDATE",
+    "USAGE",
+    "Activation",
+    "Books",
+    "CreditBounds",
+    "CreditSpec",
+    "CreditState",
+    "Faults",
+    "InvalidBounds",
+    "Ledger",
+    "Peer",
+    "SpecInvariant",
+    "SpecStep",
+    "SpecWitness",
+    "Update",
+    "Usage",
+]
+
+Vec = tuple[int, ...]
+
+# Book status (receiver, per sender and epoch).
+ACTIVE = 0  # the sender's current epoch: grants and usage apply
+FENCING = 1  # superseded by a reconnect: waits until its in-flight work landed or failed
+RECLAIMED = 2  # fenced and reclaimed; kept only while landed data awaits the consumer
+STATUS_NAMES = ("ACTIVE", "FENCING", "RECLAIMED")
+
+# Ledger freshness (sender): RFC "Stale: stop new credit-gated dispatch".
+FRESH = 0
+STALE = 1
+REVIVED = 2  # was stale, revived by a newer update (the mark makes the rule checkable)
+FRESHNESS_NAMES = ("FRESH", "STALE", "REVIVED")
+
+# Message kinds (first field, so messages of different kinds sort and never compare equal).
+ACTIVATION = 0
+UPDATE = 1
+USAGE = 2
+
+
+class InvalidBounds(ValueError):
+    """A model configuration that cannot describe a finite, meaningful model."""
+
+
+# --------------------------------------------------------------------------------------------
+# State
+# --------------------------------------------------------------------------------------------
+
+
+class Activation(NamedTuple):
+    """Receiver → sender: use (session, epoch) from now on (``CapabilityActivation``)."""
+
+    kind: int
+    session: int
+    epoch: int
+
+
+class Update(NamedTuple):
+    """Receiver → sender: the full cumulative grant vector of a key (``ReceiverCreditUpdate``)."""
+
+    kind: int
+    session: int
+    epoch: int
+    seq: int
+    grants: Vec
+
+
+class Usage(NamedTuple):
+    """Sender → receiver: cumulative returned totals and pending demand (``SenderCreditUsage``).
+
+    ``demand`` is ``0`` (none) or ``1 + i`` for the charge vector ``charges[i]``.
+    """
+
+    kind: int
+    session: int
+    epoch: int
+    seq: int
+    returned: Vec
+    demand: int
+
+
+Message = Activation | Update | Usage
+Bag = tuple[tuple[Any, int], ...]  # sorted (message, copies) pairs, copies >= 1
+
+
+class Ledger(NamedTuple):
+    """The sender's ledger entry (SEMANTICS §6). ``session == 0``: no entry (fresh process)."""
+
+    session: int
+    epoch: int
+    last_seq: int  # last accepted update sequence; 0 = no update yet
+    usage_seq: int  # last usage report sequence sent
+    freshness: int  # FRESH / STALE / REVIVED
+    stale_at: int  # last_seq when the entry last became stale
+    grant_total: Vec
+    consumed: Vec
+    returned: Vec
+    tokens: tuple[int, ...]  # sorted charge indices of RESERVED tokens of this entry
+
+
+class Books(NamedTuple):
+    """The receiver's books for one (sender, epoch) of the current session (SEMANTICS §8)."""
+
+    epoch: int
+    status: int  # ACTIVE / FENCING / RECLAIMED
+    granted: Vec
+    released: Vec  # freed by the receiver's consumer (landed data consumed)
+    reclaimed: Vec  # freed from returns (live epoch) or after the fence (old epoch)
+    landed: Vec  # committed work that arrived
+    pushed_seq: int  # last published update sequence (ACTIVE only)
+    usage_seq: int  # last accepted usage sequence (ACTIVE only)
+    demand: int  # pending demand: 0 or 1 + charge index (ACTIVE only)
+
+
+InFlight = tuple[int, int, int]  # (session, epoch, charge index) of committed, unlanded work
+
+
+class Peer(NamedTuple):
+    """Everything about one sender: its ledger, the receiver's view of it, its traffic."""
+
+    ledger: Ledger
+    epoch: int  # the receiver's current epoch for this sender
+    books: tuple[Books, ...]  # sorted by epoch; the current epoch's books are last
+    inflight: tuple[InFlight, ...]  # sorted
+    to_sender: Bag
+    to_receiver: Bag
+
+
+class Faults(NamedTuple):
+    """Fault budget used so far."""
+
+    duplications: int
+    losses: int
+    sender_restarts: int
+    receiver_restarts: int
+    stale: int
+    regressions: int
+
+
+class CreditState(NamedTuple):
+    """The whole model: the receiver's session, one :class:`Peer` per sender, faults used."""
+
+    session: int
+    peers: tuple[Peer, ...]
+    faults: Faults
+
+
+# Structural copies of ``tent_models.model_api.Step`` / ``Invariant`` / ``Witness`` (the spec
+# imports nothing from tent_models). They have the same fields, so the checker reads them the
+# same way; the spec's method signatures say ``Any`` for their elements because the Protocol
+# names the checker's own (nominal) NamedTuple classes.
+class SpecStep(NamedTuple):
+    action: str
+    args: tuple[Hashable, ...]
+    state: Any
+
+
+class SpecInvariant(NamedTuple):
+    name: str
+    cites: str
+    holds: Callable[[Any], bool]
+
+
+class SpecWitness(NamedTuple):
+    name: str
+    holds: Callable[[Any], bool]
+
+
+# --------------------------------------------------------------------------------------------
+# Bounds
+# --------------------------------------------------------------------------------------------
+
+
+def _positive(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 1:
+        raise InvalidBounds(f"{attr.name} must be an int >= 1, got {value!r}")
+
+
+def _non_negative(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 0:
+        raise InvalidBounds(f"{attr.name} must be an int >= 0, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class CreditBounds:
+    """The finite instance of the credit model: sizes, fault budgets and counter caps.
+
+    Raises :class:`InvalidBounds` on construction when a field is out of range or the charge
+    vectors do not match the number of resources.
+    """
+
+    senders: int = attrs.field(validator=_positive)
+    capacity: Vec = attrs.field()  # per resource; len(capacity) = number of resources
+    charges: tuple[Vec, ...] = attrs.field()  # the charge vectors a transfer can carry
+    max_grant_total: int = attrs.field(validator=_positive)  # per (sender, epoch, resource)
+    max_tokens: int = attrs.field(validator=_positive)  # live RESERVED tokens per sender
+    max_epoch: int = attrs.field(validator=_positive)  # epochs per sender within a session
+    max_messages: int = attrs.field(validator=_positive)  # messages in flight, in total
+    max_duplications: int = attrs.field(default=0, validator=_non_negative)
+    max_losses: int = attrs.field(default=0, validator=_non_negative)
+    max_sender_restarts: int = attrs.field(default=0, validator=_non_negative)
+    max_receiver_restarts: int = attrs.field(default=0, validator=_non_negative)
+    max_stale: int = attrs.field(default=0, validator=_non_negative)
+    max_regressions: int = attrs.field(default=0, validator=_non_negative)
+    max_faults: int | None = attrs.field(default=None)  # faults of all kinds together
+    max_seq: int = attrs.field(default=0, validator=_non_negative)  # 0 = max_messages + 4
+
+    @max_faults.validator
+    def _check_max_faults(self, attr: attrs.Attribute[int | None], value: int | None) -> None:
+        if value is not None:
+            _non_negative(self, attr, value)  # type: ignore[arg-type]
+
+    @capacity.validator
+    def _check_capacity(self, _attr: attrs.Attribute[Vec], value: Vec) -> None:
+        if not isinstance(value, tuple) or not value:
+            raise InvalidBounds("capacity must be a non-empty tuple (one entry per resource)")
+        if any(type(c) is not int or c < 1 for c in value):
+            raise InvalidBounds(f"every capacity must be an int >= 1, got {value!r}")
+
+    @charges.validator
+    def _check_charges(
+        self, _attr: attrs.Attribute[tuple[Vec, ...]], value: tuple[Vec, ...]
+    ) -> None:
+        if not isinstance(value, tuple) or not value:
+            raise InvalidBounds("charges must be a non-empty tuple of charge vectors")
+        for charge in value:
+            if not isinstance(charge, tuple) or len(charge) != len(self.capacity):
+                raise InvalidBounds(f"charge {charge!r} must have one amount per resource")
+            if any(type(a) is not int or a < 0 for a in charge) or not any(charge):
+                raise InvalidBounds(f"charge {charge!r} must be non-negative and non-zero")
+        if len(set(value)) != len(value):
+            raise InvalidBounds("charges must be distinct")
+
+    @property
+    def resources(self) -> int:
+        return len(self.capacity)
+
+    @property
+    def seq_cap(self) -> int:
+        """The sequence state constraint (``max_seq``, or ``max_messages + 4`` when 0).
+
+        With rank renumbering, a key's live sequences are 0, the sender's and the receiver's
+        counters, a stale mark and one per message in flight, so the default is never reached.
+        """
+        return self.max_seq or self.max_messages + 4
+
+
+# --------------------------------------------------------------------------------------------
+# Small helpers on vectors and bags
+# --------------------------------------------------------------------------------------------
+
+
+def _vadd(a: Vec, b: Vec) -> Vec:
+    return tuple(map(add, a, b))
+
+
+def _vsub(a: Vec, b: Vec) -> Vec:
+    return tuple(map(sub, a, b))
+
+
+def _vle(a: Vec, b: Vec) -> bool:
+    """``a <= b`` in every component."""
+    return all(map(int.__le__, a, b))
+
+
+def _bag_add(bag: Bag, msg: Message) -> Bag:
+    for i, (m, n) in enumerate(bag):
+        if m == msg:
+            return (*bag[:i], (m, n + 1), *bag[i + 1 :])
+    return tuple(sorted((*bag, (msg, 1))))
+
+
+def _bag_remove(bag: Bag, msg: Message) -> Bag:
+    for i, (m, n) in enumerate(bag):
+        if m == msg:
+            if n == 1:
+                return (*bag[:i], *bag[i + 1 :])
+            return (*bag[:i], (m, n - 1), *bag[i + 1 :])
+    raise AssertionError("guarded: the message is in the bag")  # pragma: no cover
+
+
+def _bag_count(bag: Bag, msg: object) -> int:
+    for m, n in bag:
+        if m == msg:
+            return n
+    return 0
+
+
+def _insert_sorted(items: tuple[Any, ...], item: Any) -> tuple[Any, ...]:
+    return tuple(sorted((*items, item)))
+
+
+def _remove_one(items: tuple[Any, ...], item: Any) -> tuple[Any, ...]:
+    i = items.index(item)
+    return items[:i] + items[i + 1 :]
+
+
+def _in_flight_messages(state: CreditState) -> int:
+    return sum(n for p in state.peers for bag in (p.to_sender, p.to_receiver) for _, n in bag)
+
+
+# --------------------------------------------------------------------------------------------
+# The spec
+# --------------------------------------------------------------------------------------------
+
+_CHARGE_ACTIONS = ("reserve", "commit", "rollback", "return_unused")
+_ACTIONS = (
+    "grant",
+    "push_update",
+    "send_activation",
+    "report_usage",
+    "deliver",
+    "duplicate",
+    "lose",
+    "reserve",
+    "commit",
+    "rollback",
+    "return_unused",
+    "data_lands",
+    "fail_inflight",
+    "consumer_release",
+    "reclaim_after_fence",
+    "become_stale",
+    "sender_restart",
+    "receiver_restart",
+    "publish_regressed",
+)
+_CACHE_LIMIT = 1 << 20  # memo entries before a memo table is cleared
+
+_ARITY = {
+    "grant": 1,
+    "push_update": 1,
+    "send_activation": 1,
+    "report_usage": 2,
+    "deliver": 2,
+    "duplicate": 2,
+    "lose": 2,
+    "reserve": 2,
+    "commit": 2,
+    "rollback": 2,
+    "return_unused": 2,
+    "data_lands": 2,
+    "fail_inflight": 2,
+    "consumer_release": 2,
+    "reclaim_after_fence": 2,
+    "become_stale": 1,
+    "sender_restart": 1,
+    "receiver_restart": 0,
+    "publish_regressed": 2,
+}
+assert tuple(_ARITY) == _ACTIONS
+_FAULTS = frozenset(
+    {
+        "duplicate",
+        "lose",
+        "become_stale",
+        "sender_restart",
+        "receiver_restart",
+        "publish_regressed",
+    }
+)
+
+
+class CreditSpec:
+    """The credit protocol as a finite transition system (structurally a ``SpecModel``).
+
+    Guards are methods ``_g_<action>(state, *args)`` returning ``None`` when enabled or the
+    failing guard in words; effects are ``_e_<action>(state, *args)``. Known-bad variants
+    (:mod:`tent_spec.variants`) subclass this and override one guard or effect each.
+    """
+
+    def __init__(self, bounds: CreditBounds, *, name: str = "credit") -> None:
+        self.bounds = bounds
+        self.name = name
+        self._zero: Vec = (0,) * bounds.resources
+        self._charges = bounds.charges
+        self._capacity = bounds.capacity
+        self._room_for: CreditState | None = None
+        self._room_value = False
+        # Per-sender memo tables for canonicalize/pack (pure functions of their key).
+        self._canon_cache: dict[tuple[int, Peer], Peer] = {}
+        self._pack_cache: dict[Peer, tuple[Any, ...]] = {}
+        # Bound guard/effect methods by action name (subclasses' overrides included).
+        self._guard: dict[str, Callable[..., str | None]] = {
+            a: getattr(self, "_g_" + a) for a in _ACTIONS
+        }
+        self._effect: dict[str, Callable[..., CreditState]] = {
+            a: getattr(self, "_e_" + a) for a in _ACTIONS
+        }
+
+    # ---- initial state ------------------------------------------------------------------
+
+    def _fresh_books(self, epoch: int) -> Books:
+        z = self._zero
+        return Books(epoch, ACTIVE, z, z, z, z, 0, 0, 0)
+
+    def _fresh_ledger(self, session: int, epoch: int) -> Ledger:
+        z = self._zero
+        return Ledger(session, epoch, 0, 0, FRESH, 0, z, z, z, ())
+
+    def initial_states(self) -> list[CreditState]:
+        """Session 1, every sender activated at epoch 1 with no grant yet, nothing in flight."""
+        peer = Peer(self._fresh_ledger(1, 1), 1, (self._fresh_books(1),), (), (), ())
+        return [CreditState(1, (peer,) * self.bounds.senders, Faults(0, 0, 0, 0, 0, 0))]
+
+    # ---- derived quantities ------------------------------------------------------------
+
+    def free_capacity(self, state: CreditState) -> Vec:
+        """Capacity minus Σ (granted − released − reclaimed) over all books (SEMANTICS §8)."""
+        free = list(self._capacity)
+        for peer in state.peers:
+            for b in peer.books:
+                for r in range(len(free)):
+                    free[r] -= b.granted[r] - b.released[r] - b.reclaimed[r]
+        return tuple(free)
+
+    @staticmethod
+    def available(ledger: Ledger) -> Vec:
+        """``grant_total − consumed − returned`` per resource (SEMANTICS §6)."""
+        return tuple(map(sub, map(sub, ledger.grant_total, ledger.consumed), ledger.returned))
+
+    def _charge_sum(self, indices: Sequence[int]) -> Vec:
+        total = self._zero
+        for i in indices:
+            total = _vadd(total, self._charges[i])
+        return total
+
+    def _inflight_sum(self, peer: Peer, session: int, epoch: int) -> Vec:
+        return self._charge_sum([c for s, e, c in peer.inflight if s == session and e == epoch])
+
+    @staticmethod
+    def _books_for(peer: Peer, epoch: int) -> Books | None:
+        for b in peer.books:
+            if b.epoch == epoch:
+                return b
+        return None
+
+    def _room(self, state: CreditState) -> bool:
+        """Another message fits the bag bound (memoised for the state being expanded)."""
+        if state is not self._room_for:
+            self._room_for = state
+            self._room_value = _in_flight_messages(state) < self.bounds.max_messages
+        return self._room_value
+
+    @staticmethod
+    def _with_peer(state: CreditState, s: int, peer: Peer) -> CreditState:
+        peers = state.peers
+        return CreditState(state.session, (*peers[:s], peer, *peers[s + 1 :]), state.faults)
+
+    @staticmethod
+    def _replace_books(peer: Peer, old: Books, new: Books | None) -> Peer:
+        books = tuple(b for b in peer.books if b is not old)
+        if new is not None:
+            books = tuple(sorted((*books, new)))
+        return peer._replace(books=books)
+
+    def _fault_left(self, state: CreditState) -> bool:
+        """The overall fault budget (``max_faults``) allows one more fault."""
+        cap = self.bounds.max_faults
+        return cap is None or sum(state.faults) < cap
+
+    def _sender_ok(self, state: CreditState, s: object) -> bool:
+        return type(s) is int and 0 <= s < len(state.peers)
+
+    def _charge_ok(self, c: object) -> bool:
+        return type(c) is int and 0 <= c < len(self._charges)
+
+    # ---- receiver: grant, publish, activate --------------------------------------------
+
+    def _g_grant(self, state: CreditState, s: int) -> str | None:
+        peer = state.peers[s]
+        b = peer.books[-1]
+        if not b.demand:
+            return "no pending demand from this sender's current epoch"
+        want = self._charges[b.demand - 1]
+        if not _vle(want, self.free_capacity(state)):
+            return "free capacity does not cover the demand (all-or-nothing)"
+        if any(g + w > self.bounds.max_grant_total for g, w in zip(b.granted, want, strict=True)):
+            return "bound: max_grant_total reached"
+        return self._g_publish(state, b)
+
+    def _e_grant(self, state: CreditState, s: int) -> CreditState:
+        """Carve the demanded vector from free capacity and publish the new cumulative totals.
+
+        SEMANTICS §8: grants come from free capacity on demand, all-or-nothing. RFC concurrency
+        rule 4: "Grant publication happens after reservation is committed" - one step here.
+        """
+        peer = state.peers[s]
+        b = peer.books[-1]
+        granted = _vadd(b.granted, self._charges[b.demand - 1])
+        return self._publish(state, s, b._replace(granted=granted, demand=0), granted)
+
+    def _g_publish(self, state: CreditState, b: Books) -> str | None:
+        if not self._room(state):
+            return "bound: max_messages in flight"
+        if b.pushed_seq >= self.bounds.seq_cap:
+            return "bound: max_seq reached"
+        return None
+
+    def _publish(self, state: CreditState, s: int, b: Books, grants: Vec) -> CreditState:
+        """Send ``Update(next sequence, grants)`` for the live key whose books become ``b``."""
+        peer = state.peers[s]
+        seq = b.pushed_seq + 1
+        msg = Update(UPDATE, state.session, b.epoch, seq, grants)
+        peer = peer._replace(
+            books=(*peer.books[:-1], b._replace(pushed_seq=seq)),
+            to_sender=_bag_add(peer.to_sender, msg),
+        )
+        return self._with_peer(state, s, peer)
+
+    def _g_push_update(self, state: CreditState, s: int) -> str | None:
+        peer = state.peers[s]
+        b = peer.books[-1]
+        for m, _n in peer.to_sender:
+            if m.kind == UPDATE and m.session == state.session and m.epoch == b.epoch:
+                # Model reduction: the refresh interval exceeds the one-way delay; old copies
+                # still arrive late through `duplicate`, and grants publish while one is pending.
+                return "an update of the live key is still in flight (refresh timer not due)"
+        return self._g_publish(state, b)
+
+    def _e_push_update(self, state: CreditState, s: int) -> CreditState:
+        # DESIGN: the refresh/heartbeat timer re-publishes the FULL cumulative vector.
+        b = state.peers[s].books[-1]
+        return self._publish(state, s, b, b.granted)
+
+    def _g_send_activation(self, state: CreditState, s: int) -> str | None:
+        peer = state.peers[s]
+        if (peer.ledger.session, peer.ledger.epoch) == (state.session, peer.epoch):
+            # Model reduction: a redundant activation is a no-op wherever it arrives (its key
+            # is never newer than the sender's), so it is not sent.
+            return "the sender already runs on the live key"
+        if not self._room(state):
+            return "bound: max_messages in flight"
+        if _bag_count(peer.to_sender, Activation(ACTIVATION, state.session, peer.epoch)):
+            return "this activation is already in flight (a second copy is a duplicate fault)"
+        return None
+
+    def _e_send_activation(self, state: CreditState, s: int) -> CreditState:
+        # SEMANTICS §7: the receiver chooses the epoch and carries it in the activation.
+        peer = state.peers[s]
+        msg = Activation(ACTIVATION, state.session, peer.epoch)
+        return self._with_peer(state, s, peer._replace(to_sender=_bag_add(peer.to_sender, msg)))
+
+    # ---- sender: usage reports, reserve / commit / rollback / return --------------------
+
+    def _g_report_usage(self, state: CreditState, s: int, demand: int) -> str | None:
+        if type(demand) is not int or not 0 <= demand <= len(self._charges):
+            return "demand must be 0 or 1 + a charge index"
+        led = state.peers[s].ledger
+        if not led.session:
+            return "the sender has no ledger entry (not activated since its restart)"
+        if not self._room(state):
+            return "bound: max_messages in flight"
+        if led.usage_seq >= self.bounds.seq_cap:
+            return "bound: max_seq reached"
+        if demand and _vle(self._charges[demand - 1], self.available(led)):
+            return "a demand is reported only for a charge the available credit cannot cover"
+        if not demand and not any(led.returned):
+            # Model reduction: without a demand, a report only matters for returns.
+            return "nothing to report: no demand and nothing returned"
+        for m, _n in state.peers[s].to_receiver:
+            if (m.session, m.epoch) == (led.session, led.epoch):
+                # Model reduction: the report interval exceeds the one-way delay (old copies
+                # still arrive late through `duplicate`).
+                return "a usage report of this entry is still in flight (report timer not due)"
+        # RFC "Control traffic never consumes data credit": no credit guard here.
+        return None
+
+    def _e_report_usage(self, state: CreditState, s: int, demand: int) -> CreditState:
+        peer = state.peers[s]
+        led = peer.ledger
+        seq = led.usage_seq + 1
+        msg = Usage(USAGE, led.session, led.epoch, seq, led.returned, demand)
+        peer = peer._replace(
+            ledger=led._replace(usage_seq=seq), to_receiver=_bag_add(peer.to_receiver, msg)
+        )
+        return self._with_peer(state, s, peer)
+
+    def _g_reserve(self, state: CreditState, s: int, c: int) -> str | None:
+        led = state.peers[s].ledger
+        if not led.session or not led.last_seq:
+            return "no ledger entry or no update applied yet (SEMANTICS §6: IE)"
+        if led.freshness == STALE:
+            return "the entry is stale: no new credit-gated dispatch (RFC state machine rule 2)"
+        if len(led.tokens) >= self.bounds.max_tokens:
+            return "bound: max_tokens live reservations"
+        if not _vle(self._charges[c], self.available(led)):
+            return "insufficient credit in some charged resource (nothing is reserved)"
+        return None
+
+    def _e_reserve(self, state: CreditState, s: int, c: int) -> CreditState:
+        # RFC "Atomic multi-resource eligibility": the whole charge vector or nothing.
+        peer = state.peers[s]
+        led = peer.ledger
+        led = led._replace(
+            consumed=_vadd(led.consumed, self._charges[c]), tokens=_insert_sorted(led.tokens, c)
+        )
+        return self._with_peer(state, s, peer._replace(ledger=led))
+
+    def _g_token(self, state: CreditState, s: int, c: int) -> str | None:
+        if c not in state.peers[s].ledger.tokens:
+            return "no RESERVED token with this charge in the sender's current entry"
+        return None
+
+    _g_commit = _g_token
+    _g_rollback = _g_token
+
+    def _e_commit(self, state: CreditState, s: int, c: int) -> CreditState:
+        # The token goes to the transport: RESERVED -> COMMITTED, now in flight to the receiver.
+        peer = state.peers[s]
+        led = peer.ledger
+        peer = peer._replace(
+            ledger=led._replace(tokens=_remove_one(led.tokens, c)),
+            inflight=_insert_sorted(peer.inflight, (led.session, led.epoch, c)),
+        )
+        return self._with_peer(state, s, peer)
+
+    def _e_rollback(self, state: CreditState, s: int, c: int) -> CreditState:
+        # SEMANTICS §6: rollback subtracts exactly what was reserved (work never handed off).
+        peer = state.peers[s]
+        led = peer.ledger
+        led = led._replace(
+            consumed=_vsub(led.consumed, self._charges[c]), tokens=_remove_one(led.tokens, c)
+        )
+        return self._with_peer(state, s, peer._replace(ledger=led))
+
+    def _g_return_unused(self, state: CreditState, s: int, c: int) -> str | None:
+        led = state.peers[s].ledger
+        if not led.session:
+            return "the sender has no ledger entry"
+        if not _vle(self._charges[c], self.available(led)):
+            return "cannot return more than is available (SEMANTICS §6)"
+        return None
+
+    def _e_return_unused(self, state: CreditState, s: int, c: int) -> CreditState:
+        peer = state.peers[s]
+        led = peer.ledger
+        led = led._replace(returned=_vadd(led.returned, self._charges[c]))
+        return self._with_peer(state, s, peer._replace(ledger=led))
+
+    # ---- delivery and network faults ---------------------------------------------------
+
+    def _g_deliver(self, state: CreditState, s: int, msg: Any) -> str | None:
+        peer = state.peers[s]
+        if not (_bag_count(peer.to_sender, msg) or _bag_count(peer.to_receiver, msg)):
+            return "the message is not in flight"
+        return None  # RFC: control delivery is never gated by data credit
+
+    def _e_deliver(self, state: CreditState, s: int, msg: Any) -> CreditState:
+        peer = state.peers[s]
+        if msg.kind == USAGE:
+            peer = peer._replace(to_receiver=_bag_remove(peer.to_receiver, msg))
+            return self._with_peer(state, s, self._receive_usage(state, peer, msg))
+        peer = peer._replace(to_sender=_bag_remove(peer.to_sender, msg))
+        if msg.kind == UPDATE:
+            led = self._apply_update(peer.ledger, msg)
+        else:
+            led = self._apply_activation(peer.ledger, msg)
+        return self._with_peer(state, s, peer._replace(ledger=led))
+
+    def _accepts_sequence(self, led: Ledger, seq: int) -> bool:
+        # RFC: "sequence is newer than the last accepted update".
+        return seq > led.last_seq
+
+    def _accepts_totals(self, led: Ledger, grants: Vec) -> bool:
+        # RFC: "every cumulative grant is non-decreasing"; SEMANTICS §6: and never below consumed.
+        return _vle(led.grant_total, grants) and _vle(_vadd(led.consumed, led.returned), grants)
+
+    def _new_grant_total(self, led: Ledger, grants: Vec) -> Vec:
+        return grants  # absolute cumulative totals replace the old ones
+
+    def _apply_update(self, led: Ledger, msg: Update) -> Ledger:
+        """SEMANTICS §6 ``apply_update``: anything not matching the rule is a no-op."""
+        if msg.session != led.session or msg.epoch != led.epoch:
+            return led  # RFC: "session_id and epoch match the active peer session"
+        if not self._accepts_sequence(led, msg.seq):
+            return led  # RFC: "Duplicate and old updates become no-ops"
+        if not self._accepts_totals(led, msg.grants):
+            return led  # RFC rule 5: "decreasing cumulative total: reject the update"
+        return led._replace(
+            grant_total=self._new_grant_total(led, msg.grants),
+            last_seq=msg.seq,
+            freshness=REVIVED if led.freshness == STALE else led.freshness,
+        )
+
+    def _apply_activation(self, led: Ledger, msg: Activation) -> Ledger:
+        """A newer (session, epoch) starts a fresh entry: the epoch fence (SEMANTICS §6)."""
+        if (msg.session, msg.epoch) <= (led.session, led.epoch):
+            return led  # same key: no-op (no reset of consumption); older: ignored
+        # Old RESERVED tokens die with the old entry: any operation on them is IE.
+        return self._fresh_ledger(msg.session, msg.epoch)
+
+    def _receive_usage(self, state: CreditState, peer: Peer, msg: Usage) -> Peer:
+        """The receiver applies a newer usage report of a live key; anything else is a no-op."""
+        b = peer.books[-1]
+        if msg.session != state.session or msg.epoch != b.epoch or msg.seq <= b.usage_seq:
+            return peer
+        if not (_vle(b.reclaimed, msg.returned) and _vle(msg.returned, b.granted)):
+            return peer  # cumulative returns never decrease and never exceed the grant
+        # SEMANTICS §8: reclaim `returned − already reclaimed` (idempotent on replay).
+        nb = b._replace(usage_seq=msg.seq, reclaimed=msg.returned, demand=msg.demand)
+        return peer._replace(books=(*peer.books[:-1], nb))
+
+    def _g_duplicate(self, state: CreditState, s: int, msg: Any) -> str | None:
+        if state.faults.duplications >= self.bounds.max_duplications:
+            return "fault budget: max_duplications used"
+        if not self._fault_left(state):
+            return "fault budget: max_faults used"
+        if not self._room(state):
+            return "bound: max_messages in flight"
+        return self._g_deliver(state, s, msg)
+
+    def _e_duplicate(self, state: CreditState, s: int, msg: Any) -> CreditState:
+        peer = state.peers[s]
+        if msg.kind == USAGE:
+            peer = peer._replace(to_receiver=_bag_add(peer.to_receiver, msg))
+        else:
+            peer = peer._replace(to_sender=_bag_add(peer.to_sender, msg))
+        f = state.faults
+        state = state._replace(faults=f._replace(duplications=f.duplications + 1))
+        return self._with_peer(state, s, peer)
+
+    def _g_lose(self, state: CreditState, s: int, msg: Any) -> str | None:
+        if state.faults.losses >= self.bounds.max_losses:
+            return "fault budget: max_losses used"
+        if not self._fault_left(state):
+            return "fault budget: max_faults used"
+        return self._g_deliver(state, s, msg)
+
+    def _e_lose(self, state: CreditState, s: int, msg: Any) -> CreditState:
+        peer = state.peers[s]
+        if msg.kind == USAGE:
+            peer = peer._replace(to_receiver=_bag_remove(peer.to_receiver, msg))
+        else:
+            peer = peer._replace(to_sender=_bag_remove(peer.to_sender, msg))
+        f = state.faults
+        state = state._replace(faults=f._replace(losses=f.losses + 1))
+        return self._with_peer(state, s, peer)
+
+    # ---- in-flight work, consumer, fencing ---------------------------------------------
+
+    def _g_data_lands(self, state: CreditState, s: int, item: Any) -> str | None:
+        peer = state.peers[s]
+        if item not in peer.inflight:
+            return "no such in-flight work"
+        session, epoch, _c = item
+        if session != state.session:
+            return "work of a dead receiver session never lands (its QPs died with it)"
+        b = self._books_for(peer, epoch)
+        if b is None or b.status == RECLAIMED:
+            return "the epoch was fenced and reclaimed: its QPs are closed"
+        return None
+
+    def _e_data_lands(self, state: CreditState, s: int, item: Any) -> CreditState:
+        peer = state.peers[s]
+        b = self._books_for(peer, item[1])
+        assert b is not None  # guarded
+        nb = b._replace(landed=_vadd(b.landed, self._charges[item[2]]))
+        peer = self._replace_books(peer, b, nb)._replace(inflight=_remove_one(peer.inflight, item))
+        return self._with_peer(state, s, peer)
+
+    def _g_fail_inflight(self, state: CreditState, s: int, item: Any) -> str | None:
+        peer = state.peers[s]
+        if item not in peer.inflight:
+            return "no such in-flight work"
+        session, epoch, _c = item
+        if session == state.session:
+            b = self._books_for(peer, epoch)
+            if b is not None and b.status == ACTIVE:
+                return "work of a live epoch is not failed by fencing"
+        return None
+
+    def _e_fail_inflight(self, state: CreditState, s: int, item: Any) -> CreditState:
+        # RFC rule 3: old QPs / in-flight work are "drained or failed" before reuse.
+        peer = state.peers[s]
+        return self._with_peer(state, s, peer._replace(inflight=_remove_one(peer.inflight, item)))
+
+    def _g_consumer_release(self, state: CreditState, s: int, epoch: int) -> str | None:
+        b = self._books_for(state.peers[s], epoch)
+        if b is None:
+            return "no books for this epoch"
+        if b.landed == b.released:
+            return "nothing landed awaits the consumer"
+        return None
+
+    def _e_consumer_release(self, state: CreditState, s: int, epoch: int) -> CreditState:
+        # SEMANTICS §8 release: the receiver's own consumer says so, never a sender's message.
+        peer = state.peers[s]
+        b = self._books_for(peer, epoch)
+        assert b is not None  # guarded
+        nb: Books | None = b._replace(released=b.landed)
+        if b.status == RECLAIMED:
+            nb = None  # fully settled: granted == released + reclaimed
+        return self._with_peer(state, s, self._replace_books(peer, b, nb))
+
+    def _g_reclaim_after_fence(self, state: CreditState, s: int, epoch: int) -> str | None:
+        peer = state.peers[s]
+        b = self._books_for(peer, epoch)
+        if b is None or b.status != FENCING:
+            return "the epoch is not fencing"
+        if any(e == epoch and ss == state.session for ss, e, _ in peer.inflight):
+            return "in-flight work of the epoch has not landed or failed yet"
+        return None
+
+    def _e_reclaim_after_fence(self, state: CreditState, s: int, epoch: int) -> CreditState:
+        # RFC: "do not reuse old target resources until old QPs/inflight work are fenced".
+        peer = state.peers[s]
+        b = self._books_for(peer, epoch)
+        assert b is not None  # guarded
+        nb: Books | None = b._replace(status=RECLAIMED, reclaimed=_vsub(b.granted, b.landed))
+        if b.landed == b.released:
+            nb = None
+        return self._with_peer(state, s, self._replace_books(peer, b, nb))
+
+    # ---- faults: staleness, restarts, a regressed publish ------------------------------
+
+    def _g_become_stale(self, state: CreditState, s: int) -> str | None:
+        if state.faults.stale >= self.bounds.max_stale:
+            return "fault budget: max_stale used"
+        if not self._fault_left(state):
+            return "fault budget: max_faults used"
+        led = state.peers[s].ledger
+        if not led.session or led.freshness == STALE:
+            return "no live ledger entry or already stale"
+        return None
+
+    def _e_become_stale(self, state: CreditState, s: int) -> CreditState:
+        # SEMANTICS §7: TTL expiry or disconnect; a newer update of the same key revives it.
+        peer = state.peers[s]
+        led = peer.ledger._replace(freshness=STALE, stale_at=peer.ledger.last_seq)
+        f = state.faults
+        state = state._replace(faults=f._replace(stale=f.stale + 1))
+        return self._with_peer(state, s, peer._replace(ledger=led))
+
+    def _g_sender_restart(self, state: CreditState, s: int) -> str | None:
+        if state.faults.sender_restarts >= self.bounds.max_sender_restarts:
+            return "fault budget: max_sender_restarts used"
+        if not self._fault_left(state):
+            return "fault budget: max_faults used"
+        if state.peers[s].epoch >= self.bounds.max_epoch:
+            return "bound: max_epoch reached for this sender"
+        return None
+
+    def _e_sender_restart(self, state: CreditState, s: int) -> CreditState:
+        """The sender process restarts and reconnects; the receiver bumps its epoch.
+
+        The new process has no ledger entry and a new control connection: messages still in
+        flight to the old process go nowhere (its reports to the receiver may still arrive).
+        The old epoch's books start fencing; their pushed sequence, usage sequence and demand
+        are dropped (no update or grant goes to that epoch again).
+        """
+        peer = state.peers[s]
+        b = peer.books[-1]
+        fenced = b._replace(status=FENCING, pushed_seq=0, usage_seq=0, demand=0)
+        epoch = peer.epoch + 1
+        peer = peer._replace(
+            ledger=self._fresh_ledger(0, 0),
+            epoch=epoch,
+            books=(*peer.books[:-1], fenced, self._fresh_books(epoch)),
+            to_sender=(),
+        )
+        f = state.faults
+        state = state._replace(faults=f._replace(sender_restarts=f.sender_restarts + 1))
+        return self._with_peer(state, s, peer)
+
+    def _g_receiver_restart(self, state: CreditState) -> str | None:
+        if state.faults.receiver_restarts >= self.bounds.max_receiver_restarts:
+            return "fault budget: max_receiver_restarts used"
+        if not self._fault_left(state):
+            return "fault budget: max_faults used"
+        return None
+
+    def _e_receiver_restart(self, state: CreditState) -> CreditState:
+        """The receiver restarts with a new session id: its books and QPs are gone.
+
+        Work and reports in flight to the old process can never reach the new one; they are
+        dropped here (the transport fails them). Updates the old process sent may still arrive;
+        senders keep their old-session entries until an activation reaches them.
+        """
+        session = state.session + 1
+        books = (self._fresh_books(1),)
+        peers = tuple(
+            p._replace(
+                epoch=1,
+                books=books,
+                inflight=tuple(i for i in p.inflight if i[0] == session),
+                to_receiver=(),
+            )
+            for p in state.peers
+        )
+        f = state.faults
+        return CreditState(session, peers, f._replace(receiver_restarts=f.receiver_restarts + 1))
+
+    def _g_publish_regressed(self, state: CreditState, s: int, r: int) -> str | None:
+        if type(r) is not int or not 0 <= r < self.bounds.resources:
+            return "resource index out of range"
+        if state.faults.regressions >= self.bounds.max_regressions:
+            return "fault budget: max_regressions used"
+        if not self._fault_left(state):
+            return "fault budget: max_faults used"
+        peer = state.peers[s]
+        led = peer.ledger
+        if (led.session, led.epoch) != (state.session, peer.epoch) or not led.grant_total[r]:
+            return "the sender holds no accepted grant of this resource on the live key"
+        return self._g_publish(state, peer.books[-1])
+
+    def _e_publish_regressed(self, state: CreditState, s: int, r: int) -> CreditState:
+        """A faulty receiver publishes, under its next sequence, a total for resource ``r`` one
+        below what the sender already accepted (the other totals as granted).
+
+        RFC rule 5: "decreasing cumulative total: reject the update". The sender must refuse it.
+        """
+        peer = state.peers[s]
+        b = peer.books[-1]
+        low = peer.ledger.grant_total[r] - 1
+        grants = tuple(low if i == r else g for i, g in enumerate(b.granted))
+        f = state.faults
+        state = state._replace(faults=f._replace(regressions=f.regressions + 1))
+        return self._publish(state, s, b, grants)
+
+    # ---- SpecModel: enumeration ----------------------------------------------------------
+
+    def _instances(self, state: CreditState) -> Iterator[tuple[str, tuple[Hashable, ...]]]:
+        """Action instances worth trying in ``state``: a superset of the enabled ones.
+
+        Cheap necessary conditions (budget left, room in the bag, something to act on) prune
+        the candidates; the guards stay the single authority on what is enabled.
+        """
+        bounds = self.bounds
+        faults = state.faults
+        n_charges = len(self._charges)
+        room = self._room(state)
+        left = self._fault_left(state)
+        dup = left and room and faults.duplications < bounds.max_duplications
+        lose = left and faults.losses < bounds.max_losses
+        stale = left and faults.stale < bounds.max_stale
+        restart = left and faults.sender_restarts < bounds.max_sender_restarts
+        regress = left and room and faults.regressions < bounds.max_regressions
+        for s, peer in enumerate(state.peers):
+            led = peer.ledger
+            books = peer.books
+            if books[-1].demand:
+                yield "grant", (s,)
+            if room:
+                yield "push_update", (s,)
+                yield "send_activation", (s,)
+                if led.session:
+                    for d in range(n_charges + 1):
+                        yield "report_usage", (s, d)
+            if led.session:
+                if led.last_seq:
+                    for c in range(n_charges):
+                        yield "reserve", (s, c)
+                if any(self.available(led)):
+                    for c in range(n_charges):
+                        yield "return_unused", (s, c)
+                if stale:
+                    yield "become_stale", (s,)
+                if regress:
+                    for r in range(bounds.resources):
+                        yield "publish_regressed", (s, r)
+            for c in sorted(set(led.tokens)):
+                yield "commit", (s, c)
+                yield "rollback", (s, c)
+            for bag in (peer.to_sender, peer.to_receiver):
+                for msg, _n in bag:
+                    yield "deliver", (s, msg)
+                    if dup:
+                        yield "duplicate", (s, msg)
+                    if lose:
+                        yield "lose", (s, msg)
+            for item in sorted(set(peer.inflight)):
+                yield "data_lands", (s, item)
+                yield "fail_inflight", (s, item)
+            for b in books:
+                if b.landed != b.released:
+                    yield "consumer_release", (s, b.epoch)
+                if b.status == FENCING:
+                    yield "reclaim_after_fence", (s, b.epoch)
+            if restart:
+                yield "sender_restart", (s,)
+        if left and faults.receiver_restarts < bounds.max_receiver_restarts:
+            yield "receiver_restart", ()
+
+    def successors(self, state: CreditState) -> Iterator[Any]:
+        guard, effect = self._guard, self._effect
+        for action, args in self._instances(state):
+            if guard[action](state, *args) is None:
+                yield SpecStep(action, args, effect[action](state, *args))
+
+    def _check_args(self, state: CreditState, action: str, args: tuple[Hashable, ...]) -> str:
+        """Argument shape errors (empty string when the arguments are well-formed)."""
+        arity = _ARITY.get(action)
+        if arity is None:
+            return f"unknown action {action!r}"
+        if not isinstance(args, tuple) or len(args) != arity:
+            return f"{action} takes {arity} argument(s), got {args!r}"
+        if arity and not self._sender_ok(state, args[0]):
+            return f"{action}: the first argument must be a sender index, got {args[0]!r}"
+        if action in _CHARGE_ACTIONS and not self._charge_ok(args[1]):
+            return f"{action}: unknown charge index {args[1]!r}"
+        if action in ("data_lands", "fail_inflight") and not (
+            isinstance(args[1], tuple) and len(args[1]) == 3
+        ):
+            return f"{action}: the in-flight item must be (session, epoch, charge)"
+        if action in ("deliver", "duplicate", "lose") and not isinstance(
+            args[1], Activation | Update | Usage
+        ):
+            return f"{action}: the second argument must be a message"
+        return ""
+
+    def apply(self, state: CreditState, action: str, args: tuple[Hashable, ...]) -> Any:
+        """The successor of one action instance, or ``None`` when its guard is false."""
+        if self._check_args(state, action, args):
+            return None
+        if self._guard[action](state, *args) is not None:
+            return None
+        return self._effect[action](state, *args)
+
+    def explain(self, state: CreditState, action: str, args: tuple[Hashable, ...]) -> str:
+        """Which guard of ``action(args)`` fails in ``state``, in words ("enabled" if none)."""
+        bad = self._check_args(state, action, args)
+        if bad:
+            return bad
+        reason = self._guard[action](state, *args)
+        return "enabled" if reason is None else f"{action}{args!r}: {reason}"
+
+    def action_names(self) -> Sequence[str]:
+        return _ACTIONS
+
+    def unreachable_actions(self) -> frozenset[str]:
+        """Actions that can never fire under these bounds (a zero fault budget)."""
+        b = self.bounds
+        sender_restarts = min(b.max_sender_restarts, b.max_epoch - 1)
+        dead = {
+            action
+            for action, budget in (
+                ("duplicate", b.max_duplications),
+                ("lose", b.max_losses),
+                ("become_stale", b.max_stale),
+                ("sender_restart", sender_restarts),
+                ("receiver_restart", b.max_receiver_restarts),
+                ("publish_regressed", b.max_regressions),
+                # only a sender restart starts fencing an epoch
+                ("reclaim_after_fence", sender_restarts),
+                # fencing (sender restart) or a dead session (receiver restart) fails work
+                ("fail_inflight", sender_restarts + b.max_receiver_restarts),
+            )
+            if budget == 0
+        }
+        if b.max_faults == 0:
+            dead |= _FAULTS | {"reclaim_after_fence", "fail_inflight"}
+        return frozenset(dead)
+
+    def fault_actions(self) -> frozenset[str]:
+        return _FAULTS
+
+    # ---- invariants ----------------------------------------------------------------------
+
+    def inv_capacity(self, state: CreditState) -> bool:
+        """Σ over senders and epochs of (granted − released − reclaimed) ≤ capacity."""
+        for peer in state.peers:
+            for b in peer.books:
+                for r in range(len(self._capacity)):
+                    if b.released[r] + b.reclaimed[r] > b.granted[r]:
+                        return False
+        return all(f >= 0 for f in self.free_capacity(state))
+
+    def inv_claims_covered(self, state: CreditState) -> bool:
+        """Everything that can still occupy receiver resources is covered by that epoch's books.
+
+        Claims on (sender, epoch) of the live session: landed-but-unreleased data, work in
+        flight, and - when the sender's entry is on that key - its available credit plus its
+        RESERVED tokens. Each must fit the books' outstanding ``granted − released − reclaimed``.
+        """
+        session = state.session
+        for peer in state.peers:
+            led = peer.ledger
+            for b in peer.books:
+                claim = _vadd(
+                    _vsub(b.landed, b.released), self._inflight_sum(peer, session, b.epoch)
+                )
+                if led.session == session and led.epoch == b.epoch:
+                    hold = _vadd(self.available(led), self._charge_sum(led.tokens))
+                    claim = _vadd(claim, hold)
+                outstanding = _vsub(_vsub(b.granted, b.released), b.reclaimed)
+                if not _vle(claim, outstanding):
+                    return False
+        return True
+
+    def inv_full_charge(self, state: CreditState) -> bool:
+        """Reserved, in-flight and landed work of the live key was consumed in full."""
+        for peer in state.peers:
+            led = peer.ledger
+            tokens = self._charge_sum(led.tokens)
+            if not _vle(tokens, led.consumed):
+                return False
+            if led.session != state.session:
+                continue
+            b = self._books_for(peer, led.epoch)
+            if b is None:
+                continue  # inv_claims_covered rejects a live entry without books
+            dispatched = _vadd(self._inflight_sum(peer, led.session, led.epoch), b.landed)
+            if _vadd(tokens, dispatched) != led.consumed:
+                return False
+        return True
+
+    def inv_no_overdraw(self, state: CreditState) -> bool:
+        """The sender never consumes or returns more than it was granted (available ≥ 0)."""
+        return all(min(self.available(p.ledger)) >= 0 for p in state.peers)
+
+    def inv_grant_within_receiver(self, state: CreditState) -> bool:
+        """A sender's accepted grant never exceeds what the receiver granted that key."""
+        for peer in state.peers:
+            led = peer.ledger
+            if led.session != state.session:
+                continue
+            b = self._books_for(peer, led.epoch)
+            if b is not None and not _vle(led.grant_total, b.granted):
+                return False
+        return True
+
+    def inv_old_update_harmless(self, state: CreditState) -> bool:
+        """An in-flight update the sender would call duplicate/old carries no higher total."""
+        for peer in state.peers:
+            led = peer.ledger
+            for msg, _n in peer.to_sender:
+                if (
+                    msg.kind == UPDATE
+                    and (msg.session, msg.epoch) == (led.session, led.epoch)
+                    and msg.seq <= led.last_seq
+                    and not _vle(msg.grants, led.grant_total)
+                ):
+                    return False
+        return True
+
+    def inv_stale_revival(self, state: CreditState) -> bool:
+        """A stale entry returns to use only through a strictly newer update."""
+        return all(
+            p.ledger.freshness != REVIVED or p.ledger.last_seq > p.ledger.stale_at
+            for p in state.peers
+        )
+
+    def inv_generation_fenced(self, state: CreditState) -> bool:
+        """No sender uses a fenced generation; work is never in flight to reclaimed capacity.
+
+        1. A ledger entry never names a session newer than the receiver's.
+        2. An entry on the live session is keyed by that sender's ACTIVE books.
+        3. Work in flight to the live session belongs to books that still hold its capacity
+           (present and not yet RECLAIMED).
+        """
+        session = state.session
+        for peer in state.peers:
+            led = peer.ledger
+            if led.session > session:
+                return False
+            if led.session == session:
+                b = self._books_for(peer, led.epoch)
+                if b is None or b.status != ACTIVE:
+                    return False
+            for s_, e, _c in peer.inflight:
+                if s_ == session:
+                    b = self._books_for(peer, e)
+                    if b is None or b.status == RECLAIMED:
+                        return False
+        return True
+
+    def inv_control_unblocked(self, state: CreditState) -> bool:
+        """Zero data credit never blocks control traffic.
+
+        A sender short of credit for a charge can always ask for it: when the bag has room and
+        no report of its entry is in flight, ``report_usage`` with that demand is enabled. And
+        every message in flight is deliverable.
+        """
+        room = self._room(state)
+        cap = self.bounds.seq_cap
+        for s, peer in enumerate(state.peers):
+            led = peer.ledger
+            if (
+                room
+                and led.session
+                and led.usage_seq < cap
+                and not any(
+                    (m.session, m.epoch) == (led.session, led.epoch) for m, _ in peer.to_receiver
+                )
+            ):
+                available = self.available(led)
+                for i, charge in enumerate(self._charges):
+                    if not _vle(charge, available) and self._g_report_usage(state, s, i + 1):
+                        return False
+            for bag in (peer.to_sender, peer.to_receiver):
+                for msg, _n in bag:
+                    if self._g_deliver(state, s, msg) is not None:
+                        return False
+        return True
+
+    def invariants(self) -> Sequence[Any]:
+        """The named safety properties, specific ones first and the physical catch-all
+        (``claims_covered_by_books``) last, so a counterexample names the rule it breaks."""
+        return (
+            SpecInvariant(
+                "capacity_never_exceeded",
+                'RFC acceptance 1: "Aggregate reserved receiver resources never exceed '
+                'configured capacity"; SEMANTICS §8: Σ (granted − released − reclaimed) ≤ capacity',
+                self.inv_capacity,
+            ),
+            SpecInvariant(
+                "fenced_generation_never_used",
+                'RFC acceptance 4: "Restarted peers cannot reuse old credit or old allocation '
+                'generation"; RFC claim 5: "Old sessions are fenced before their resources '
+                'are reused"',
+                self.inv_generation_fenced,
+            ),
+            SpecInvariant(
+                "dispatch_holds_full_charge",
+                'RFC acceptance 2: "A sender never dispatches a required remote plan without '
+                'all credit dimensions"; RFC claim 3 (atomic multi-resource eligibility)',
+                self.inv_full_charge,
+            ),
+            SpecInvariant(
+                "sender_never_overdraws",
+                'RFC rule 4: "Credit violation: ... do not silently overdraw"; SEMANTICS §6: '
+                "a grant below consumed is rejected",
+                self.inv_no_overdraw,
+            ),
+            SpecInvariant(
+                "sender_grant_within_receiver_grant",
+                'RFC acceptance 3: "Duplicate, reordered, and stale updates never increase '
+                'available credit"; RFC: "Delta grants can be double-applied"',
+                self.inv_grant_within_receiver,
+            ),
+            SpecInvariant(
+                "old_update_cannot_raise_credit",
+                'RFC: "Duplicate and old updates become no-ops"; acceptance 3',
+                self.inv_old_update_harmless,
+            ),
+            SpecInvariant(
+                "stale_revived_only_by_newer_update",
+                'RFC state machine: "Stale +-- newer update -> Active"; acceptance 3 (a stale '
+                "update never re-opens credit)",
+                self.inv_stale_revival,
+            ),
+            SpecInvariant(
+                "control_never_blocked_by_data_credit",
+                'RFC acceptance 5: "Zero data credit cannot block control updates"; RFC rule 4: '
+                '"Control traffic never consumes data credit"',
+                self.inv_control_unblocked,
+            ),
+            SpecInvariant(
+                "claims_covered_by_books",
+                'RFC rule 3: "do not reuse old target resources until old QPs/inflight work '
+                'are fenced"; RFC claim 1 (receiver-capacity safety)',
+                self.inv_claims_covered,
+            ),
+        )
+
+    def witnesses(self) -> Sequence[Any]:
+        def reserved_after_receiver_restart(st: CreditState) -> bool:
+            return any(p.ledger.session > 1 and any(p.ledger.consumed) for p in st.peers)
+
+        def reserved_after_sender_restart(st: CreditState) -> bool:
+            return any(p.ledger.epoch > 1 and any(p.ledger.consumed) for p in st.peers)
+
+        def reclaimed_after_fence(st: CreditState) -> bool:
+            return any(b.status == RECLAIMED for p in st.peers for b in p.books)
+
+        def duplicate_in_flight(st: CreditState) -> bool:
+            return any(
+                n > 1 for p in st.peers for bag in (p.to_sender, p.to_receiver) for _, n in bag
+            )
+
+        def reordered_updates(st: CreditState) -> bool:
+            return any(sum(1 for m, _ in p.to_sender if m.kind == UPDATE) >= 2 for p in st.peers)
+
+        def stale_sender_revived(st: CreditState) -> bool:
+            return any(p.ledger.freshness == REVIVED for p in st.peers)
+
+        def capacity_exhausted(st: CreditState) -> bool:
+            return not any(self.free_capacity(st))
+
+        def both_senders_hold_credit(st: CreditState) -> bool:
+            return sum(1 for p in st.peers if any(self.available(p.ledger))) >= 2
+
+        return (
+            SpecWitness("reserved_after_receiver_restart", reserved_after_receiver_restart),
+            SpecWitness("reserved_after_sender_restart", reserved_after_sender_restart),
+            SpecWitness("fenced_epoch_reclaimed_with_data_pending", reclaimed_after_fence),
+            SpecWitness("duplicate_in_flight", duplicate_in_flight),
+            SpecWitness("two_updates_in_flight_to_one_sender", reordered_updates),
+            SpecWitness("stale_sender_revived", stale_sender_revived),
+            SpecWitness("capacity_exhausted", capacity_exhausted),
+            SpecWitness("two_senders_hold_credit", both_senders_hold_credit),
+        )
+
+    # ---- encoding, symmetry, bounds, recovery, display ---------------------------------
+
+    def pack(self, state: CreditState) -> tuple[Any, ...]:
+        """Nested plain tuples of ints: every NamedTuple becomes a plain tuple (all fields are
+        ints or plain tuples of ints already; vectors, tokens and in-flight items are plain)."""
+        cache = self._pack_cache
+        packed = []
+        for p in state.peers:
+            q = cache.get(p)
+            if q is None:
+                if len(cache) >= _CACHE_LIMIT:
+                    cache.clear()
+                q = cache[p] = _pack_peer(p)
+            packed.append(q)
+        return (state.session, tuple(state.faults), tuple(packed))
+
+    def canonicalize(self, state: CreditState) -> CreditState:
+        """Renumber sequences by rank per key, then sort the interchangeable senders.
+
+        1. Sequences are only compared, and a new one exceeds every live one, so replacing the
+           live values of each key's update and usage sequences by their ranks (0 stays 0)
+           keeps every guard and effect (data independence).
+        2. No component names another sender, so sorting the per-sender :class:`Peer` slots
+           picks one representative of the permutation orbit.
+        """
+        cache = self._canon_cache
+        session = state.session
+        peers = []
+        for p in state.peers:
+            key = (session, p)
+            q = cache.get(key)
+            if q is None:
+                if len(cache) >= _CACHE_LIMIT:
+                    cache.clear()
+                q = cache[key] = _renumber(p, session)
+            peers.append(q)
+        peers.sort()
+        return CreditState(session, tuple(peers), state.faults)
+
+    def within_bounds(self, state: CreditState) -> bool:
+        cap = self.bounds.seq_cap
+        if _in_flight_messages(state) > self.bounds.max_messages:
+            return False
+        for p in state.peers:
+            if p.ledger.last_seq > cap or p.ledger.usage_seq > cap:
+                return False
+            if any(b.pushed_seq > cap or b.usage_seq > cap for b in p.books):
+                return False
+        return True
+
+    def quiescent_by_bound(self, state: CreditState) -> bool:
+        """True when no action is enabled but some action is disabled only by a bound."""
+        capped = False
+        for action, args in self._instances(state):
+            reason = self._guard[action](state, *args)
+            if reason is None:
+                if action not in _FAULTS:
+                    return False
+            elif reason.startswith("bound:"):
+                capped = True
+        return capped
+
+    def recovered(self, state: CreditState) -> bool:
+        """All credit usable again: nothing in flight or fencing, every sender synchronised.
+
+        Per sender: only the current epoch's books remain, landed data was released, the entry
+        is on the live key, not stale, holds no RESERVED token, applied the latest grant total,
+        and the receiver has reclaimed everything it returned.
+        """
+        for p in state.peers:
+            led = p.ledger
+            if p.inflight or len(p.books) != 1 or led.tokens:
+                return False
+            b = p.books[0]
+            if (led.session, led.epoch) != (state.session, b.epoch) or led.freshness == STALE:
+                return False
+            if b.landed != b.released or led.grant_total != b.granted:
+                return False
+            if led.returned != b.reclaimed:
+                return False
+        return True
+
+    def describe(self, state: CreditState) -> Mapping[str, object]:
+        out: dict[str, object] = {"receiver.session": state.session}
+        for name, value in state.faults._asdict().items():
+            out[f"faults.{name}"] = value
+        for s, p in enumerate(state.peers):
+            pre = f"sender[{s}]"
+            for name, value in p.ledger._asdict().items():
+                shown = FRESHNESS_NAMES[value] if name == "freshness" else value
+                out[f"{pre}.ledger.{name}"] = shown
+            out[f"{pre}.receiver_epoch"] = p.epoch
+            for b in p.books:
+                for name, value in b._asdict().items():
+                    if name != "epoch":
+                        shown = STATUS_NAMES[value] if name == "status" else value
+                        out[f"{pre}.books[{b.epoch}].{name}"] = shown
+            out[f"{pre}.inflight"] = p.inflight
+            out[f"{pre}.to_sender"] = tuple((_show(m), n) for m, n in p.to_sender)
+            out[f"{pre}.to_receiver"] = tuple((_show(m), n) for m, n in p.to_receiver)
+        return out
+
+
+def _show(msg: Any) -> str:
+    fields = ", ".join(f"{k}={v}" for k, v in msg._asdict().items() if k != "kind")
+    return f"{type(msg).__name__}({fields})"
+
+
+def _pack_peer(p: Peer) -> tuple[Any, ...]:
+    return (
+        tuple(p.ledger),
+        p.epoch,
+        tuple(map(tuple, p.books)),
+        p.inflight,
+        tuple((tuple(m), n) for m, n in p.to_sender),
+        tuple((tuple(m), n) for m, n in p.to_receiver),
+    )
+
+
+def _ranks(values: set[int]) -> dict[int, int] | None:
+    """Map ``values ∪ {0}`` to ``0..k`` by rank; ``None`` when already ``0..k``."""
+    values.add(0)
+    if max(values) == len(values) - 1:
+        return None
+    return {v: i for i, v in enumerate(sorted(values))}
+
+
+def _renumber(peer: Peer, session: int) -> Peer:
+    """Replace each key's live update/usage sequences by their ranks (see ``canonicalize``)."""
+    led = peer.ledger
+    upd: dict[tuple[int, int], set[int]] = {}
+    use: dict[tuple[int, int], set[int]] = {}
+    key = (led.session, led.epoch)
+    upd.setdefault(key, set()).update((led.last_seq, led.stale_at))
+    use.setdefault(key, set()).add(led.usage_seq)
+    for b in peer.books:
+        if b.status == ACTIVE:
+            upd.setdefault((session, b.epoch), set()).add(b.pushed_seq)
+            use.setdefault((session, b.epoch), set()).add(b.usage_seq)
+    for m, _ in peer.to_sender:
+        if m.kind == UPDATE:
+            upd.setdefault((m.session, m.epoch), set()).add(m.seq)
+    for m, _ in peer.to_receiver:
+        use.setdefault((m.session, m.epoch), set()).add(m.seq)
+    umap = {k: r for k, v in upd.items() if (r := _ranks(v)) is not None}
+    smap = {k: r for k, v in use.items() if (r := _ranks(v)) is not None}
+    if not umap and not smap:
+        return peer
+    if key in umap or key in smap:
+        ru = umap.get(key)
+        rs = smap.get(key)
+        led = led._replace(
+            last_seq=ru[led.last_seq] if ru else led.last_seq,
+            stale_at=ru[led.stale_at] if ru else led.stale_at,
+            usage_seq=rs[led.usage_seq] if rs else led.usage_seq,
+        )
+    books = peer.books
+    if any((session, b.epoch) in umap or (session, b.epoch) in smap for b in books):
+        new_books = []
+        for b in books:
+            k = (session, b.epoch)
+            if b.status == ACTIVE and (k in umap or k in smap):
+                ru = umap.get(k)
+                rs = smap.get(k)
+                new_books.append(
+                    b._replace(
+                        pushed_seq=ru[b.pushed_seq] if ru else b.pushed_seq,
+                        usage_seq=rs[b.usage_seq] if rs else b.usage_seq,
+                    )
+                )
+            else:
+                new_books.append(b)
+        books = tuple(new_books)
+    to_sender = peer.to_sender
+    if any((m.session, m.epoch) in umap for m, _ in to_sender if m.kind == UPDATE):
+        to_sender = tuple(
+            sorted(
+                (m._replace(seq=umap[m.session, m.epoch][m.seq]), n)
+                if m.kind == UPDATE and (m.session, m.epoch) in umap
+                else (m, n)
+                for m, n in to_sender
+            )
+        )
+    to_receiver = peer.to_receiver
+    if any((m.session, m.epoch) in smap for m, _ in to_receiver):
+        to_receiver = tuple(
+            sorted(
+                (m._replace(seq=smap[m.session, m.epoch][m.seq]), n)
+                if (m.session, m.epoch) in smap
+                else (m, n)
+                for m, n in to_receiver
+            )
+        )
+    return peer._replace(ledger=led, books=books, to_sender=to_sender, to_receiver=to_receiver)
