@@ -21,7 +21,14 @@ def check_u64(value: int, what: str = "value") -> int:
 
 
 def checked_add(a: int, b: int) -> int:
-    """``a + b`` for u64 operands; :class:`ArithmeticOverflow` if the sum exceeds 2**64 - 1."""
+    """``a + b`` for u64 operands; :class:`ArithmeticOverflow` if the sum exceeds 2**64 - 1.
+
+    pre: 0 <= a <= U64_MAX
+    pre: 0 <= b <= U64_MAX
+    raises: ArithmeticOverflow
+    post: __return__ == a + b
+    post: __return__ <= U64_MAX
+    """
     total = a + b
     if total > U64_MAX:
         raise ArithmeticOverflow(f"u64 overflow: {a} + {b}")
@@ -29,7 +36,14 @@ def checked_add(a: int, b: int) -> int:
 
 
 def checked_sub(a: int, b: int) -> int:
-    """``a - b`` for u64 operands; :class:`ArithmeticOverflow` if the result is negative."""
+    """``a - b`` for u64 operands; :class:`ArithmeticOverflow` if the result is negative.
+
+    pre: 0 <= a <= U64_MAX
+    pre: 0 <= b <= U64_MAX
+    raises: ArithmeticOverflow
+    post: __return__ == a - b
+    post: 0 <= __return__ <= a
+    """
     if b > a:
         raise ArithmeticOverflow(f"u64 underflow: {a} - {b}")
     return a - b

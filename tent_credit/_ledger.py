@@ -26,7 +26,7 @@ from __future__ import annotations
 import enum
 import itertools
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -51,6 +51,7 @@ __all__ = [
     "SenderCreditLedger",
     "TokenState",
     "UpdateDisposition",
+    "update_acceptance",
 ]
 
 _RESOURCES: tuple[CreditResource, ...] = tuple(CreditResource)
@@ -87,6 +88,42 @@ TOKEN_TRANSITIONS: Mapping[tuple[TokenState, str], TokenState] = types.MappingPr
     }
 )
 """The token lifecycle, the only place it is written. A missing key is misuse (InvalidEntry)."""
+
+
+def update_acceptance(
+    last_sequence: int,
+    sequence: int,
+    previous_totals: Sequence[int],
+    new_totals: Sequence[tuple[int, int]],
+) -> UpdateDisposition | None:
+    """The acceptance rule of a well-formed update (pure; SEMANTICS §6 apply_update, rules 3-5).
+
+    ``previous_totals[r]`` is the entry's grant total of resource ``r``; ``new_totals`` are the
+    update's ``(resource, grant_total)`` pairs.
+
+    1. ``sequence <= last_sequence`` → ``DUPLICATE_OR_OLD`` (before rule 2, so a replayed old
+       update is harmless even if its totals are lower).
+    2. Any present total below its previous one → ``None``: the update is refused (the ledger
+       raises GrantDecreased).
+    3. Otherwise ``SEQUENCE_GAP`` if numbers were skipped after the first accepted update
+       (``last_sequence != 0``), else ``APPLIED``.
+
+    pre: last_sequence >= 0 and sequence >= 1
+    pre: all(0 <= r < len(previous_totals) for r, _ in new_totals)
+    post: (__return__ is UpdateDisposition.DUPLICATE_OR_OLD) == (sequence <= last_sequence)
+    post: (__return__ is None) == (sequence > last_sequence and any(a < previous_totals[r] for r, a in new_totals))
+    post: (__return__ is UpdateDisposition.SEQUENCE_GAP) == (__return__ is not None and sequence > last_sequence != 0 and sequence != last_sequence + 1)
+    """  # noqa: E501 (CrossHair reads each contract from one docstring line)
+    # RFC: "Duplicate and old updates become no-ops" (checked before monotonicity).
+    if sequence <= last_sequence:
+        return UpdateDisposition.DUPLICATE_OR_OLD
+    # RFC: "every cumulative grant is non-decreasing".
+    for r, total in new_totals:
+        if total < previous_totals[r]:
+            return None
+    if last_sequence != 0 and sequence != last_sequence + 1:
+        return UpdateDisposition.SEQUENCE_GAP
+    return UpdateDisposition.APPLIED
 
 
 def _on(event: str) -> Mapping[TokenState, TokenState]:
@@ -416,20 +453,20 @@ class SenderCreditLedger:
                 raise InvalidEntry(f"no ledger entry for {key!r}")
             if e.epoch != epoch:
                 raise InvalidEntry(f"update epoch {epoch} does not match the entry's {e.epoch}")
-            last = e.last_sequence
-            # RFC: "Duplicate and old updates become no-ops" (checked before monotonicity).
-            if sequence <= last:
-                self._duplicates_or_old += 1
-                return UpdateDisposition.DUPLICATE_OR_OLD
             grant = e.grant
-            for g in grants:
-                r = g.resource
-                total = g.amount
-                # RFC: "every cumulative grant is non-decreasing".
-                if total < grant[r]:
-                    raise GrantDecreased(
-                        f"{r.name} grant_total {total} is below the previous {grant[r]}"
-                    )
+            disposition = update_acceptance(
+                e.last_sequence, sequence, grant, [(g.resource, g.amount) for g in grants]
+            )
+            if disposition is UpdateDisposition.DUPLICATE_OR_OLD:
+                self._duplicates_or_old += 1
+                return disposition
+            if disposition is None:
+                r, total = next(
+                    (g.resource, g.amount) for g in grants if g.amount < grant[g.resource]
+                )
+                raise GrantDecreased(
+                    f"{r.name} grant_total {total} is below the previous {grant[r]}"
+                )
         except CreditError:
             self._updates_rejected += 1
             raise
@@ -437,10 +474,9 @@ class SenderCreditLedger:
             grant[g.resource] = g.amount
         e.last_sequence = sequence
         self._updates_applied += 1
-        if last != 0 and sequence != last + 1:
+        if disposition is UpdateDisposition.SEQUENCE_GAP:
             self._sequence_gaps += 1
-            return UpdateDisposition.SEQUENCE_GAP
-        return UpdateDisposition.APPLIED
+        return disposition
 
     # -- reservations ---------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ __all__ = [
     "QosClass",
     "SessionId",
     "charge_for_plan",
+    "normalise_charge_parts",
 ]
 
 
@@ -99,6 +100,28 @@ class CreditAmount:
     amount: int = attrs.field(validator=_u64("amount"))
 
 
+def normalise_charge_parts(
+    items: list[tuple[CreditResource, int]],
+) -> tuple[tuple[CreditResource, int], ...]:
+    """Charge normalisation: the ``(resource, amount)`` pairs sorted by resource (pure).
+
+    Raises :class:`InvalidArgument` for a part whose resource is not a :class:`CreditResource`
+    (checked first, so an unhashable value is a typed error too) or a resource named twice.
+    Amounts are :class:`CreditCharge`'s to validate.
+
+    pre: all(isinstance(item, tuple) and len(item) == 2 for item in items)
+    raises: InvalidArgument
+    post: sorted(__return__) == sorted(items)
+    post: all(a[0] < b[0] for a, b in zip(__return__, __return__[1:]))
+    """
+    for r, _ in items:
+        if not isinstance(r, CreditResource):
+            raise InvalidArgument(f"unknown credit resource {r!r}")
+    if len({r for r, _ in items}) != len(items):
+        raise InvalidArgument("duplicate resource in charge")
+    return tuple(sorted(items))
+
+
 @attrs.frozen
 class CreditCharge:
     """A charge vector: non-empty, unique resources, every amount > 0 (RFC ``CreditCharge``).
@@ -138,13 +161,7 @@ class CreditCharge:
         for item in items:
             if not isinstance(item, tuple) or len(item) != 2:
                 raise InvalidArgument(f"charge part must be a (resource, amount) pair: {item!r}")
-        resources = [r for r, _ in items]
-        if len(set(resources)) != len(resources):
-            raise InvalidArgument("duplicate resource in charge")
-        for r in resources:
-            if not isinstance(r, CreditResource):
-                raise InvalidArgument(f"unknown credit resource {r!r}")
-        return cls(tuple(sorted(items)))
+        return cls(normalise_charge_parts(items))
 
     def amount(self, resource: CreditResource) -> int:
         """The amount charged for ``resource`` (0 when the charge does not include it)."""

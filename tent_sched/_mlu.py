@@ -28,7 +28,16 @@ def deadline_mlu(
        evaluated in exactly that order in float64.
 
     Pure; raises nothing for integer/float inputs.
-    """
+
+    Contracts (CrossHair, u64 counters and a bandwidth that is not NaN):
+
+    pre: 0 <= bytes_ahead <= 2**64 - 1 and 0 <= length <= 2**64 - 1
+    pre: 0 <= deadline_ns <= 2**64 - 1 and 0 <= now_ns <= 2**64 - 1
+    pre: bandwidth_bps == bandwidth_bps
+    post: __return__ >= 0
+    post: __return__ == 0.0 or (deadline_ns != 0 and bandwidth_bps > 0)
+    post: __return__ == DBL_MAX or not (deadline_ns != 0 and 0 < bandwidth_bps and deadline_ns <= now_ns)
+    """  # noqa: E501 (CrossHair reads each contract from one docstring line)
     if deadline_ns == 0 or bandwidth_bps <= 0:  # §1: checked first
         return 0.0
     if deadline_ns <= now_ns:  # §1: equal counts as past
