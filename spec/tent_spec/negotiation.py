@@ -58,15 +58,20 @@ def _table() -> dict[tuple[str, str, str], str]:
         if mode == "DISABLED":
             continue
         rows[mode, "NEGOTIATING", "COMMON_VERSION_FOUND"] = "ACTIVE"
+        # A control connection can drop in any started state; before activation nothing
+        # changes (the offer is retransmitted on reconnect), and LEGACY / FAILED are final.
+        rows[mode, "NEGOTIATING", "DISCONNECTED"] = "NEGOTIATING"
         # RFC: "Negotiating -- unsupported ---> Legacy or Failed(required)".
         rows[mode, "NEGOTIATING", "NO_COMMON_VERSION"] = (
             "LEGACY" if mode == "OPTIONAL" else "FAILED"
         )
+        rows[mode, "LEGACY", "DISCONNECTED"] = "LEGACY"
+        rows[mode, "FAILED", "DISCONNECTED"] = "FAILED"
         rows[mode, "ACTIVE", "FRESH_UPDATE"] = "ACTIVE"
         # SEMANTICS §7: Active -> Stale on disconnect or when no update arrives within the TTL.
         rows[mode, "ACTIVE", "TTL_EXPIRED"] = "STALE"
         rows[mode, "ACTIVE", "DISCONNECTED"] = "STALE"
-        rows[mode, "STALE", "TTL_EXPIRED"] = "STALE"
+        # The TTL is evaluated only while ACTIVE: expiry is not an event in any other state.
         rows[mode, "STALE", "DISCONNECTED"] = "STALE"
         # RFC: "Stale +-- newer update -> Active".
         rows[mode, "STALE", "FRESH_UPDATE"] = "ACTIVE"
@@ -76,7 +81,6 @@ def _table() -> dict[tuple[str, str, str], str]:
         rows[mode, "FENCING", "NEW_SESSION_OR_EPOCH"] = "FENCING"
         # Updates of the new key may arrive while old work drains; dispatch waits for the fence.
         rows[mode, "FENCING", "FRESH_UPDATE"] = "FENCING"
-        rows[mode, "FENCING", "TTL_EXPIRED"] = "FENCING"
         rows[mode, "FENCING", "DISCONNECTED"] = "FENCING"
         rows[mode, "FENCING", "FENCE_DRAINED"] = "ACTIVE"
     return rows

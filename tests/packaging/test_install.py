@@ -29,10 +29,15 @@ def test_wheel_installs_all_five_import_names_in_a_fresh_venv(tmp_path: Path) ->
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("tent_protocol-*.whl")
     env_dir = tmp_path / "venv"
-    # system_site_packages gives the fresh venv the runtime deps without a network round trip;
-    # the wheel itself is installed with --no-deps so only *it* can provide the five names.
-    venv.EnvBuilder(with_pip=True, system_site_packages=True).create(env_dir)
+    # The fresh venv borrows the runtime deps from this environment's site-packages through a
+    # plain path line (no network round trip). A path added by a .pth line is not scanned for
+    # further .pth files, so this environment's editable install does not leak in: the wheel,
+    # installed with --no-deps, is the only thing that can provide the five names.
+    venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
+    (site_dir,) = (env_dir / "lib").glob("python3*/site-packages")
+    deps = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    (site_dir / "_borrowed_deps.pth").write_text("\n".join(deps) + "\n")
     installed = _run(python, "-m", "pip", "install", "-q", "--no-deps", wheel, cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr
     probe = "import " + ", ".join(NAMES) + "; print(" + ", ".join(f"{n}.__file__" for n in NAMES) + ")"
