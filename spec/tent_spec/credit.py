@@ -393,6 +393,18 @@ _ACTIONS = (
 )
 _CACHE_LIMIT = 1 << 20  # memo entries before a memo table is cleared
 
+# One memoised step of a sender: (action, arguments after the sender index, the sender's new
+# Peer, the new fault counts). See "Memoisation" in the CreditSpec docstring.
+_SenderStep = tuple[str, tuple[Hashable, ...], Peer, Faults]
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    """Store ``value`` in a memo table, clearing the table first when it is full."""
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
+
+
 _ARITY = {
     "grant": 1,
     "push_update": 1,
@@ -433,6 +445,26 @@ class CreditSpec:
     Guards are methods ``_g_<action>(state, *args)`` returning ``None`` when enabled or the
     failing guard in words; effects are ``_e_<action>(state, *args)``. Known-bad variants
     (:mod:`tent_spec.variants`) subclass this and override one guard or effect each.
+
+    Memoisation (speed only; the guards and effects stay the single authority):
+
+    1. *Sender locality.* Every action of sender ``s`` reads only the receiver's session, the
+       faults used, whether the bag has room, the free capacity (``grant`` only) and
+       ``peers[s]``, and changes only ``peers[s]`` and the fault counts (no component names
+       another sender). ``successors`` therefore memoises each sender's steps per such
+       context (``_sender_steps``), computed by the very guards and effects on the first
+       state that has it; a step that touches anything else raises ``AssertionError`` there.
+       ``receiver_restart`` (it changes every sender) is evaluated directly.
+    2. The per-sender body of each invariant reads the session, the room in the bag and
+       ``peers[s]``; the names of the bodies that fail are memoised per such context and per
+       state (``_failed_checks``), so the nine invariants of a new state cost one lookup.
+    3. ``canonicalize`` and ``pack`` memoise per sender; the outstanding grant of a sender's
+       books (for ``free_capacity``) too.
+
+    Memo keys use ``id(peer)``: canonical states share their ``Peer`` objects (the
+    ``canonicalize`` memo returns the same object for the same context), so a key costs a few
+    ints to hash instead of the whole nested tuple. tests/models/test_spec_fastpath.py checks
+    the memoised results against direct evaluation.
     """
 
     def __init__(self, bounds: CreditBounds, *, name: str = "credit") -> None:
@@ -443,9 +475,29 @@ class CreditSpec:
         self._capacity = bounds.capacity
         self._room_for: CreditState | None = None
         self._room_value = False
-        # Per-sender memo tables for canonicalize/pack (pure functions of their key).
-        self._canon_cache: dict[tuple[int, Peer], Peer] = {}
-        self._pack_cache: dict[Peer, tuple[Any, ...]] = {}
+        # Per-sender memo tables (see "Memoisation" in the class docstring). Keys start with
+        # ``id(peer)``; each entry holds the peer itself, so the id cannot be reused while the
+        # entry lives, and a hit is confirmed with ``entry[0] is peer``.
+        self._canon_cache: dict[tuple[int, int], tuple[Peer, Peer]] = {}
+        self._pack_cache: dict[int, tuple[Peer, tuple[Any, ...]]] = {}
+        self._steps_cache: dict[tuple[Any, ...], tuple[Peer, list[_SenderStep]]] = {}
+        self._check_cache: dict[tuple[int, int, bool], tuple[Peer, frozenset[str]]] = {}
+        self._failed_for: CreditState | None = None
+        self._failed_value: frozenset[str] = frozenset()
+        self._outstanding_cache: dict[int, tuple[Peer, Vec]] = {}
+        self._interned: dict[Peer, Peer] = {}
+        # Per-sender invariant bodies by invariant name (see ``_every_sender``).
+        self._sender_checks: dict[str, Callable[[CreditState, int], bool]] = {
+            "capacity": self._capacity_at,
+            "generation_fenced": self._generation_fenced_at,
+            "full_charge": self._full_charge_at,
+            "no_overdraw": self._no_overdraw_at,
+            "grant_within_receiver": self._grant_within_receiver_at,
+            "old_update_harmless": self._old_update_harmless_at,
+            "stale_revival": self._stale_revival_at,
+            "control_unblocked": self._control_unblocked_at,
+            "claims_covered": self._claims_covered_at,
+        }
         # Bound guard/effect methods by action name (subclasses' overrides included).
         self._guard: dict[str, Callable[..., str | None]] = {
             a: getattr(self, "_g_" + a) for a in _ACTIONS
@@ -473,12 +525,21 @@ class CreditSpec:
 
     def free_capacity(self, state: CreditState) -> Vec:
         """Capacity minus Σ (granted − released − reclaimed) over all books (SEMANTICS §8)."""
-        free = list(self._capacity)
+        free = self._capacity
         for peer in state.peers:
-            for b in peer.books:
-                for r in range(len(free)):
-                    free[r] -= b.granted[r] - b.released[r] - b.reclaimed[r]
-        return tuple(free)
+            free = _vsub(free, self._outstanding(peer))
+        return free
+
+    def _outstanding(self, peer: Peer) -> Vec:
+        """Σ (granted − released − reclaimed) over one sender's books (memoised per peer)."""
+        entry = self._outstanding_cache.get(id(peer))
+        if entry is not None and entry[0] is peer:
+            return entry[1]
+        total = self._zero
+        for b in peer.books:
+            total = _vadd(total, _vsub(_vsub(b.granted, b.released), b.reclaimed))
+        _remember(self._outstanding_cache, id(peer), (peer, total))
+        return total
 
     @staticmethod
     def available(ledger: Ledger) -> Vec:
@@ -992,6 +1053,21 @@ class CreditSpec:
         Cheap necessary conditions (budget left, room in the bag, something to act on) prune
         the candidates; the guards stay the single authority on what is enabled.
         """
+        for s in range(len(state.peers)):
+            yield from self._sender_instances(state, s)
+        if self._receiver_restart_candidate(state):
+            yield "receiver_restart", ()
+
+    def _receiver_restart_candidate(self, state: CreditState) -> bool:
+        return (
+            self._fault_left(state)
+            and state.faults.receiver_restarts < self.bounds.max_receiver_restarts
+        )
+
+    def _sender_instances(
+        self, state: CreditState, s: int
+    ) -> Iterator[tuple[str, tuple[Hashable, ...]]]:
+        """The candidate instances of sender ``s`` (``grant`` first; see ``_instances``)."""
         bounds = self.bounds
         faults = state.faults
         n_charges = len(self._charges)
@@ -1002,57 +1078,102 @@ class CreditSpec:
         stale = left and faults.stale < bounds.max_stale
         restart = left and faults.sender_restarts < bounds.max_sender_restarts
         regress = left and room and faults.regressions < bounds.max_regressions
-        for s, peer in enumerate(state.peers):
-            led = peer.ledger
-            books = peer.books
-            if books[-1].demand:
-                yield "grant", (s,)
-            if room:
-                yield "push_update", (s,)
-                yield "send_activation", (s,)
-                if led.session:
-                    for d in range(n_charges + 1):
-                        yield "report_usage", (s, d)
+        peer = state.peers[s]
+        led = peer.ledger
+        books = peer.books
+        if books[-1].demand:
+            yield "grant", (s,)
+        if room:
+            yield "push_update", (s,)
+            yield "send_activation", (s,)
             if led.session:
-                if led.last_seq:
-                    for c in range(n_charges):
-                        yield "reserve", (s, c)
-                if any(self.available(led)):
-                    for c in range(n_charges):
-                        yield "return_unused", (s, c)
-                if stale:
-                    yield "become_stale", (s,)
-                if regress:
-                    for r in range(bounds.resources):
-                        yield "publish_regressed", (s, r)
-            for c in sorted(set(led.tokens)):
-                yield "commit", (s, c)
-                yield "rollback", (s, c)
-            for bag in (peer.to_sender, peer.to_receiver):
-                for msg, _n in bag:
-                    yield "deliver", (s, msg)
-                    if dup:
-                        yield "duplicate", (s, msg)
-                    if lose:
-                        yield "lose", (s, msg)
-            for item in sorted(set(peer.inflight)):
-                yield "data_lands", (s, item)
-                yield "fail_inflight", (s, item)
-            for b in books:
-                if b.landed != b.released:
-                    yield "consumer_release", (s, b.epoch)
-                if b.status == FENCING:
-                    yield "reclaim_after_fence", (s, b.epoch)
-            if restart:
-                yield "sender_restart", (s,)
-        if left and faults.receiver_restarts < bounds.max_receiver_restarts:
-            yield "receiver_restart", ()
+                for d in range(n_charges + 1):
+                    yield "report_usage", (s, d)
+        if led.session:
+            if led.last_seq:
+                for c in range(n_charges):
+                    yield "reserve", (s, c)
+            if any(self.available(led)):
+                for c in range(n_charges):
+                    yield "return_unused", (s, c)
+            if stale:
+                yield "become_stale", (s,)
+            if regress:
+                for r in range(bounds.resources):
+                    yield "publish_regressed", (s, r)
+        for c in sorted(set(led.tokens)):
+            yield "commit", (s, c)
+            yield "rollback", (s, c)
+        for bag in (peer.to_sender, peer.to_receiver):
+            for msg, _n in bag:
+                yield "deliver", (s, msg)
+                if dup:
+                    yield "duplicate", (s, msg)
+                if lose:
+                    yield "lose", (s, msg)
+        for item in sorted(set(peer.inflight)):
+            yield "data_lands", (s, item)
+            yield "fail_inflight", (s, item)
+        for b in books:
+            if b.landed != b.released:
+                yield "consumer_release", (s, b.epoch)
+            if b.status == FENCING:
+                yield "reclaim_after_fence", (s, b.epoch)
+        if restart:
+            yield "sender_restart", (s,)
 
     def successors(self, state: CreditState) -> Iterator[Any]:
+        """Every enabled instance of ``_instances(state)``, in that order, with its successor.
+
+        Each sender's steps come from the ``_sender_steps`` memo (policy 1 of the class
+        docstring); ``receiver_restart`` is evaluated directly.
+        """
+        session, peers, _faults = state
+        room = self._room(state)
+        for s in range(len(peers)):
+            for action, rest, new_peer, new_faults in self._sender_steps(state, s, room):
+                yield SpecStep(
+                    action,
+                    (s, *rest),
+                    CreditState(session, (*peers[:s], new_peer, *peers[s + 1 :]), new_faults),
+                )
+        if (
+            self._receiver_restart_candidate(state)
+            and self._guard["receiver_restart"](state) is None
+        ):
+            yield SpecStep("receiver_restart", (), self._effect["receiver_restart"](state))
+
+    def _sender_steps(self, state: CreditState, s: int, room: bool) -> list[_SenderStep]:
+        """The enabled steps of sender ``s``, memoised per sender context.
+
+        The context is (``peers[s]``, session, faults used, ``room`` = ``_room(state)``, and
+        the free capacity when the sender's current books hold a demand, i.e. when ``grant``
+        is a candidate). On a miss the steps are computed with the guards and effects on
+        ``state``; raises ``AssertionError`` if an effect changes the session or another
+        sender (the memo would then be unsound).
+        """
+        peer = state.peers[s]
+        free = self.free_capacity(state) if peer.books[-1].demand else None
+        key = (id(peer), state.session, state.faults, room, free)
+        entry = self._steps_cache.get(key)
+        if entry is not None and entry[0] is peer:
+            return entry[1]
         guard, effect = self._guard, self._effect
-        for action, args in self._instances(state):
-            if guard[action](state, *args) is None:
-                yield SpecStep(action, args, effect[action](state, *args))
+        steps: list[_SenderStep] = []
+        for action, args in self._sender_instances(state, s):
+            if guard[action](state, *args) is not None:
+                continue
+            nxt = effect[action](state, *args)
+            others_kept = all(
+                q is p
+                for j, (q, p) in enumerate(zip(nxt.peers, state.peers, strict=True))
+                if j != s
+            )
+            if nxt.session != state.session or not others_kept:
+                raise AssertionError(f"{action}{args!r} is not local to sender {s}")
+            steps.append((action, args[1:], nxt.peers[s], nxt.faults))
+        _remember(self._steps_cache, key, (peer, steps))
+        return steps
 
     def _check_args(self, state: CreditState, action: str, args: tuple[Hashable, ...]) -> str:
         """Argument shape errors (empty string when the arguments are well-formed)."""
@@ -1122,15 +1243,53 @@ class CreditSpec:
         return _FAULTS
 
     # ---- invariants ----------------------------------------------------------------------
+    #
+    # Each invariant is "for every sender s: <body>(state, s)" (plus, for capacity, one sum
+    # over senders). A body reads only state.session, the room in the bag and state.peers[s],
+    # so ``_every_sender`` memoises its verdict per such context (class docstring, policy 2).
+
+    def _every_sender(self, state: CreditState, check: str) -> bool:
+        """``self._sender_checks[check](state, s)`` holds for every sender ``s`` (memoised)."""
+        return check not in self._failed_checks(state)
+
+    def _failed_checks(self, state: CreditState) -> frozenset[str]:
+        """The names of the per-sender checks that fail for some sender of ``state``.
+
+        Memoised for the last state asked about and, per sender, per (``peers[s]``, session,
+        room in the bag): everything a per-sender body reads.
+        """
+        if state is self._failed_for:
+            return self._failed_value
+        cache = self._check_cache
+        session = state.session
+        room = self._room(state)
+        failed: frozenset[str] = frozenset()
+        for s, peer in enumerate(state.peers):
+            key = (id(peer), session, room)
+            entry = cache.get(key)
+            if entry is None or entry[0] is not peer:
+                names = frozenset(
+                    name for name, body in self._sender_checks.items() if not body(state, s)
+                )
+                entry = (peer, names)
+                _remember(cache, key, entry)
+            failed |= entry[1]
+        self._failed_for, self._failed_value = state, failed
+        return failed
 
     def inv_capacity(self, state: CreditState) -> bool:
         """Σ over senders and epochs of (granted − released − reclaimed) ≤ capacity."""
-        for peer in state.peers:
-            for b in peer.books:
-                for r in range(len(self._capacity)):
-                    if b.released[r] + b.reclaimed[r] > b.granted[r]:
-                        return False
+        if not self._every_sender(state, "capacity"):
+            return False
         return all(f >= 0 for f in self.free_capacity(state))
+
+    def _capacity_at(self, state: CreditState, s: int) -> bool:
+        """No book of sender ``s`` frees more than it granted (released + reclaimed ≤ granted)."""
+        for b in state.peers[s].books:
+            for r in range(len(self._capacity)):
+                if b.released[r] + b.reclaimed[r] > b.granted[r]:
+                    return False
+        return True
 
     def inv_claims_covered(self, state: CreditState) -> bool:
         """Everything that can still occupy receiver resources is covered by that epoch's books.
@@ -1139,73 +1298,83 @@ class CreditSpec:
         flight, and - when the sender's entry is on that key - its available credit plus its
         RESERVED tokens. Each must fit the books' outstanding ``granted − released − reclaimed``.
         """
+        return self._every_sender(state, "claims_covered")
+
+    def _claims_covered_at(self, state: CreditState, s: int) -> bool:
         session = state.session
-        for peer in state.peers:
-            led = peer.ledger
-            for b in peer.books:
-                claim = _vadd(
-                    _vsub(b.landed, b.released), self._inflight_sum(peer, session, b.epoch)
-                )
-                if led.session == session and led.epoch == b.epoch:
-                    hold = _vadd(self.available(led), self._charge_sum(led.tokens))
-                    claim = _vadd(claim, hold)
-                outstanding = _vsub(_vsub(b.granted, b.released), b.reclaimed)
-                if not _vle(claim, outstanding):
-                    return False
+        peer = state.peers[s]
+        led = peer.ledger
+        for b in peer.books:
+            claim = _vadd(_vsub(b.landed, b.released), self._inflight_sum(peer, session, b.epoch))
+            if led.session == session and led.epoch == b.epoch:
+                hold = _vadd(self.available(led), self._charge_sum(led.tokens))
+                claim = _vadd(claim, hold)
+            outstanding = _vsub(_vsub(b.granted, b.released), b.reclaimed)
+            if not _vle(claim, outstanding):
+                return False
         return True
 
     def inv_full_charge(self, state: CreditState) -> bool:
         """Reserved, in-flight and landed work of the live key was consumed in full."""
-        for peer in state.peers:
-            led = peer.ledger
-            tokens = self._charge_sum(led.tokens)
-            if not _vle(tokens, led.consumed):
-                return False
-            if led.session != state.session:
-                continue
-            b = self._books_for(peer, led.epoch)
-            if b is None:
-                continue  # inv_claims_covered rejects a live entry without books
-            dispatched = _vadd(self._inflight_sum(peer, led.session, led.epoch), b.landed)
-            if _vadd(tokens, dispatched) != led.consumed:
-                return False
-        return True
+        return self._every_sender(state, "full_charge")
+
+    def _full_charge_at(self, state: CreditState, s: int) -> bool:
+        peer = state.peers[s]
+        led = peer.ledger
+        tokens = self._charge_sum(led.tokens)
+        if not _vle(tokens, led.consumed):
+            return False
+        if led.session != state.session:
+            return True
+        b = self._books_for(peer, led.epoch)
+        if b is None:
+            return True  # inv_claims_covered rejects a live entry without books
+        dispatched = _vadd(self._inflight_sum(peer, led.session, led.epoch), b.landed)
+        return _vadd(tokens, dispatched) == led.consumed
 
     def inv_no_overdraw(self, state: CreditState) -> bool:
         """The sender never consumes or returns more than it was granted (available ≥ 0)."""
-        return all(min(self.available(p.ledger)) >= 0 for p in state.peers)
+        return self._every_sender(state, "no_overdraw")
+
+    def _no_overdraw_at(self, state: CreditState, s: int) -> bool:
+        return min(self.available(state.peers[s].ledger)) >= 0
 
     def inv_grant_within_receiver(self, state: CreditState) -> bool:
         """A sender's accepted grant never exceeds what the receiver granted that key."""
-        for peer in state.peers:
-            led = peer.ledger
-            if led.session != state.session:
-                continue
-            b = self._books_for(peer, led.epoch)
-            if b is not None and not _vle(led.grant_total, b.granted):
-                return False
-        return True
+        return self._every_sender(state, "grant_within_receiver")
+
+    def _grant_within_receiver_at(self, state: CreditState, s: int) -> bool:
+        peer = state.peers[s]
+        led = peer.ledger
+        if led.session != state.session:
+            return True
+        b = self._books_for(peer, led.epoch)
+        return b is None or _vle(led.grant_total, b.granted)
 
     def inv_old_update_harmless(self, state: CreditState) -> bool:
         """An in-flight update the sender would call duplicate/old carries no higher total."""
-        for peer in state.peers:
-            led = peer.ledger
-            for msg, _n in peer.to_sender:
-                if (
-                    msg.kind == UPDATE
-                    and (msg.session, msg.epoch) == (led.session, led.epoch)
-                    and msg.seq <= led.last_seq
-                    and not _vle(msg.grants, led.grant_total)
-                ):
-                    return False
+        return self._every_sender(state, "old_update_harmless")
+
+    def _old_update_harmless_at(self, state: CreditState, s: int) -> bool:
+        peer = state.peers[s]
+        led = peer.ledger
+        for msg, _n in peer.to_sender:
+            if (
+                msg.kind == UPDATE
+                and (msg.session, msg.epoch) == (led.session, led.epoch)
+                and msg.seq <= led.last_seq
+                and not _vle(msg.grants, led.grant_total)
+            ):
+                return False
         return True
 
     def inv_stale_revival(self, state: CreditState) -> bool:
         """A stale entry returns to use only through a strictly newer update."""
-        return all(
-            p.ledger.freshness != REVIVED or p.ledger.last_seq > p.ledger.stale_at
-            for p in state.peers
-        )
+        return self._every_sender(state, "stale_revival")
+
+    def _stale_revival_at(self, state: CreditState, s: int) -> bool:
+        led = state.peers[s].ledger
+        return led.freshness != REVIVED or led.last_seq > led.stale_at
 
     def inv_generation_fenced(self, state: CreditState) -> bool:
         """No sender uses a fenced generation; work is never in flight to reclaimed capacity.
@@ -1215,20 +1384,23 @@ class CreditSpec:
         3. Work in flight to the live session belongs to books that still hold its capacity
            (present and not yet RECLAIMED).
         """
+        return self._every_sender(state, "generation_fenced")
+
+    def _generation_fenced_at(self, state: CreditState, s: int) -> bool:
         session = state.session
-        for peer in state.peers:
-            led = peer.ledger
-            if led.session > session:
+        peer = state.peers[s]
+        led = peer.ledger
+        if led.session > session:
+            return False
+        if led.session == session:
+            b = self._books_for(peer, led.epoch)
+            if b is None or b.status != ACTIVE:
                 return False
-            if led.session == session:
-                b = self._books_for(peer, led.epoch)
-                if b is None or b.status != ACTIVE:
+        for s_, e, _c in peer.inflight:
+            if s_ == session:
+                b = self._books_for(peer, e)
+                if b is None or b.status == RECLAIMED:
                     return False
-            for s_, e, _c in peer.inflight:
-                if s_ == session:
-                    b = self._books_for(peer, e)
-                    if b is None or b.status == RECLAIMED:
-                        return False
         return True
 
     def inv_control_unblocked(self, state: CreditState) -> bool:
@@ -1238,26 +1410,27 @@ class CreditSpec:
         no report of its entry is in flight, ``report_usage`` with that demand is enabled. And
         every message in flight is deliverable.
         """
-        room = self._room(state)
-        cap = self.bounds.seq_cap
-        for s, peer in enumerate(state.peers):
-            led = peer.ledger
-            if (
-                room
-                and led.session
-                and led.usage_seq < cap
-                and not any(
-                    (m.session, m.epoch) == (led.session, led.epoch) for m, _ in peer.to_receiver
-                )
-            ):
-                available = self.available(led)
-                for i, charge in enumerate(self._charges):
-                    if not _vle(charge, available) and self._g_report_usage(state, s, i + 1):
-                        return False
-            for bag in (peer.to_sender, peer.to_receiver):
-                for msg, _n in bag:
-                    if self._g_deliver(state, s, msg) is not None:
-                        return False
+        return self._every_sender(state, "control_unblocked")
+
+    def _control_unblocked_at(self, state: CreditState, s: int) -> bool:
+        peer = state.peers[s]
+        led = peer.ledger
+        if (
+            self._room(state)
+            and led.session
+            and led.usage_seq < self.bounds.seq_cap
+            and not any(
+                (m.session, m.epoch) == (led.session, led.epoch) for m, _ in peer.to_receiver
+            )
+        ):
+            available = self.available(led)
+            for i, charge in enumerate(self._charges):
+                if not _vle(charge, available) and self._g_report_usage(state, s, i + 1):
+                    return False
+        for bag in (peer.to_sender, peer.to_receiver):
+            for msg, _n in bag:
+                if self._g_deliver(state, s, msg) is not None:
+                    return False
         return True
 
     def invariants(self) -> Sequence[Any]:
@@ -1366,12 +1539,13 @@ class CreditSpec:
         cache = self._pack_cache
         packed = []
         for p in state.peers:
-            q = cache.get(p)
-            if q is None:
-                if len(cache) >= _CACHE_LIMIT:
-                    cache.clear()
-                q = cache[p] = _pack_peer(p)
-            packed.append(q)
+            entry = cache.get(id(p))
+            if entry is not None and entry[0] is p:
+                packed.append(entry[1])
+            else:
+                q = _pack_peer(p)
+                _remember(cache, id(p), (p, q))
+                packed.append(q)
         return (state.session, tuple(state.faults), tuple(packed))
 
     def canonicalize(self, state: CreditState) -> CreditState:
@@ -1387,15 +1561,23 @@ class CreditSpec:
         session = state.session
         peers = []
         for p in state.peers:
-            key = (session, p)
-            q = cache.get(key)
-            if q is None:
-                if len(cache) >= _CACHE_LIMIT:
-                    cache.clear()
-                q = cache[key] = _renumber(p, session)
-            peers.append(q)
+            key = (id(p), session)
+            entry = cache.get(key)
+            if entry is not None and entry[0] is p:
+                peers.append(entry[1])
+            else:
+                q = self._intern(_renumber(p, session))
+                _remember(cache, key, (p, q))
+                peers.append(q)
         peers.sort()
         return CreditState(session, tuple(peers), state.faults)
+
+    def _intern(self, peer: Peer) -> Peer:
+        """The one shared object equal to ``peer`` (so the id-keyed memos hit across states)."""
+        interned = self._interned
+        if len(interned) >= _CACHE_LIMIT:
+            interned.clear()
+        return interned.setdefault(peer, peer)
 
     def within_bounds(self, state: CreditState) -> bool:
         cap = self.bounds.seq_cap

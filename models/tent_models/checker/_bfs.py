@@ -112,18 +112,26 @@ def new_state_checker(model: SpecModel[Any], record: Exploration) -> Callable[[i
     """A callback recording, for a new state, the invariants it breaks and witnesses it meets.
 
     Only the first (smallest index) hit per name is kept: BFS order makes it the shallowest.
+    Callers pass increasing indices, so a name is dropped from this callback's pending list
+    once hit and not evaluated again; a hit recorded earlier (by another callback on the same
+    record) is never overwritten.
     """
-    invariants = [(inv.name, inv.holds) for inv in model.invariants()]
-    witnesses = [(wit.name, wit.holds) for wit in model.witnesses()]
     invariant_hits, witness_hits = record.invariant_hits, record.witness_hits
+    invariants = [(i.name, i.holds) for i in model.invariants() if i.name not in invariant_hits]
+    witnesses = [(w.name, w.holds) for w in model.witnesses() if w.name not in witness_hits]
 
     def on_new(index: int, state: Any) -> None:
-        for name, holds in invariants:
-            if name not in invariant_hits and not holds(state):
-                invariant_hits[name] = index
-        for name, holds in witnesses:
-            if name not in witness_hits and holds(state):
-                witness_hits[name] = index
+        broken = [entry for entry in invariants if not entry[1](state)]
+        if broken:
+            for name, _holds in broken:
+                invariant_hits.setdefault(name, index)
+            invariants[:] = [entry for entry in invariants if entry not in broken]
+        if witnesses:
+            met = [entry for entry in witnesses if entry[1](state)]
+            if met:
+                for name, _holds in met:
+                    witness_hits.setdefault(name, index)
+                witnesses[:] = [entry for entry in witnesses if entry not in met]
 
     return on_new
 
