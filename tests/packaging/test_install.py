@@ -1,4 +1,4 @@
-"""The five import names resolve from a fresh wheel install, and for mypy (DESIGN packaging pitfall)."""
+"""The five import names resolve from a fresh wheel install and for mypy (DESIGN pitfall)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def _run(*cmd: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_wheel_installs_all_five_import_names_in_a_fresh_venv(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
-    built = _run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", dist, ROOT, cwd=ROOT)
+    built = _run(
+        sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", dist, ROOT, cwd=ROOT
+    )
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("tent_protocol-*.whl")
     env_dir = tmp_path / "venv"
@@ -40,7 +42,9 @@ def test_wheel_installs_all_five_import_names_in_a_fresh_venv(tmp_path: Path) ->
     (site_dir / "_borrowed_deps.pth").write_text("\n".join(deps) + "\n")
     installed = _run(python, "-m", "pip", "install", "-q", "--no-deps", wheel, cwd=tmp_path)
     assert installed.returncode == 0, installed.stderr
-    probe = "import " + ", ".join(NAMES) + "; print(" + ", ".join(f"{n}.__file__" for n in NAMES) + ")"
+    probe = (
+        "import " + ", ".join(NAMES) + "; print(" + ", ".join(f"{n}.__file__" for n in NAMES) + ")"
+    )
     result = _run(python, "-c", probe, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     for name in NAMES:
@@ -66,7 +70,9 @@ def test_mypy_sees_all_five_import_names_from_the_installed_package(tmp_path: Pa
             """
         )
     )
-    result = _run(sys.executable, "-m", "mypy", "--strict", "--no-incremental", snippet, cwd=tmp_path)
+    result = _run(
+        sys.executable, "-m", "mypy", "--strict", "--no-incremental", snippet, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     bad = tmp_path / "bad_code.py"
     bad.write_text("import tent_credit\ny: str = tent_credit.U64_MAX\n")
