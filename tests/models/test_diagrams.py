@@ -1,0 +1,131 @@
+"""The state diagrams are generated from the spec's tables, complete, and checked in up to date."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tent_models import diagrams
+from tent_models.cli import main
+from tent_spec.admission import OWNER_TRANSITIONS
+from tent_spec.negotiation import MODES, TRANSITIONS
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "diagrams"
+
+
+def arrows(diagram_name: str) -> dict[tuple[str, str], list[str]]:
+    """``(source, target) -> labels`` of every arrow in the generated mermaid source."""
+    (diagram,) = (d for d in diagrams.diagrams() if d.name == diagram_name)
+    out: dict[tuple[str, str], list[str]] = {}
+    for line in diagrams.mermaid(diagram).splitlines()[1:]:
+        edge, _, label = line.strip().partition(" : ")
+        source, _, target = edge.partition(" --> ")
+        assert (source, target) not in out, f"two arrows {source} --> {target}"
+        out[source, target] = label.split(" / ") if label else []
+    return out
+
+
+def test_checked_in_pages_equal_the_generated_ones() -> None:
+    assert diagrams.stale(DOCS) == (), "stale diagrams: run `tent spec diagram`"
+    for name, text in diagrams.pages().items():
+        assert (DOCS / name).read_text(encoding="utf-8") == text
+
+
+def test_every_owner_transition_is_an_arrow_and_nothing_else_is() -> None:
+    drawn = arrows("owner_lifecycle")
+    for (state, event), nxt in OWNER_TRANSITIONS.items():
+        assert event in drawn[state, nxt]
+    labels = sorted(label for (src, _), text in drawn.items() if src != "[*]" for label in text)
+    assert labels == sorted(event for _, event in OWNER_TRANSITIONS)
+
+
+def test_every_negotiation_row_is_an_arrow_labelled_with_its_event_and_mode() -> None:
+    drawn = arrows("negotiation")
+    for (mode, state, event), nxt in TRANSITIONS.items():
+        labels = drawn[state, nxt]
+        mode_dependent = len({TRANSITIONS.get((m, state, event)) for m in MODES} - {None}) > 1
+        if mode_dependent:
+            assert any(
+                label.startswith(f"{event} (") and mode in label.split("(")[1] for label in labels
+            ), (mode, state, event, labels)
+        else:
+            assert event in labels, (mode, state, event, labels)
+    # Nothing drawn that the table does not have.
+    for (source, target), labels in drawn.items():
+        if "[*]" in (source, target):
+            continue
+        for label in labels:
+            event = label.split(" (")[0]
+            assert any(TRANSITIONS.get((m, source, event)) == target for m in MODES), (
+                source,
+                target,
+                label,
+            )
+
+
+def test_start_and_final_states_follow_the_tables() -> None:
+    owner = arrows("owner_lifecycle")
+    assert ("[*]", "QUEUED") in owner
+    assert [src for src, dst in owner if dst == "[*]"] == ["TERMINAL"]
+    negotiation = arrows("negotiation")
+    assert ("[*]", "DISABLED") in negotiation
+    # No row leads from LEGACY or FAILED to another state: they are the final states.
+    finals = sorted(src for src, dst in negotiation if dst == "[*]")
+    assert finals == ["FAILED", "LEGACY"]
+    for (_, state, _), nxt in TRANSITIONS.items():
+        if state in finals:
+            assert nxt == state
+
+
+def test_pages_are_myst_with_a_title_and_a_mermaid_fence_and_the_index_lists_them() -> None:
+    pages = diagrams.pages()
+    for item in diagrams.diagrams():
+        text = pages[f"{item.name}.md"]
+        assert text.startswith(f"# {item.title}\n")
+        assert f"```mermaid\n{diagrams.mermaid(item)}\n```\n" in text
+        assert item.source in text
+        assert f"\n{item.name}\n" in pages["index.md"]
+
+
+def test_stale_pages_are_found_and_write_fixes_them(tmp_path: Path) -> None:
+    assert diagrams.stale(tmp_path) == tuple(sorted(diagrams.pages()))
+    written = diagrams.write(tmp_path)
+    assert written == tuple(sorted(diagrams.pages()))
+    assert diagrams.stale(tmp_path) == ()
+    assert diagrams.write(tmp_path) == ()  # nothing to do the second time
+
+    (tmp_path / "negotiation.md").write_text("hand edited\n", encoding="utf-8")
+    (tmp_path / "removed_table.md").write_text("# gone\n", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("not a page\n", encoding="utf-8")
+    assert diagrams.stale(tmp_path) == ("negotiation.md", "removed_table.md")
+    assert diagrams.write(tmp_path) == ("negotiation.md", "removed_table.md")
+    assert not (tmp_path / "removed_table.md").exists()
+    assert (tmp_path / "notes.txt").exists()  # only generated .md pages are managed
+    assert diagrams.stale(tmp_path) == ()
+
+
+@pytest.mark.parametrize("damage", ["edit", "delete"])
+def test_spec_diagram_check_exits_nonzero_when_stale(tmp_path: Path, damage: str) -> None:
+    runner = CliRunner()
+    out = str(tmp_path / "diagrams")
+    assert runner.invoke(main, ["spec", "diagram", "--out", out]).exit_code == 0
+    fresh = runner.invoke(main, ["spec", "diagram", "--check", "--out", out])
+    assert fresh.exit_code == 0, fresh.output
+    assert "up to date" in fresh.output
+
+    page = tmp_path / "diagrams" / "owner_lifecycle.md"
+    if damage == "edit":
+        page.write_text(page.read_text(encoding="utf-8").replace("dispatch", "go"), "utf-8")
+    else:
+        page.unlink()
+    before = {p.name: p.read_bytes() for p in (tmp_path / "diagrams").iterdir()}
+    result = runner.invoke(main, ["spec", "diagram", "--check", "--out", out])
+    assert result.exit_code == 1
+    assert "owner_lifecycle.md" in result.output
+    assert "tent spec diagram" in result.output
+    # --check writes nothing.
+    assert {p.name: p.read_bytes() for p in (tmp_path / "diagrams").iterdir()} == before
+
+    assert runner.invoke(main, ["spec", "diagram", "--out", out]).exit_code == 0
+    assert runner.invoke(main, ["spec", "diagram", "--check", "--out", out]).exit_code == 0
