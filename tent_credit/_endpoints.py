@@ -48,6 +48,7 @@ from ._messages import (
     SenderCreditUsage,
 )
 from ._negotiation import CreditMode, NegotiationState, PeerNegotiation
+from ._trace import TraceSink, message_fields
 from ._types import CreditAmount, CreditCharge, CreditKey, CreditResource, SessionId
 from ._wire import decode, encode
 from .errors import (
@@ -97,6 +98,11 @@ def _check_now(now_ns: int) -> None:
     check_u64(now_ns, "now_ns")
 
 
+def _vector(vector: Mapping[CreditResource, int]) -> dict[int, int]:
+    # trace fields: {resource wire value: amount}
+    return {int(r): a for r, a in vector.items()}
+
+
 # --------------------------------------------------------------------------- sender
 
 
@@ -143,6 +149,7 @@ class SenderEndpoint:
         mode: CreditMode = CreditMode.REQUIRED,
         usage_interval_ns: int = 1_000_000,
         versions: tuple[int, ...] = SUPPORTED_VERSIONS,
+        trace: TraceSink | None = None,
     ) -> None:
         check_u64(sender_peer, "sender_peer")
         if type(qos_class) is not int or not 0 <= qos_class <= 0xFFFF_FFFF:
@@ -178,6 +185,8 @@ class SenderEndpoint:
         self._ignored = 0
         self._stale_transitions = 0
         self._blocked = 0
+        self._trace = trace  # docs/traces.md; None: tracing off
+        self._node = f"sender:{sender_peer}"
 
     def _advance(self, now_ns: int) -> None:
         # The endpoint's clock only moves forward: checked before anything changes, so a call
@@ -238,6 +247,8 @@ class SenderEndpoint:
         self._negotiation.start(now_ns)
         if self._negotiation.state is NegotiationState.NEGOTIATING:
             self._awaiting_activation = True
+        if self._trace is not None:
+            self._trace.record(self._node, "start", {"vars": self._trace_vars()})
 
     def reconnect(self, now_ns: int) -> None:
         """A new control connection replaced the lost one: offer our versions again.
@@ -267,6 +278,8 @@ class SenderEndpoint:
             self._stale_transitions += 1
         self._outbox.clear()
         self._awaiting_activation = False
+        if self._trace is not None:
+            self._trace.record(self._node, "disconnect", {"vars": self._trace_vars()})
 
     # ---------------------------------------------------------------- input
 
@@ -286,6 +299,7 @@ class SenderEndpoint:
         """
         self._advance(now_ns)
         events: list[EndpointEvent] = []
+        received: list[ControlMessage] = []
         for data in datas:
             self._received += 1
             try:
@@ -293,6 +307,8 @@ class SenderEndpoint:
             except DecodeError as exc:
                 events.append(self._violation(f"undecodable message: {exc}"))
                 continue
+            if self._trace is not None:
+                received.append(message)
             if isinstance(message, CapabilityActivation):
                 events.extend(self._on_activation(message, now_ns))
             elif isinstance(message, ReceiverCreditUpdate):
@@ -301,7 +317,30 @@ class SenderEndpoint:
                 events.append(self._violation(f"a receiver does not send {type(message).__name__}"))
         for key, update in self._inbox.drain():
             events.extend(self._apply_update(key, update, now_ns))
+        if self._trace is not None:
+            # one event per message; the state after the whole batch rides on the last one
+            for i, message in enumerate(received, start=1):
+                fields: dict[str, object] = {"msg": message_fields(message)}
+                if i == len(received):
+                    fields["vars"] = self._trace_vars()
+                self._trace.record(self._node, "receive", fields)
         return events
+
+    def _trace_vars(self) -> dict[str, object]:
+        # The logged variables of a sender (docs/traces.md).
+        out: dict[str, object] = {"state": self._negotiation.state.name}
+        if self._key is None:
+            out.update(session=0, epoch=0)
+            return out
+        entry = self._ledger.entry(self._key)
+        out.update(
+            session=self._key.receiver_session.value,
+            epoch=self._epoch,
+            grant_total=_vector(entry.grant_total),
+            consumed=_vector(entry.consumed),
+            returned=_vector(entry.returned),
+        )
+        return out
 
     def _violation(self, detail: str) -> EndpointEvent:
         self._violations += 1
@@ -443,17 +482,47 @@ class SenderEndpoint:
         key = self._key
         if key is None or not self._negotiation.may_reserve():
             self._blocked += 1
+            self._trace_reserve(charge, None)
             return self._backpressure(tuple(r for r, _ in charge.parts))
         if not self._ledger.entry(key).has_update:
             self._blocked += 1
             self._raise_demand(key, charge)
+            self._trace_reserve(charge, None)
             return self._backpressure(tuple(r for r, _ in charge.parts))
         result = self._ledger.try_reserve(key, charge)
         if isinstance(result, Blocked):
             self._blocked += 1
             self._raise_demand(key, charge)
+            self._trace_reserve(charge, None)
             return self._backpressure(result.exhausted)
+        self._trace_reserve(charge, result)
         return result
+
+    def _trace_reserve(self, charge: CreditCharge, token: ReservationToken | None) -> None:
+        if self._trace is not None:
+            self._trace.record(
+                self._node,
+                "reserve",
+                {
+                    "charge": _vector(charge.as_dict()),
+                    "result": "blocked" if token is None else "reserved",
+                    "token": 0 if token is None else token.token_id,
+                    "vars": self._trace_vars(),
+                },
+            )
+
+    def _trace_token(self, kind: str, token: ReservationToken) -> None:
+        if self._trace is not None:
+            self._trace.record(
+                self._node,
+                kind,
+                {
+                    "charge": _vector(token.charge.as_dict()),
+                    "token": token.token_id,
+                    "epoch": token.epoch,
+                    "vars": self._trace_vars(),
+                },
+            )
 
     def set_pending_demand(self, waiting: Mapping[CreditResource, int]) -> None:
         """Declare the total charge of the work now waiting for credit (e.g. the credit-stalled
@@ -509,10 +578,12 @@ class SenderEndpoint:
         slot = (token.key, token.epoch)
         self._in_flight[slot] = self._in_flight.get(slot, 0) + 1
         self._usage_dirty = True
+        self._trace_token("commit", token)
 
     def rollback(self, token: ReservationToken) -> None:
         """The transport refused the work: give the exact charge back (SEMANTICS §6)."""
         self._ledger.rollback(token)
+        self._trace_token("rollback", token)
 
     def complete(self, token: ReservationToken, now_ns: int) -> list[EndpointEvent]:
         """The transport finished committed work (success or failure).
@@ -529,6 +600,7 @@ class SenderEndpoint:
         if count <= 0:
             raise InvalidEntry(f"token {token.token_id} was already completed")
         self._in_flight[slot] = count - 1
+        self._trace_token("complete", token)
         return self._maybe_fence_drained(now_ns)
 
     def return_unused(self, charge: CreditCharge) -> None:
@@ -541,6 +613,12 @@ class SenderEndpoint:
             raise InvalidEntry("no active credit key")
         self._ledger.return_credit(self._key, charge)
         self._usage_dirty = True
+        if self._trace is not None:
+            self._trace.record(
+                self._node,
+                "return",
+                {"charge": _vector(charge.as_dict()), "vars": self._trace_vars()},
+            )
 
     # ---------------------------------------------------------------- output
 
@@ -570,6 +648,9 @@ class SenderEndpoint:
             if hb is not None:
                 out.append(hb)
         self._sent += len(out)
+        if self._trace is not None:
+            for m in out:
+                self._trace.record(self._node, "send", {"msg": message_fields(m)})
         return [encode(m) for m in out]
 
     def _demand_unmet(self) -> bool:
@@ -592,13 +673,18 @@ class SenderEndpoint:
         self._usage_sequence += 1
         self._usage_dirty = False
         self._last_usage_ns = now_ns
+        # The receiver reads an omitted resource as "unchanged", and consumed drops on a
+        # rollback: so every resource this entry was granted is reported, zeros included (a
+        # resource never granted was never consumed or returned, and may be one the receiver
+        # does not model).
+        granted = [r for r, total in entry.grant_total.items() if total]
         return SenderCreditUsage(
             receiver_session_id=self._key.receiver_session,
             epoch=self._epoch,
             sequence=self._usage_sequence,
             qos_class=self._qos_class,
-            consumed_totals=_nonzero_amounts(entry.consumed),
-            returned_totals=_nonzero_amounts(entry.returned),
+            consumed_totals=_amounts({r: entry.consumed[r] for r in granted}),
+            returned_totals=_amounts({r: entry.returned[r] for r in granted}),
             pending_demand=_nonzero_amounts(self._demand_target),
         )
 
@@ -641,6 +727,8 @@ class SenderEndpoint:
         after = self._negotiation.check_freshness(self._now_ns)
         if before is NegotiationState.ACTIVE and after is NegotiationState.STALE:
             self._stale_transitions += 1
+            if self._trace is not None:
+                self._trace.record(self._node, "stale", {"vars": self._trace_vars()})
             return [EndpointEvent(kind="became_stale")]
         return []
 
@@ -765,6 +853,12 @@ class ReceiverEndpoint:
             message = decode(data)
         except DecodeError as exc:
             return [self._violation(f"undecodable message: {exc}")]
+        trace = self._receiver._trace
+        if trace is not None:
+            # no state rides on a receive: an eager grant shows on the send that publishes it
+            trace.record(
+                "receiver", "receive", {"peer": self._sender_peer, "msg": message_fields(message)}
+            )
         if isinstance(message, CapabilityOffer):
             return self._on_offer(message)
         if isinstance(message, SenderCreditUsage | CreditReturn | Heartbeat):
@@ -916,6 +1010,20 @@ class ReceiverEndpoint:
             self._last_push_ns = now_ns
             self._pushed += 1
         self._sent += len(out)
+        trace = self._receiver._trace
+        if trace is not None:
+            for m in out:
+                trace.record(
+                    "receiver",
+                    "send",
+                    {
+                        "peer": self._sender_peer,
+                        "msg": message_fields(m),
+                        "vars": self._receiver._trace_vars(
+                            self._sender_peer, self._qos_class, self._epoch
+                        ),
+                    },
+                )
         return [encode(m) for m in out]
 
     def get_timer(self) -> int | None:
@@ -966,6 +1074,7 @@ class CreditReceiver:
         refresh_interval_ns: int = 0,
         initial_grant: Mapping[CreditResource, int] | None = None,
         versions: tuple[int, ...] = SUPPORTED_VERSIONS,
+        trace: TraceSink | None = None,
     ) -> None:
         self._allocator = ReceiverCreditAllocator(config, session)
         if type(freshness_ttl_ms) is not int or not 0 <= freshness_ttl_ms <= 0xFFFF_FFFF:
@@ -979,6 +1088,33 @@ class CreditReceiver:
                 raise InvalidArgument(f"invalid initial grant {r!r}: {a!r}")
         self._versions = versions
         self._endpoints: dict[tuple[int, int], ReceiverEndpoint] = {}
+        self._trace = trace  # docs/traces.md; None: tracing off
+        if trace is not None:
+            trace.record("receiver", "start", {"session": session.value})
+
+    def _trace_vars(self, sender_peer: int, qos_class: int, epoch: int) -> dict[str, object]:
+        # The logged variables of one key+epoch (docs/traces.md); a settled epoch logs none.
+        try:
+            totals = self._allocator.key_totals(sender_peer, qos_class, epoch)
+        except InvalidEntry:
+            return {"epoch": epoch}
+        return {
+            "epoch": epoch,
+            "state": totals.state.name,
+            "granted": _vector(totals.granted),
+            "released": _vector(totals.released),
+            "reclaimed": _vector(totals.reclaimed),
+            "landed": _vector(totals.landed),
+        }
+
+    def _trace_event(
+        self, kind: str, sender_peer: int, qos_class: int, epoch: int, **extra: object
+    ) -> None:
+        if self._trace is not None:
+            fields: dict[str, object] = {"peer": sender_peer, "qos": qos_class, "epoch": epoch}
+            fields.update(extra)
+            fields["vars"] = self._trace_vars(sender_peer, qos_class, epoch)
+            self._trace.record("receiver", kind, fields)
 
     @property
     def session(self) -> SessionId:
@@ -1028,6 +1164,7 @@ class CreditReceiver:
             old.close()
         endpoint = ReceiverEndpoint(self, sender_peer=sender_peer, qos_class=qos_class, epoch=epoch)
         self._endpoints[(sender_peer, qos_class)] = endpoint
+        self._trace_event("accept", sender_peer, qos_class, epoch)
         return endpoint
 
     def disconnect(self, sender_peer: int, qos_class: int = 0) -> int:
@@ -1037,6 +1174,7 @@ class CreditReceiver:
             raise InvalidEntry(f"no open connection of sender {sender_peer} class {qos_class}")
         self._allocator.fence(sender_peer, qos_class, endpoint.epoch)
         endpoint.close()
+        self._trace_event("fence", sender_peer, qos_class, endpoint.epoch)
         return endpoint.epoch
 
     def data_landed(
@@ -1044,12 +1182,14 @@ class CreditReceiver:
     ) -> None:
         """The receiver's transport saw a sender's data arrive (see the allocator)."""
         self._allocator.data_landed(sender_peer, qos_class, epoch, amounts)
+        self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
 
     def release(
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
     ) -> None:
         """The local consumer finished with landed data: free it and push to stalled senders."""
         self._allocator.release(sender_peer, qos_class, epoch, amounts)
+        self._trace_event("release", sender_peer, qos_class, epoch, amounts=_vector(amounts))
         self._capacity_freed()
 
     def fence_complete(
@@ -1057,6 +1197,7 @@ class CreditReceiver:
     ) -> Mapping[CreditResource, int]:
         """Old QPs / in-flight work of a fenced epoch are drained: reclaim and push."""
         reclaimed = self._allocator.fence_complete(sender_peer, qos_class, epoch)
+        self._trace_event("fence_complete", sender_peer, qos_class, epoch)
         self._capacity_freed()
         return reclaimed
 

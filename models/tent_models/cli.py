@@ -17,7 +17,6 @@ Exit codes: 0 success, 1 a failed target / stale artefact, 2 a usage error (clic
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -51,8 +50,8 @@ _WIDTH_WITHOUT_TERMINAL = 140  # CI logs: wide enough that target names never fo
 
 def _console(*, stderr: bool = False) -> Console:
     console = Console(stderr=stderr, highlight=False, soft_wrap=True)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console.width = _WIDTH_WITHOUT_TERMINAL
+    if not console.is_terminal:  # a log, not a screen: never fold or elide target names
+        console.width = max(console.width, _WIDTH_WITHOUT_TERMINAL)
     return console
 
 
