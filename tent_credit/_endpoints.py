@@ -934,6 +934,12 @@ class ReceiverEndpoint:
                 events.append(self._violation("demand names an unmodelled resource"))
                 return events
             self._demand_target = target
+            if any(target.values()):
+                # A sender that still asks evidently lacks the vector that covers it (the update
+                # was lost): answer with the full vector even if nothing new is granted. Found by
+                # the model checker (`gated/no_refresh`): without it, and without the refresh
+                # timer, one lost update stalled the key for good.
+                self._push_due = True
             events.extend(self._grant_outstanding_demand())
         if any(reclaimed.values()):
             self._receiver._capacity_freed()

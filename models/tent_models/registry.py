@@ -37,7 +37,7 @@ from typing import Any, cast
 import attrs
 from tent_spec.variants import KNOWN_BAD as CREDIT_VARIANTS
 
-from tent_models import configs, configs_admission
+from tent_models import configs, configs_admission, configs_gated
 from tent_models.checker import (
     CheckResult,
     CounterExample,
@@ -479,6 +479,7 @@ def _model_targets() -> list[Target]:
     merged: dict[str, ModelFactory] = {
         **{name: _as_model(f) for name, f in configs_admission.CONFIGS.items()},
         **configs.CONFIGS,
+        **{name: _as_model(f) for name, f in configs_gated.CONFIGS.items()},
     }
     return [model_target(name, _tier_of(name), factory) for name, factory in merged.items()]
 
@@ -497,6 +498,10 @@ def _known_bad_targets() -> list[Target]:
     targets.extend(
         known_bad_target(name, _as_model(factory), invariant)
         for name, (factory, invariant) in configs_admission.KNOWN_BAD.items()
+    )
+    targets.extend(
+        known_bad_target(name, _as_model(factory), invariant)
+        for name, (factory, invariant) in configs_gated.KNOWN_BAD.items()
     )
     return targets
 

@@ -1,0 +1,211 @@
+"""Named configurations of the gated-queue spec (:mod:`tent_spec.gated`) and its known-bad variants.
+
+``CONFIGS`` maps a model name to a factory of a ready model (``tent check`` and the tests call
+the factory). Vectors are ``(DATA_BYTES, REQUEST_SLOTS, CONSUMER_SLOTS)``; a remote owner of
+length ``L`` charges ``(L, 1, 1)``.
+
+* ``gated/tiny``: one key, a remote owner of 2 bytes behind an initial grant of one byte (it
+  stalls, asks, is granted, dispatches) and a local owner; one fault of any kind (loss,
+  duplication, receiver restart).
+* ``gated/ci``: two keys (QoS classes) sharing the receiver's capacity, one owner each, no
+  initial grant (every owner stalls, asks and is granted), and a receiver restart at any
+  point. Loss and duplication are ``gated/tiny``'s
+  (the credit spec's models combine them with two senders); all three on two keys exceed the
+  CI budget of this Python checker.
+* ``gated/hoarding`` (:func:`hoarding_config`): ``gated/ci`` with one owner's worth of
+  capacity. A key that was granted it and then lost its work keeps the credit (nothing returns
+  idle credit), so the other key stalls for good: a recoverability counterexample.
+* ``gated/no_refresh``: ``gated/tiny`` without the receiver's refresh timer. A lost grant update
+  then stalls its key for good: the checker reports a recoverability counterexample (a
+  documented limit of the protocol without refresh or TTL heartbeats).
+
+``KNOWN_BAD`` maps a mutant name to ``(factory, invariant it must violate)``: each changes one
+policy hook of :class:`~tent_spec.gated.GatedSpec` and the checker must refute it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import attrs
+from tent_spec.gated import GatedConfig, GatedSpec, OwnerSpec, SenderKey
+
+__all__ = [
+    "CONFIGS",
+    "KNOWN_BAD",
+    "BlockedRequeuedAtBack",
+    "ControlChargedToDataCredit",
+    "NoSnapshotCheck",
+    "PartialReserve",
+    "ci_config",
+    "hoarding_config",
+    "no_refresh_config",
+    "tiny_config",
+]
+
+
+def tiny_config() -> GatedConfig:
+    """One key: owner 1 (2 bytes) is remote and starts short of data credit, owner 2 is local."""
+    return GatedConfig(
+        name="gated/tiny",
+        keys=1,
+        workload=(OwnerSpec(1, 2), OwnerSpec(0, 1)),
+        max_outstanding_owners=2,
+        max_outstanding_bytes=3,
+        windows=((2, 3),),
+        capacity=(2, 2, 2),
+        max_grant=(2, 2, 2),
+        initial_grant=(1, 1, 1),
+        refresh=True,
+        max_messages=2,
+        max_duplications=1,
+        max_losses=1,
+        max_receiver_restarts=1,
+        max_faults=1,
+    )
+
+
+def ci_config() -> GatedConfig:
+    """Two keys (QoS classes) sharing the receiver's capacity, no initial grant, one owner per
+    key, and a receiver restart at any point."""
+    return GatedConfig(
+        name="gated/ci",
+        keys=2,
+        workload=(OwnerSpec(1, 1), OwnerSpec(2, 1)),
+        max_outstanding_owners=2,
+        max_outstanding_bytes=2,
+        windows=((2, 2),),
+        capacity=(2, 2, 2),
+        max_grant=(1, 1, 1),
+        initial_grant=(0, 0, 0),
+        refresh=True,
+        max_messages=2,
+        max_receiver_restarts=1,
+    )
+
+
+def hoarding_config() -> GatedConfig:
+    """``gated/ci`` with one owner's worth of capacity and no restart: the keys compete for it.
+
+    A key whose owner was granted the only slot and then failed its submit keeps the credit
+    (the gate never returns idle credit), so the other key stalls for good: the checker
+    reports a recoverability counterexample (a documented limit, see docs/spec_review_gated).
+    """
+    return attrs.evolve(
+        ci_config(),
+        name="gated/hoarding",
+        capacity=(1, 1, 1),
+        max_grant=(1, 1, 1),
+        max_receiver_restarts=0,
+    )
+
+
+def no_refresh_config() -> GatedConfig:
+    """``gated/tiny`` without the refresh timer and with loss as the only fault."""
+    return attrs.evolve(
+        tiny_config(),
+        name="gated/no_refresh",
+        refresh=False,
+        max_duplications=0,
+        max_receiver_restarts=0,
+    )
+
+
+CONFIGS: Mapping[str, Callable[[], GatedSpec]] = {
+    "gated/tiny": lambda: GatedSpec(tiny_config()),
+    "gated/ci": lambda: GatedSpec(ci_config()),
+}
+
+
+# --- known-bad variants: one policy hook changed each ---------------------------------------------
+
+
+class PartialReserve(GatedSpec):
+    """Mutant: the gate reserves resource by resource (the slots first, then the data bytes); a
+    short resource blocks the owner but the resources reserved before it stay consumed."""
+
+    def reserve(self, ledger: SenderKey, charge: tuple[int, ...]) -> tuple[SenderKey, bool]:
+        consumed = list(ledger.consumed)
+        for r in reversed(range(len(charge))):
+            amount = charge[r]
+            if amount > ledger.grant_total[r] - consumed[r]:
+                return ledger._replace(consumed=tuple(consumed)), False
+            consumed[r] += amount
+        return ledger._replace(consumed=tuple(consumed)), True
+
+
+class BlockedRequeuedAtBack(GatedSpec):
+    """Mutant: a blocked owner is moved to the back of the queue (its enqueue order is lost)."""
+
+    def requeue_blocked(self, queue: tuple[int, ...], blocked: Sequence[int]) -> tuple[int, ...]:
+        kept = tuple(i for i in queue if i not in blocked)
+        return kept + tuple(i for i in queue if i in blocked)
+
+
+class NoSnapshotCheck(GatedSpec):
+    """Mutant: the gate never compares the owner's snapshot with the key's current session, so
+    an owner admitted before a receiver restart spends the new session's credit."""
+
+    def snapshot_fenced(self, owner: object, ledger: SenderKey) -> bool:
+        del owner, ledger
+        return False
+
+
+class ControlChargedToDataCredit(GatedSpec):
+    """Mutant: a usage report needs a free REQUEST_SLOTS credit, as if control were data."""
+
+    def control_needs_credit(self, ledger: SenderKey) -> bool:
+        return ledger.grant_total[1] - ledger.consumed[1] < 1
+
+
+def _reversal_config() -> GatedConfig:
+    """Key 1 blocks owner 1 while a local owner 2 dispatches behind it, then owner 3 queues."""
+    return GatedConfig(
+        name="gated/bad/blocked_requeued_at_back",
+        keys=1,
+        workload=(OwnerSpec(1, 2), OwnerSpec(0, 1), OwnerSpec(1, 1)),
+        max_outstanding_owners=3,
+        max_outstanding_bytes=4,
+        windows=((2, 3),),
+        capacity=(2, 2, 2),
+        max_grant=(2, 2, 2),
+        initial_grant=(1, 1, 1),
+        max_messages=2,
+    )
+
+
+def _restart_config() -> GatedConfig:
+    """One remote owner and a receiver restart, no other fault."""
+    return GatedConfig(
+        name="gated/bad/no_snapshot_check",
+        keys=1,
+        workload=(OwnerSpec(1, 1),),
+        max_outstanding_owners=1,
+        max_outstanding_bytes=1,
+        windows=((1, 1),),
+        capacity=(1, 1, 1),
+        max_grant=(1, 1, 1),
+        initial_grant=(1, 1, 1),
+        max_messages=2,
+        max_receiver_restarts=1,
+    )
+
+
+KNOWN_BAD: Mapping[str, tuple[Callable[[], GatedSpec], str]] = {
+    "gated/bad/partial_reserve": (
+        lambda: PartialReserve(tiny_config()),
+        "consumed_equals_token_charges",
+    ),
+    "gated/bad/blocked_requeued_at_back": (
+        lambda: BlockedRequeuedAtBack(_reversal_config()),
+        "blocked_owner_keeps_enqueue_order",
+    ),
+    "gated/bad/no_snapshot_check": (
+        lambda: NoSnapshotCheck(_restart_config()),
+        "no_dispatch_on_fenced_snapshot",
+    ),
+    "gated/bad/control_charged_to_data_credit": (
+        lambda: ControlChargedToDataCredit(tiny_config()),
+        "control_never_blocked_by_data_credit",
+    ),
+}

@@ -1,0 +1,835 @@
+"""Trace recording and trace validation against the credit spec (``tent trace validate``).
+
+A trace is what an implementation can honestly emit: its own externally visible events, in the
+order it saw them, with some of its variables. The format (``docs/traces.md``) is a CBOR sequence
+(RFC 8742): one header item ``{"v": 1, ...}``, then one item per event ``{"n": node, "k": kind,
+...fields, "vars": {...}}``. :class:`TraceRecorder` is the ``tent_credit`` trace sink that writes
+it; :func:`validate` replays traces against :class:`~tent_spec.credit.CreditSpec`.
+
+Validation is a search, because a real trace is partial:
+
+1. Every event maps to the spec actions that could have produced it (a ``send`` of an update by
+   the receiver → ``grant`` / ``push_update`` / ``publish_regressed``; a ``reserve`` →
+   ``reserve(s, c)``; ...). An action whose event the trace does not record - another node's,
+   the network's (loss), the transport's (failing fenced work), a timer's (staleness) - is
+   *hidden*: between two events the validator tries up to ``hidden_depth`` hidden actions
+   (iterative deepening: the fewest that explain the next event win).
+2. The spec state is not observable in full, so the validator keeps every state consistent with
+   the events so far (at most ``max_frontier``), and an event's logged variables prune it.
+3. A duplicated message shows only as a second receive: it is matched by a retroactive
+   ``duplicate`` (a copy that stayed in flight since the first delivery), within the budget.
+4. Sequence numbers are the implementation's (they skip refreshes the spec never sends), so
+   messages match by session, epoch and content; the spec's own sequence rules decide
+   acceptance, and the logged variables after each event confirm it.
+5. A refresh the receiver sends while the spec's reduction forbids one (an update of the live
+   key is already in flight) carries the totals already in flight: it is accepted as a stutter.
+
+On rejection the :class:`TraceReport` names the longest matched prefix, the event no spec action
+explains, a state before it, and for each candidate action the guard that failed
+(:meth:`CreditSpec.explain`) or the logged variable that disagrees.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cbor2
+import click
+from tent_spec.credit import (
+    ACTIVATION,
+    ACTIVE,
+    FENCING,
+    RECLAIMED,
+    STALE,
+    UPDATE,
+    USAGE,
+    CreditBounds,
+    CreditSpec,
+    CreditState,
+    Update,
+    Usage,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "CandidateVerdict",
+    "TraceError",
+    "TraceFile",
+    "TraceRecorder",
+    "TraceReport",
+    "ValidationReport",
+    "read_trace",
+    "trace_cli",
+    "validate",
+    "validate_trace",
+]
+
+FORMAT_VERSION = 1
+BACKTRACK = 4  # events re-explained with every hidden-step count when the greedy replay stalls
+TRACE_KIND = "tent-credit-trace"
+SENDER_VARS = ("session", "epoch", "grant_total", "consumed", "returned", "state")
+RECEIVER_VARS = ("state", "granted", "released", "reclaimed", "landed")
+ALL_KINDS = (
+    "start",
+    "accept",
+    "send",
+    "receive",
+    "reserve",
+    "commit",
+    "rollback",
+    "complete",
+    "return",
+    "stale",
+    "disconnect",
+    "land",
+    "release",
+    "fence",
+    "fence_complete",
+)
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read: not CBOR, unknown version, malformed header/record."""
+
+
+# --------------------------------------------------------------------------------------------
+# Recording
+# --------------------------------------------------------------------------------------------
+
+
+def _bounds_to_wire(bounds: CreditBounds) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in attrs.fields(CreditBounds):
+        value = getattr(bounds, field.name)
+        if isinstance(value, tuple):
+            value = [list(v) if isinstance(v, tuple) else v for v in value]
+        out[field.name] = value
+    return out
+
+
+def _bounds_from_wire(raw: object) -> CreditBounds:
+    if not isinstance(raw, dict):
+        raise TraceError("header 'model' must be a map of CreditBounds fields")
+    try:
+        fields = dict(raw)
+        fields["capacity"] = tuple(fields["capacity"])
+        fields["charges"] = tuple(tuple(c) for c in fields["charges"])
+        return CreditBounds(**fields)
+    except (KeyError, TypeError, ValueError) as error:
+        raise TraceError(f"header 'model' is not a valid CreditBounds: {error}") from error
+
+
+class TraceRecorder:
+    """A ``tent_credit`` trace sink that keeps the events and writes the CBOR trace format.
+
+    ``nodes`` keeps only those nodes' events (a per-node trace: ``("sender:1",)``), ``kinds``
+    only those event kinds, ``logged`` only those variables (a partial trace); ``None`` keeps
+    all. ``senders`` lists the implementation's sender peer ids in spec order. Events before
+    :meth:`begin` are dropped (the trace starts at the spec's initial state). Construction
+    raises :class:`TraceError` for an unknown kind or variable.
+    """
+
+    def __init__(
+        self,
+        bounds: CreditBounds,
+        *,
+        senders: Sequence[int],
+        nodes: Iterable[str] | None = None,
+        kinds: Iterable[str] | None = None,
+        logged: Iterable[str] | None = None,
+    ) -> None:
+        self.bounds = bounds
+        self.senders = tuple(senders)
+        if len(self.senders) != bounds.senders:
+            raise TraceError(f"{len(self.senders)} sender ids for {bounds.senders} senders")
+        everyone = ("receiver", *(f"sender:{p}" for p in self.senders))
+        self.nodes = tuple(everyone if nodes is None else nodes)
+        self.kinds = tuple(ALL_KINDS if kinds is None else kinds)
+        self.logged = tuple(
+            dict.fromkeys((*SENDER_VARS, *RECEIVER_VARS) if logged is None else logged)
+        )
+        for node in self.nodes:
+            if node not in everyone:
+                raise TraceError(f"unknown node {node!r} (nodes: {everyone})")
+        for kind in self.kinds:
+            if kind not in ALL_KINDS:
+                raise TraceError(f"unknown event kind {kind!r}")
+        for var in self.logged:
+            if var not in (*SENDER_VARS, *RECEIVER_VARS):
+                raise TraceError(f"unknown variable {var!r}")
+        self.events: list[dict[str, Any]] = []
+        self._recording = False
+
+    def begin(self) -> None:
+        """Start recording: the next event is the first after the spec's initial state."""
+        self._recording = True
+
+    def record(self, node: str, kind: str, fields: Mapping[str, object]) -> None:
+        """The ``TraceSink`` hook (called by the endpoints)."""
+        if not self._recording or node not in self.nodes or kind not in self.kinds:
+            return
+        item: dict[str, Any] = {"n": node, "k": kind}
+        for name, value in fields.items():
+            if name == "vars" and isinstance(value, Mapping):
+                # a partial trace: only the logged variables (and the epoch they belong to)
+                item[name] = {k: v for k, v in value.items() if k in self.logged or k == "epoch"}
+            else:
+                item[name] = value
+        self.events.append(item)
+
+    def header(self) -> dict[str, Any]:
+        """The trace's header item."""
+        return {
+            "v": FORMAT_VERSION,
+            "kind": TRACE_KIND,
+            "model": _bounds_to_wire(self.bounds),
+            "senders": list(self.senders),
+            "nodes": list(self.nodes),
+            "events": list(self.kinds),
+            "logged": list(self.logged),
+        }
+
+    def dumps(self) -> bytes:
+        """The whole trace as bytes (a CBOR sequence, canonical encoding)."""
+        return b"".join(cbor2.dumps(item, canonical=True) for item in (self.header(), *self.events))
+
+    def write(self, path: str | Path) -> None:
+        """Write the trace to ``path``."""
+        Path(path).write_bytes(self.dumps())
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class TraceFile:
+    """A decoded trace: its header fields and its events (plain CBOR values)."""
+
+    bounds: CreditBounds
+    senders: tuple[int, ...]
+    nodes: tuple[str, ...]
+    kinds: tuple[str, ...]
+    logged: tuple[str, ...]
+    events: tuple[Mapping[str, Any], ...]
+
+
+def _items(raw: bytes) -> list[Any]:
+    """Every item of a CBOR sequence (RFC 8742)."""
+    stream = io.BytesIO(raw)
+    decoder = cbor2.CBORDecoder(stream)
+    items = []
+    while stream.tell() < len(raw):
+        items.append(decoder.decode())
+    return items
+
+
+def read_trace(data: bytes | str | Path) -> TraceFile:
+    """Decode a trace from bytes or a file path. Raises :class:`TraceError` when it is not a
+    version-1 credit trace (or a record is not a map with ``n`` and ``k``)."""
+    raw = data if isinstance(data, bytes) else Path(data).read_bytes()
+    try:
+        items = _items(raw)
+    except (cbor2.CBORDecodeError, ValueError) as error:
+        raise TraceError(f"not a CBOR sequence: {error}") from error
+    if not items or not isinstance(items[0], dict):
+        raise TraceError("missing header")
+    header = items[0]
+    if header.get("v") != FORMAT_VERSION:
+        raise TraceError(f"unsupported trace format version {header.get('v')!r}")
+    if header.get("kind") != TRACE_KIND:
+        raise TraceError(f"not a credit trace (kind {header.get('kind')!r})")
+    bounds = _bounds_from_wire(header.get("model"))
+    senders = tuple(header.get("senders", ()))
+    if len(senders) != bounds.senders:
+        raise TraceError("header 'senders' must list one peer id per spec sender")
+    for i, item in enumerate(items[1:], start=1):
+        if not isinstance(item, dict) or "n" not in item or "k" not in item:
+            raise TraceError(f"record {i} is not an event map with 'n' and 'k'")
+    return TraceFile(
+        bounds=bounds,
+        senders=senders,
+        nodes=tuple(header.get("nodes", ())),
+        kinds=tuple(header.get("events", ALL_KINDS)),
+        logged=tuple(header.get("logged", ())),
+        events=tuple(items[1:]),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class CandidateVerdict:
+    """One spec action that could have produced the rejected event, and why it did not."""
+
+    action: str
+    args: tuple[Hashable, ...]
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class TraceReport:
+    """The verdict on one trace. ``matched`` events were explained (the longest prefix)."""
+
+    path: str
+    ok: bool
+    events: int
+    matched: int
+    hidden_steps: int = 0
+    event: Mapping[str, Any] | None = None
+    state_before: Mapping[str, object] | None = None
+    candidates: tuple[CandidateVerdict, ...] = ()
+    detail: str = ""
+
+    def format(self) -> str:
+        """Human-readable verdict (what ``tent trace validate`` prints)."""
+        if self.ok:
+            return (
+                f"{self.path}: valid ({self.events} events, {self.hidden_steps} hidden "
+                "spec steps inferred)"
+            )
+        lines = [
+            f"{self.path}: REJECTED at event {self.matched} "
+            f"(events 0..{self.matched - 1} match the spec)",
+            f"  event: {dict(self.event or {})}",
+        ]
+        if self.detail:
+            lines.append(f"  {self.detail}")
+        lines.append("  state before the event:")
+        lines.extend(f"    {k}: {v!r}" for k, v in (self.state_before or {}).items())
+        lines.append("  candidate actions:")
+        if not self.candidates:
+            lines.append("    (none: no spec action produces this event)")
+        lines.extend(f"    {c.action}{tuple(c.args)!r}: {c.reason}" for c in self.candidates)
+        return "\n".join(lines)
+
+
+@attrs.frozen(kw_only=True)
+class ValidationReport:
+    """The verdicts on every trace given to :func:`validate`."""
+
+    traces: tuple[TraceReport, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(t.ok for t in self.traces)
+
+    def format(self) -> str:
+        return "\n".join(t.format() for t in self.traces)
+
+
+@attrs.frozen
+class _Node:
+    """One search state: a spec state and the messages delivered on its path (rule 3)."""
+
+    state: CreditState
+    delivered: frozenset[tuple[int, Any]]  # (sender, message): messages carry no sender
+    hidden: int
+
+
+_RECEIVER_ACTIONS = frozenset(
+    {
+        "grant",
+        "push_update",
+        "send_activation",
+        "publish_regressed",
+        "consumer_release",
+        "reclaim_after_fence",
+        "receiver_restart",
+        "data_lands",
+    }
+)
+_ENVIRONMENT = frozenset({"lose", "fail_inflight", "become_stale"})
+_KIND_OF = {
+    "grant": "send",
+    "push_update": "send",
+    "publish_regressed": "send",
+    "send_activation": "send",
+    "report_usage": "send",
+    "deliver": "receive",
+    "reserve": "reserve",
+    "commit": "commit",
+    "rollback": "rollback",
+    "return_unused": "return",
+    "data_lands": "land",
+    "consumer_release": "release",
+    "reclaim_after_fence": "fence_complete",
+    "receiver_restart": "start",
+    "sender_restart": "start",
+}
+
+
+class _Validator:
+    """Replays one :class:`TraceFile` against the spec (see the module docstring)."""
+
+    def __init__(self, trace: TraceFile, *, hidden_depth: int, max_frontier: int) -> None:
+        self.trace = trace
+        self.spec = CreditSpec(trace.bounds, name="credit/trace")
+        self.hidden_depth = hidden_depth
+        self.max_frontier = max_frontier
+        self.index = {f"sender:{p}": s for s, p in enumerate(trace.senders)}
+        self.n = trace.bounds.resources
+        self._allow_duplicate = False
+
+    # ---- attribution ----------------------------------------------------------------------
+
+    def _actor(self, action: str, args: tuple[Hashable, ...]) -> str:
+        if action in _RECEIVER_ACTIONS:
+            return "receiver"
+        if action == "deliver" and isinstance(args[1], Usage):
+            return "receiver"
+        if action in _ENVIRONMENT or action == "duplicate":
+            return "environment"
+        return f"sender:{self.trace.senders[args[0]]}"  # type: ignore[index]
+
+    def _hidden(self, action: str, args: tuple[Hashable, ...]) -> bool:
+        if action == "duplicate":
+            return False  # rule 3: matched retroactively
+        actor = self._actor(action, args)
+        if actor == "environment":
+            return True
+        return actor not in self.trace.nodes or _KIND_OF[action] not in self.trace.kinds
+
+    def _expand(self, frontier: list[_Node], seen: set[CreditState]) -> list[_Node]:
+        """The nodes one hidden step beyond ``frontier`` whose state is not in ``seen``."""
+        out: list[_Node] = []
+        for node in frontier:
+            for step in self.spec.successors(node.state):
+                if not self._hidden(step.action, tuple(step.args)) or step.state in seen:
+                    continue
+                seen.add(step.state)
+                delivered = node.delivered
+                if step.action == "deliver":
+                    delivered = delivered | {(step.args[0], step.args[1])}
+                out.append(_Node(step.state, delivered, node.hidden + 1))
+                if len(out) >= self.max_frontier:
+                    return out
+        return out
+
+    # ---- vectors and messages ---------------------------------------------------------------
+
+    def _vec(self, raw: object) -> tuple[int, ...]:
+        amounts = raw if isinstance(raw, Mapping) else {}
+        return tuple(int(amounts.get(r + 1, 0)) for r in range(self.n))
+
+    def _charge_index(self, raw: object) -> int | None:
+        vec = self._vec(raw)
+        return self.trace.bounds.charges.index(vec) if vec in self.trace.bounds.charges else None
+
+    # ---- candidates ---------------------------------------------------------------------------
+
+    def _candidates(
+        self, node: _Node, event: Mapping[str, Any]
+    ) -> list[tuple[str, tuple[Hashable, ...], CreditState | None, str]]:
+        """``(action, args, successor or None, reason)`` for every action that could produce
+        ``event`` in ``node``; a ``None`` successor with ``stutter`` reason means "no step"."""
+        kind, who = event["k"], event["n"]
+        state = node.state
+        out: list[tuple[str, tuple[Hashable, ...], CreditState | None, str]] = []
+
+        def attempt(action: str, args: tuple[Hashable, ...]) -> None:
+            nxt = self.spec.apply(state, action, args)
+            reason = "" if nxt is not None else self.spec.explain(state, action, args)
+            out.append((action, args, nxt, reason))
+
+        if who == "receiver":
+            peer = event.get("peer")
+            s = self.index.get(f"sender:{peer}") if peer is not None else None
+            if kind == "start":
+                attempt("receiver_restart", ())
+            elif s is None:
+                return [("?", (), None, f"event names unknown peer {peer!r}")]
+            elif kind == "accept":
+                epoch = event.get("epoch")
+                if state.peers[s].epoch == epoch:
+                    out.append(("stutter", (), state, "stutter"))
+                else:
+                    attempt("sender_restart", (s,))
+            elif kind == "receive":
+                msg = event.get("msg", {})
+                if msg.get("type") != "SenderCreditUsage":
+                    out.append(("stutter", (), state, "stutter"))  # offers, heartbeats
+                else:
+                    out.extend(self._deliveries(node, s, self._usage_matcher(msg)))
+            elif kind == "send":
+                out.extend(self._receiver_sends(state, s, event.get("msg", {})))
+            elif kind == "land":
+                c = self._charge_index(event.get("amounts"))
+                if c is None:
+                    return [("data_lands", (s,), None, "the landed amounts are no charge")]
+                attempt("data_lands", (s, (state.session, event.get("epoch"), c)))
+            elif kind == "release":
+                attempt("consumer_release", (s, event.get("epoch")))
+            elif kind == "fence_complete":
+                attempt("reclaim_after_fence", (s, event.get("epoch")))
+            else:  # "fence": a disconnect the spec models only through a reconnect
+                out.append(("stutter", (), state, "stutter"))
+            return out
+        s = self.index.get(who)
+        if s is None:
+            return [("?", (), None, f"unknown node {who!r}")]
+        if kind == "start":
+            attempt("sender_restart", (s,))
+        elif kind in ("stale", "disconnect"):
+            attempt("become_stale", (s,))
+        elif kind == "receive":
+            msg = event.get("msg", {})
+            out.extend(self._deliveries(node, s, self._down_matcher(msg)))
+        elif kind == "send":
+            msg = event.get("msg", {})
+            if msg.get("type") != "SenderCreditUsage":
+                out.append(("stutter", (), state, "stutter"))  # offers, heartbeats
+            else:
+                out.extend(self._reports(state, s, msg))
+        elif kind in ("reserve", "commit", "rollback", "return"):
+            c = self._charge_index(event.get("charge"))
+            action = {"return": "return_unused"}.get(kind, kind)
+            if c is None:
+                return [(action, (s,), None, "the charge is none of the model's charges")]
+            if kind == "reserve" and event.get("result") != "reserved":
+                out.append(("stutter", (), state, "stutter"))  # backpressure changes nothing
+            else:
+                attempt(action, (s, c))
+        else:  # "complete": the transport's report; data_lands / fail_inflight are hidden
+            out.append(("stutter", (), state, "stutter"))
+        return out
+
+    def _usage_matcher(self, msg: Mapping[str, Any]) -> Any:
+        # A usage sequence is the sender's own report count, as in the spec: it matches exactly.
+        key = (msg.get("receiver_session_id"), msg.get("epoch"), msg.get("sequence"))
+        returned = self._vec(msg.get("returned_totals"))
+
+        def match(m: Any) -> bool:
+            return m.kind == USAGE and (m.session, m.epoch, m.seq) == key and m.returned == returned
+
+        return match
+
+    def _down_matcher(self, msg: Mapping[str, Any]) -> Any:
+        key = (msg.get("receiver_session_id"), msg.get("epoch"))
+        if msg.get("type") == "CapabilityActivation":
+            return lambda m: m.kind == ACTIVATION and (m.session, m.epoch) == key
+        grants = self._vec(msg.get("grants"))
+
+        def match(m: Any) -> bool:
+            return m.kind == UPDATE and (m.session, m.epoch) == key and m.grants == grants
+
+        return match
+
+    def _deliveries(
+        self, node: _Node, s: int, match: Any
+    ) -> list[tuple[str, tuple[Hashable, ...], CreditState | None, str]]:
+        state = node.state
+        peer = state.peers[s]
+        out: list[tuple[str, tuple[Hashable, ...], CreditState | None, str]] = []
+        for m, _n in (*peer.to_sender, *peer.to_receiver):
+            if match(m):
+                out.append(("deliver", (s, m), self.spec.apply(state, "deliver", (s, m)), ""))
+        if not out and self._allow_duplicate:
+            for t, m in sorted(node.delivered, key=repr):
+                if t != s:
+                    continue
+                if match(m) and state.faults.duplications < self.trace.bounds.max_duplications:
+                    copy = self._with_copy(state, s, m)
+                    out.append(("deliver", (s, m), self.spec.apply(copy, "deliver", (s, m)), ""))
+        if not out:
+            out.append(
+                (
+                    "deliver",
+                    (s,),
+                    None,
+                    "no message in flight (or delivered before and "
+                    "duplicated) matches the received one",
+                )
+            )
+        return out
+
+    @staticmethod
+    def _with_copy(state: CreditState, s: int, m: Any) -> CreditState:
+        """``state`` with one more copy of ``m`` in flight (a retroactive duplicate, rule 3)."""
+        peer = state.peers[s]
+        field = "to_receiver" if m.kind == USAGE else "to_sender"
+        bag = dict(getattr(peer, field))
+        bag[m] = bag.get(m, 0) + 1
+        peer = peer._replace(**{field: tuple(sorted(bag.items()))})
+        faults = state.faults._replace(duplications=state.faults.duplications + 1)
+        peers = (*state.peers[:s], peer, *state.peers[s + 1 :])
+        return state._replace(peers=peers, faults=faults)
+
+    def _reports(
+        self, state: CreditState, s: int, msg: Mapping[str, Any]
+    ) -> list[tuple[str, tuple[Hashable, ...], CreditState | None, str]]:
+        match = self._usage_matcher(msg)
+        out: list[tuple[str, tuple[Hashable, ...], CreditState | None, str]] = []
+        for d in range(len(self.trace.bounds.charges) + 1):
+            nxt = self.spec.apply(state, "report_usage", (s, d))
+            if nxt is None:
+                out.append(
+                    ("report_usage", (s, d), None, self.spec.explain(state, "report_usage", (s, d)))
+                )
+            elif any(match(m) for m, _n in nxt.peers[s].to_receiver):
+                out.append(("report_usage", (s, d), nxt, ""))
+            else:
+                out.append(("report_usage", (s, d), None, "the report would carry other totals"))
+        return out
+
+    def _receiver_sends(
+        self, state: CreditState, s: int, msg: Mapping[str, Any]
+    ) -> list[tuple[str, tuple[Hashable, ...], CreditState | None, str]]:
+        out: list[tuple[str, tuple[Hashable, ...], CreditState | None, str]] = []
+        if msg.get("type") == "CapabilityActivation":
+            nxt = self.spec.apply(state, "send_activation", (s,))
+            reason = "" if nxt is not None else self.spec.explain(state, "send_activation", (s,))
+            if nxt is None and (
+                (state.peers[s].ledger.session, state.peers[s].ledger.epoch)
+                == (msg.get("receiver_session_id"), msg.get("epoch"))
+            ):
+                # a repeated handshake of a live key: a no-op wherever it arrives
+                return [("stutter", (), state, "stutter")]
+            return [("send_activation", (s,), nxt, reason)]
+        if msg.get("type") != "ReceiverCreditUpdate":
+            return [("stutter", (), state, "stutter")]
+        sent = Update(
+            UPDATE,
+            msg.get("receiver_session_id"),
+            msg.get("epoch"),
+            0,
+            self._vec(msg.get("grants")),
+        )
+        candidates: list[tuple[str, tuple[Hashable, ...]]] = [
+            ("grant", (s,)),
+            ("push_update", (s,)),
+        ]
+        candidates += [("publish_regressed", (s, r)) for r in range(self.n)]
+        for action, args in candidates:
+            nxt = self.spec.apply(state, action, args)
+            if nxt is None:
+                out.append((action, args, None, self.spec.explain(state, action, args)))
+                continue
+            new = [m for m, _n in nxt.peers[s].to_sender if m not in dict(state.peers[s].to_sender)]
+            if any(
+                (m.session, m.epoch, m.grants) == (sent.session, sent.epoch, sent.grants)
+                for m in new
+            ):
+                out.append((action, args, nxt, ""))
+            else:
+                out.append((action, args, None, "it would publish other totals"))
+        if not any(nxt is not None for _a, _g, nxt, _r in out):
+            books = state.peers[s].books[-1]
+            live = (state.session, books.epoch) == (sent.session, sent.epoch)
+            if live and books.granted == sent.grants:
+                out.append(("stutter", (), state, "stutter"))  # rule 5: a refresh
+        return out
+
+    # ---- logged variables -----------------------------------------------------------------
+
+    def _vars_mismatch(self, state: CreditState, event: Mapping[str, Any]) -> str:
+        logged = event.get("vars")
+        if not isinstance(logged, Mapping):
+            return ""
+        who = event["n"]
+        if who == "receiver":
+            s = self.index.get(f"sender:{event.get('peer')}")
+            if s is None:
+                return ""
+            epoch = logged.get("epoch")
+            books = [b for b in state.peers[s].books if b.epoch == epoch]
+            if "granted" not in logged and "state" not in logged:
+                return ""
+            if not books:
+                return (
+                    f"the receiver logs epoch {epoch} of sender {s}, the spec holds no books"
+                    if len(logged) > 1
+                    else ""
+                )
+            b = books[0]
+            status = {ACTIVE: "ACTIVE", FENCING: "FENCING", RECLAIMED: "FENCED"}[b.status]
+            spec_view: dict[str, object] = {
+                "state": status,
+                "granted": b.granted,
+                "released": b.released,
+                "reclaimed": b.reclaimed,
+                "landed": b.landed,
+            }
+            for name, value in logged.items():
+                if name in spec_view:
+                    got = value if name == "state" else self._vec(value)
+                    if got != spec_view[name]:
+                        return f"logged {name} {got!r}, the spec has {spec_view[name]!r}"
+            return ""
+        s = self.index.get(who)
+        if s is None:
+            return ""
+        led = state.peers[s].ledger
+        spec_sender: dict[str, object] = {
+            "session": led.session,
+            "epoch": led.epoch,
+            "grant_total": led.grant_total,
+            "consumed": led.consumed,
+            "returned": led.returned,
+        }
+        for name, value in logged.items():
+            if name == "state":
+                if (value == "STALE") != (led.freshness == STALE):
+                    return f"logged state {value}, the spec's freshness differs"
+            elif name in spec_sender:
+                got = value if name in ("session", "epoch") else self._vec(value)
+                if name in ("grant_total", "consumed", "returned") and not led.session:
+                    continue  # no entry: the implementation logs none
+                if got != spec_sender[name]:
+                    return f"logged {name} {got!r}, the spec has {spec_sender[name]!r}"
+        return ""
+
+    # ---- the replay -------------------------------------------------------------------------
+
+    def _advance(self, frontier: list[_Node], event: Mapping[str, Any]) -> list[_Node]:
+        out: list[_Node] = []
+        seen: set[CreditState] = set()
+        for node in frontier:
+            for action, args, nxt, _reason in self._candidates(node, event):
+                if nxt is None or nxt in seen or self._vars_mismatch(nxt, event):
+                    continue
+                seen.add(nxt)
+                delivered = node.delivered
+                if action == "deliver":
+                    delivered = delivered | {(args[0], args[1])}
+                out.append(_Node(nxt, delivered, node.hidden))
+                if len(out) >= self.max_frontier:
+                    return out
+        return out
+
+    def _explain(
+        self, frontier: list[_Node], event: Mapping[str, Any], *, every: bool
+    ) -> list[_Node]:
+        """The nodes after ``event``: with the fewest hidden steps that explain it, or (with
+        ``every``) after any number of them up to ``hidden_depth``.
+
+        Iterative deepening over hidden steps (rule 1); a retroactive duplicate (rule 3) counts
+        as a hidden step, so a plain explanation wins over a duplicated message.
+        """
+        self._allow_duplicate = every
+        pool = list(frontier)
+        seen = {node.state for node in pool}
+        layer = pool
+        found = self._advance(pool, event)
+        depth = 0
+        while (every or not found) and depth < self.hidden_depth and layer:
+            depth += 1
+            self._allow_duplicate = True
+            layer = self._expand(layer, seen)
+            if every:
+                found += [
+                    n
+                    for n in self._advance(layer, event)
+                    if n.state not in {f.state for f in found}
+                ]
+            else:
+                pool += layer
+                found = self._advance(pool, event)
+        return found[: self.max_frontier]
+
+    def run(self, path: str) -> TraceReport:
+        """Replay the events; on a dead end, re-explain the last ``BACKTRACK`` events allowing
+        every number of hidden steps (a hidden step may be needed before an earlier event:
+        a report still in flight when its sender restarted)."""
+        initial = self.spec.initial_states()[0]
+        frontiers = [[_Node(initial, frozenset(), 0)]]
+        events = self.trace.events
+        i = 0
+        while i < len(events):
+            nxt = self._explain(frontiers[i], events[i], every=False)
+            if not nxt:
+                start = max(0, i - BACKTRACK)
+                frontier = frontiers[start]
+                for j in range(start, i + 1):
+                    frontier = self._explain(frontier, events[j], every=True)
+                    if not frontier:
+                        break
+                    if j < i:
+                        frontiers[j + 1] = frontier
+                nxt = frontier
+            if not nxt:
+                return self._reject(path, i, frontiers[i][0], events[i])
+            frontiers.append(nxt)
+            i += 1
+        return TraceReport(
+            path=path,
+            ok=True,
+            events=len(events),
+            matched=len(events),
+            hidden_steps=min(node.hidden for node in frontiers[-1]),
+        )
+
+    def _reject(self, path: str, index: int, node: _Node, event: Mapping[str, Any]) -> TraceReport:
+        verdicts = []
+        for action, args, nxt, reason in self._candidates(node, event):
+            why = reason if nxt is None else self._vars_mismatch(nxt, event) or "enabled"
+            verdicts.append(CandidateVerdict(action=action, args=args, reason=why))
+        return TraceReport(
+            path=path,
+            ok=False,
+            events=len(self.trace.events),
+            matched=index,
+            event=dict(event),
+            state_before=dict(self.spec.describe(node.state)),
+            candidates=tuple(verdicts),
+            detail=f"no spec step (after up to {self.hidden_depth} hidden ones) produces it",
+        )
+
+
+def validate_trace(
+    trace: TraceFile, *, path: str = "<trace>", hidden_depth: int = 4, max_frontier: int = 5000
+) -> TraceReport:
+    """Replay one decoded trace against the spec (see the module docstring)."""
+    validator = _Validator(trace, hidden_depth=hidden_depth, max_frontier=max_frontier)
+    return validator.run(path)
+
+
+def validate(
+    paths: Iterable[str | Path], *, hidden_depth: int = 4, max_frontier: int = 5000
+) -> ValidationReport:
+    """Validate every trace file in ``paths``; raises :class:`TraceError` for an unreadable one.
+
+    ``hidden_depth`` bounds the hidden spec steps tried between two events, ``max_frontier`` the
+    spec states kept per event.
+    """
+    reports = tuple(
+        validate_trace(
+            read_trace(p), path=str(p), hidden_depth=hidden_depth, max_frontier=max_frontier
+        )
+        for p in paths
+    )
+    return ValidationReport(traces=reports)
+
+
+# --------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------
+
+
+@click.group("trace")
+def trace_cli() -> None:
+    """Recorded implementation traces (docs/traces.md)."""
+
+
+@trace_cli.command("validate")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--hidden-depth", default=4, show_default=True, help="Hidden spec steps per event.")
+@click.option("--max-frontier", default=5000, show_default=True, help="Spec states kept per event.")
+def validate_command(files: tuple[str, ...], hidden_depth: int, max_frontier: int) -> None:
+    """Replay each trace FILE against the credit spec; exit 1 if any is rejected."""
+    try:
+        report = validate(files, hidden_depth=hidden_depth, max_frontier=max_frontier)
+    except TraceError as error:
+        raise click.ClickException(str(error)) from error
+    click.echo(report.format())
+    if not report.ok:
+        sys.exit(1)

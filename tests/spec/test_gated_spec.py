@@ -1,0 +1,261 @@
+"""The gated-queue spec (``tent_spec.gated``): the checker's verdicts and the gate's rules by hand.
+
+Fast tests exhaust ``gated/tiny`` and refute every known-bad variant; ``gated/ci`` (about a
+minute) is behind ``slow``. The hand-driven tests walk the issue's scenarios step by step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import attrs
+import pytest
+from tent_models.checker import ViolationKind, check
+from tent_models.configs_gated import (
+    CONFIGS,
+    KNOWN_BAD,
+    PartialReserve,
+    hoarding_config,
+    no_refresh_config,
+    tiny_config,
+)
+from tent_spec.credit import InvalidBounds, Update
+from tent_spec.gated import (
+    ACTIVE,
+    FENCING,
+    STALE,
+    TOKEN_TRANSITIONS,
+    GatedConfig,
+    GatedSpec,
+    GatedState,
+    OwnerSpec,
+    Report,
+)
+
+
+def _step(spec: GatedSpec, state: GatedState, action: str, *args: Hashable) -> GatedState:
+    nxt = spec.apply(state, action, args)
+    assert nxt is not None, spec.explain(state, action, args)
+    return nxt  # type: ignore[no-any-return]
+
+
+def _initial(spec: GatedSpec) -> GatedState:
+    return spec.initial_states()[0]
+
+
+def _only_message(bag: tuple[tuple[object, int], ...]) -> object:
+    assert len(bag) == 1 and bag[0][1] == 1
+    return bag[0][0]
+
+
+def _one_key(**changes: Any) -> GatedSpec:
+    """Two remote owners of one byte on one key; the receiver grants one owner up front."""
+    config = GatedConfig(
+        name="gated/test",
+        keys=1,
+        workload=(OwnerSpec(1, 1), OwnerSpec(1, 1)),
+        max_outstanding_owners=2,
+        max_outstanding_bytes=2,
+        windows=((2, 2),),
+        capacity=(2, 2, 2),
+        max_grant=(2, 2, 2),
+        initial_grant=(1, 1, 1),
+        max_messages=4,
+        max_receiver_restarts=1,
+    )
+    return GatedSpec(attrs.evolve(config, **changes))
+
+
+# --- the checker on the shipped models ------------------------------------------------------------
+
+
+def test_tiny_is_exhausted_with_every_invariant_witness_and_recovery() -> None:
+    result = check(CONFIGS["gated/tiny"]())
+    assert result.ok, [v.name for v in result.violations]
+    assert result.exhaustive
+    assert result.distinct_states == 11114  # a silent change of the state space fails here
+    assert all(w.satisfied for w in result.witnesses)
+    assert {w.name for w in result.witnesses} >= {
+        "stalled_owner_dispatched_after_a_grant",
+        "old_snapshot_rejected_after_restart",
+        "submit_failure_rolled_back",
+    }
+
+
+@pytest.mark.slow
+def test_ci_is_exhausted_with_every_invariant_witness_and_recovery() -> None:
+    result = check(CONFIGS["gated/ci"]())
+    assert result.ok, [v.name for v in result.violations]
+    assert result.exhaustive
+    assert result.distinct_states == 301301
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_BAD))
+def test_every_known_bad_variant_is_refuted_with_its_invariant(name: str) -> None:
+    factory, invariant = KNOWN_BAD[name]
+    result = check(factory(), check_recoverability=False)
+    names = {v.name for v in result.violations if v.kind is ViolationKind.INVARIANT}
+    assert invariant in names
+
+
+def test_without_the_refresh_timer_a_lost_grant_update_still_recovers() -> None:
+    # Regression (found by this checker): after the grant update is lost, the sender's repeated
+    # reports ask for a total the receiver already granted. The receiver used to push only when
+    # it granted more, so without the refresh timer the key stalled for good; it now answers a
+    # report that carries demand with the full vector.
+    result = check(GatedSpec(no_refresh_config()))
+    assert result.ok, [v.name for v in result.violations]
+    assert result.exhaustive
+
+
+def test_idle_credit_is_never_returned_so_a_competing_key_can_starve() -> None:
+    # Key 1 is granted the receiver's only slot, its owner's submit fails (exact rollback: the
+    # credit is available again on key 1), and nothing ever returns it: key 2 stalls for good.
+    result = check(GatedSpec(hoarding_config()))
+    assert [v.kind for v in result.violations] == [ViolationKind.RECOVERABILITY]
+    assert result.violations[0].actions[-1] == ("submit", (1, False))
+    assert len(result.violations[0].actions) == 8
+
+
+# --- the gate decides from the credit state -------------------------------------------------------
+
+
+def test_two_owners_and_a_one_owner_grant_dispatch_one_until_the_grant_grows() -> None:
+    spec = _one_key()
+    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "admit", 1)
+    state = _step(spec, state, "pick", 2, 2)
+    first, second = state.owners
+    assert (first.state, first.token) == ("DISPATCHING", "RESERVED")
+    assert (second.state, second.stall) == ("QUEUED", 1)  # blocked in place: a credit stall
+    assert state.queue == (2,)
+    assert state.senders[0].demand == (2, 2, 2)  # consumed + waiting
+    # The stall asks for credit; control is not gated by the (exhausted) data credit.
+    state = _step(spec, state, "sender_flush", 0)
+    report = _only_message(state.to_receiver[0])
+    assert isinstance(report, Report) and report.demand == (2, 2, 2)
+    state = _step(spec, state, "deliver", 0, report)
+    assert state.receivers[0].granted == (2, 2, 2)
+    state = _step(spec, state, "receiver_flush", 0)
+    update = _only_message(state.to_sender[0])
+    assert isinstance(update, Update) and update.grants == (2, 2, 2)
+    state = _step(spec, state, "deliver", 0, update)
+    state = _step(spec, state, "pick", 2, 2)
+    assert state.owners[1].state == "DISPATCHING" and state.owners[1].stall == 2
+
+
+def test_a_failed_submit_restores_the_exact_consumption() -> None:
+    spec = _one_key()
+    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
+    assert state.senders[0].consumed == (1, 1, 1)
+    state = _step(spec, state, "submit", 1, False)
+    assert state.senders[0].consumed == (0, 0, 0)
+    assert (state.owners[0].status, state.owners[0].token) == ("FAILED", "ROLLED_BACK")
+    assert state.outstanding_owners == 0 and state.dispatching_bytes == 0
+
+
+def test_a_restart_rejects_the_queued_old_snapshot_and_fences_in_flight_work() -> None:
+    spec = _one_key()
+    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
+    state = _step(spec, _step(spec, state, "submit", 1, True), "admit", 1)
+    state = _step(spec, state, "receiver_restart")
+    assert state.senders[0].phase == STALE
+    assert spec.apply(state, "land", (1,)) is None  # the dead session's work never lands
+    state = _step(spec, state, "pick", 2, 2)
+    assert state.owners[1].state == "QUEUED"  # STALE: blocked, not yet known to be fenced
+    state = _step(spec, state, "sender_flush", 0)  # the offer (and the stall's report)
+    for msg, _n in state.to_receiver[0]:
+        state = _step(spec, state, "deliver", 0, msg)
+    state = _step(spec, state, "receiver_flush", 0)
+    activation = min(m for m, _ in state.to_sender[0])
+    state = _step(spec, state, "deliver", 0, activation)
+    assert (state.senders[0].phase, state.senders[0].session) == (FENCING, 2)
+    state = _step(spec, state, "pick", 2, 2)
+    rejected = state.owners[1]
+    assert (rejected.status, rejected.token) == ("FAILED", "NONE")  # nothing reserved
+    state = _step(spec, state, "complete", 1)  # it can no longer land: FAILED, fence drained
+    assert state.owners[0].status == "FAILED"
+    assert state.senders[0].phase == ACTIVE
+
+
+def test_a_fenced_token_cannot_commit_but_rolls_back_without_touching_the_new_entry() -> None:
+    spec = _one_key()
+    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
+    state = _step(spec, state, "receiver_restart")
+    state = _step(spec, state, "sender_flush", 0)
+    state = _step(spec, state, "deliver", 0, _only_message(state.to_receiver[0]))
+    state = _step(spec, state, "receiver_flush", 0)
+    activation = min(m for m, _ in state.to_sender[0])
+    state = _step(spec, state, "deliver", 0, activation)
+    assert "fenced" in spec.explain(state, "submit", (1, True))
+    state = _step(spec, state, "submit", 1, False)
+    assert state.senders[0].consumed == (0, 0, 0)
+
+
+def test_a_local_owner_is_never_stalled_by_a_blocked_key() -> None:
+    spec = GatedSpec(tiny_config())  # owner 1 remote (short of data credit), owner 2 local
+    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "admit", 1)
+    state = _step(spec, state, "pick", 2, 3)
+    assert state.owners[0].state == "QUEUED" and state.owners[1].state == "DISPATCHING"
+    assert state.owners[1].token == "NONE"
+
+
+def test_the_partial_reserve_mutant_leaves_credit_consumed_by_a_blocked_owner() -> None:
+    spec = PartialReserve(tiny_config())
+    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "pick", 2, 3)
+    assert state.owners[0].state == "QUEUED"
+    assert state.senders[0].consumed == (0, 1, 1)
+    assert not spec.inv_consumed_equals_token_charges(state)
+
+
+def test_token_table_is_the_only_token_lifecycle() -> None:
+    assert TOKEN_TRANSITIONS == {
+        ("NONE", "reserve"): "RESERVED",
+        ("RESERVED", "commit"): "COMMITTED",
+        ("RESERVED", "rollback"): "ROLLED_BACK",
+        ("COMMITTED", "complete"): "SETTLED",
+    }
+
+
+# --- model plumbing -------------------------------------------------------------------------------
+
+
+def test_canonical_sequences_keep_the_behaviour_of_the_raw_state() -> None:
+    spec = _one_key()
+    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "admit", 1)
+    for _ in range(3):  # the refresh timer bumps the sequences past their ranks
+        state = _step(spec, state, "refresh_tick")
+        state = _step(spec, state, "deliver", 0, _only_message(state.to_sender[0]))
+    canonical = spec.canonicalize(state)
+    assert canonical != state and spec.canonicalize(canonical) == canonical
+    assert canonical.senders[0].last_seq == canonical.receivers[0].pushed_seq == 1
+    raw = sorted((s.action, spec.canonicalize(s.state)) for s in spec.successors(state))
+    canon = sorted((s.action, spec.canonicalize(s.state)) for s in spec.successors(canonical))
+    assert raw == canon
+
+
+def test_refused_actions_are_explained() -> None:
+    spec = _one_key()
+    state = _initial(spec)
+    assert spec.apply(state, "pick", (2, 2)) is None
+    assert "queue is empty" in spec.explain(state, "pick", (2, 2))
+    assert "only the next owner" in spec.explain(state, "admit", (1,))
+    assert "unknown action" in spec.explain(state, "teleport", ())
+    assert "nothing to send" in spec.explain(state, "sender_flush", (0,))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"keys": 3},
+        {"workload": (OwnerSpec(2, 1),)},
+        {"workload": (OwnerSpec(1, 0),)},
+        {"capacity": (0, 1, 1)},
+        {"initial_grant": (3, 1, 1)},
+        {"windows": ()},
+        {"max_messages": 0},
+    ],
+)
+def test_an_inconsistent_configuration_is_refused(changes: dict[str, Any]) -> None:
+    with pytest.raises(InvalidBounds):
+        _one_key(**changes)
