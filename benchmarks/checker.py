@@ -55,22 +55,16 @@ def load_model(name: str) -> tuple[Callable[[], Any], str]:
 
 
 def known_bad() -> dict[str, tuple[Callable[[], Any], str | None]]:
-    """Every known-bad variant available: name -> (factory, expected invariant or None)."""
-    found: dict[str, tuple[Callable[[], Any], str | None]] = {}
-    for module_name in (
-        "tent_spec.variants",
-        "tent_models.configs",
-        "tent_models.configs_admission",
-    ):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        for name, value in getattr(module, "KNOWN_BAD", {}).items():
-            if isinstance(value, tuple):
-                found[name] = (value[0], value[1] if len(value) > 1 else None)
-            else:
-                found[name] = (value, None)
+    """Every shipped known-bad variant: name -> (factory, expected invariant)."""
+    from tent_models import configs, configs_admission, configs_gated
+
+    found: dict[str, tuple[Callable[[], Any], str | None]] = {
+        f"credit/bad/{name}": (factory, configs.KNOWN_BAD_EXPECTED[name])
+        for name, factory in configs.KNOWN_BAD_CONFIGS.items()
+    }
+    for module in (configs_admission, configs_gated):
+        for name, (factory, invariant) in module.KNOWN_BAD.items():
+            found[name] = (factory, invariant)
     return found
 
 

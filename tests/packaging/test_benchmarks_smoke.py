@@ -1,0 +1,43 @@
+"""The benchmarks run and print the JSON documents docs/benchmarks.md describes (quick mode)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _run(*args: str) -> dict[str, object]:
+    result = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, check=False, timeout=600
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.mark.slow
+def test_credit_ops_reports_each_hot_path_beside_its_baseline() -> None:
+    data = _run(str(BENCH / "credit_ops.py"), "--quick")
+    for key in ("reserve_commit", "apply_update", "decode_apply"):
+        entry = data[key]
+        assert isinstance(entry, dict)
+        assert entry["ops_per_second"] > 0 and entry["baseline_ops_per_second"] > 0
+        assert entry["ratio_to_baseline"] > 0
+
+
+@pytest.mark.slow
+def test_sched_reports_queue_depths_and_arbitration_sizes() -> None:
+    data = _run(str(BENCH / "sched.py"), "--quick")
+    queue = data["queue"]
+    assert isinstance(queue, dict)
+    assert [d["depth"] for d in queue["depths"]] == [32, 128, 512, 2048, 8192, 16384]
+    arbitration = data["arbitration"]
+    assert isinstance(arbitration, dict)
+    assert {c["slices"] for c in arbitration["cases"]} == {16, 64, 256, 1024}
