@@ -540,3 +540,13 @@ def spec_diagram(*, check_only: bool, directory: Path) -> None:
         console.print(f"{directory}: updated {', '.join(changed)}")
     else:
         console.print(f"{directory}: {len(diagrams.pages())} page(s) up to date")
+
+
+def _register_trace_commands() -> None:
+    # `tent trace validate FILE...` lives beside the trace format it reads.
+    from tent_models.trace import trace_cli  # noqa: PLC0415 - keeps `tent --help` light
+
+    main.add_command(trace_cli)
+
+
+_register_trace_commands()
