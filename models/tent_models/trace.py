@@ -35,7 +35,7 @@ import io
 import sys
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import cbor2
@@ -389,7 +389,7 @@ class _Validator:
             return "receiver"
         if action in _ENVIRONMENT or action == "duplicate":
             return "environment"
-        return f"sender:{self.trace.senders[args[0]]}"  # type: ignore[index]
+        return f"sender:{self.trace.senders[cast('int', args[0])]}"
 
     def _hidden(self, action: str, args: tuple[Hashable, ...]) -> bool:
         if action == "duplicate":
@@ -409,7 +409,7 @@ class _Validator:
                 seen.add(step.state)
                 delivered = node.delivered
                 if step.action == "deliver":
-                    delivered = delivered | {(step.args[0], step.args[1])}
+                    delivered = delivered | {(cast("int", step.args[0]), step.args[1])}
                 out.append(_Node(step.state, delivered, node.hidden + 1))
                 if len(out) >= self.max_frontier:
                     return out
@@ -559,7 +559,11 @@ class _Validator:
         field = "to_receiver" if m.kind == USAGE else "to_sender"
         bag = dict(getattr(peer, field))
         bag[m] = bag.get(m, 0) + 1
-        peer = peer._replace(**{field: tuple(sorted(bag.items()))})
+        copies = tuple(sorted(bag.items()))
+        if m.kind == USAGE:
+            peer = peer._replace(to_receiver=copies)
+        else:
+            peer = peer._replace(to_sender=copies)
         faults = state.faults._replace(duplications=state.faults.duplications + 1)
         peers = (*state.peers[:s], peer, *state.peers[s + 1 :])
         return state._replace(peers=peers, faults=faults)
@@ -599,8 +603,8 @@ class _Validator:
             return [("stutter", (), state, "stutter")]
         sent = Update(
             UPDATE,
-            msg.get("receiver_session_id"),
-            msg.get("epoch"),
+            int(msg.get("receiver_session_id", 0)),
+            int(msg.get("epoch", 0)),
             0,
             self._vec(msg.get("grants")),
         )
@@ -700,7 +704,7 @@ class _Validator:
                 seen.add(nxt)
                 delivered = node.delivered
                 if action == "deliver":
-                    delivered = delivered | {(args[0], args[1])}
+                    delivered = delivered | {(cast("int", args[0]), args[1])}
                 out.append(_Node(nxt, delivered, node.hidden))
                 if len(out) >= self.max_frontier:
                     return out
@@ -786,7 +790,7 @@ class _Validator:
 
 
 def validate_trace(
-    trace: TraceFile, *, path: str = "<trace>", hidden_depth: int = 4, max_frontier: int = 5000
+    trace: TraceFile, *, path: str = "<trace>", hidden_depth: int = 4, max_frontier: int = 1000
 ) -> TraceReport:
     """Replay one decoded trace against the spec (see the module docstring)."""
     validator = _Validator(trace, hidden_depth=hidden_depth, max_frontier=max_frontier)
@@ -794,7 +798,7 @@ def validate_trace(
 
 
 def validate(
-    paths: Iterable[str | Path], *, hidden_depth: int = 4, max_frontier: int = 5000
+    paths: Iterable[str | Path], *, hidden_depth: int = 4, max_frontier: int = 1000
 ) -> ValidationReport:
     """Validate every trace file in ``paths``; raises :class:`TraceError` for an unreadable one.
 
@@ -823,7 +827,7 @@ def trace_cli() -> None:
 @trace_cli.command("validate")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--hidden-depth", default=4, show_default=True, help="Hidden spec steps per event.")
-@click.option("--max-frontier", default=5000, show_default=True, help="Spec states kept per event.")
+@click.option("--max-frontier", default=1000, show_default=True, help="Spec states kept per event.")
 def validate_command(files: tuple[str, ...], hidden_depth: int, max_frontier: int) -> None:
     """Replay each trace FILE against the credit spec; exit 1 if any is rejected."""
     try:
