@@ -424,3 +424,24 @@ def test_a_stale_clock_fails_the_whole_batch_before_anything_is_applied() -> Non
         tx.receive_batch(batch, 999)
     assert tx.statistics() == before
     assert tx.state is NegotiationState.NEGOTIATING
+
+
+def test_a_late_activation_of_a_fenced_session_is_ignored() -> None:
+    old_rx = receiver(session=1)
+    old_rx.accept(7)
+    tx = SenderEndpoint(sender_peer=7)
+    tx.connect(0)
+    old_ep = old_rx.endpoints()[0]
+    old_ep.receive_message(tx.messages_to_send(0)[0], 0)
+    late = old_ep.messages_to_send(0)  # the old session's activation, still in the network
+    tx.receive_batch(late, 0)
+    new_rx = receiver(session=2)
+    new_rx.accept(7)
+    tx.disconnect(1)
+    tx.reconnect(1)
+    pump(tx, new_rx, 1)
+    assert tx.key is not None and tx.key.receiver_session == SessionId(2)
+    events = tx.receive_batch(late, 2)  # the dead connection's bytes arrive late
+    assert [e.kind for e in events][:1] == ["update_ignored"]
+    assert tx.key.receiver_session == SessionId(2)
+    assert tx.state is NegotiationState.ACTIVE

@@ -80,11 +80,10 @@ design (each keeps the same protocol step on both sides):
     lifted, so that a bound never disables a step the implementation takes.
 
 12. **Session order.** The spec orders receiver sessions (a restart mints ``session + 1``) and
-    its sender ignores an activation of an older session; the implementation's session ids are
-    opaque u128 values, so its sender takes any other session as new. A late activation of a
-    dead session would move it back there. The harness delivers no activation of an older
-    session than the sender's (a dead connection's bytes never overtake the new connection's
-    activation); see the report on issue 4 for this finding.
+    its sender ignores an activation of an older session. The implementation's session ids are
+    opaque u128 values, so its sender *remembers* the sessions it fenced (the last 16) and
+    ignores their activations. These walks found the bug this closes: a late activation of a
+    dead session used to move the sender back there (``LATE_DEAD_SESSION_ACTIVATION``).
 
 A spec guard that is false maps to the implementation's refusal in
 :meth:`CreditAdapter.refusal`: a typed error (commit/rollback of a token whose entry was
@@ -944,10 +943,6 @@ class CreditAdapter:
         if action == "report_usage":
             s, demand = cast("tuple[int, int]", args)
             return self._report_supported(s, demand)
-        if action == "deliver" and isinstance(args[1], Activation):
-            # rule 12: an activation of an older session than the sender's is never delivered
-            key = self._slots[cast("int", args[0])].endpoint.key
-            return key is None or args[1].session >= key.receiver_session.value
         return True
 
     def _report_supported(self, s: int, demand: int) -> bool:
