@@ -21,7 +21,6 @@ violation.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 from collections.abc import Iterable, Mapping
 
@@ -60,8 +59,6 @@ from .errors import (
     NegotiationFailed,
     RemoteProtocolError,
 )
-
-_FENCED_SESSIONS_REMEMBERED = 16
 
 __all__ = [
     "CreditReceiver",
@@ -177,13 +174,6 @@ class SenderEndpoint:
         # control channel may lose it, and nothing else would ever re-open the negotiation
         self._awaiting_activation = False
         self._last_offer_ns: int | None = None
-        # Sessions this sender fenced (a receiver restart): a late activation of one of them
-        # (bytes of a dead connection overtaking the new one) must not move the sender back.
-        # Session ids are opaque u128 values, so "older" can only be remembered, not compared;
-        # the memory is bounded (the oldest are forgotten first).
-        self._fenced_sessions: collections.deque[SessionId] = collections.deque(
-            maxlen=_FENCED_SESSIONS_REMEMBERED
-        )
         self._demand_target: dict[CreditResource, int] = {}
         self._retry_after_us = 0
         # committed, not yet completed work per (key, epoch): the fence drains the old ones
@@ -374,10 +364,12 @@ class SenderEndpoint:
             return [EndpointEvent(kind="activated", detail=f"epoch {act.epoch}")]
         if state in (NegotiationState.ACTIVE, NegotiationState.STALE, NegotiationState.FENCING):
             assert self._key is not None
-            if act.receiver_session_id in self._fenced_sessions:
-                self._ignored += 1  # a dead session's activation, reordered past the new one
+            if act.receiver_session_id < self._key.receiver_session:
+                # Session ids of one receiver only grow (each restart mints a larger one), so
+                # this is a dead incarnation's activation reordered past a newer one: ignore it.
+                self._ignored += 1
                 return [
-                    EndpointEvent(kind="update_ignored", detail="activation of a fenced session")
+                    EndpointEvent(kind="update_ignored", detail="activation of an older session")
                 ]
             same_session = act.receiver_session_id == self._key.receiver_session
             if same_session and act.epoch == self._epoch:
@@ -418,8 +410,6 @@ class SenderEndpoint:
             old_key, old_epoch = fence
             # The epoch fence: old tokens can no longer touch any entry (SEMANTICS §6).
             self._ledger.deactivate(old_key, old_epoch)
-            if old_key.receiver_session != session:
-                self._fenced_sessions.append(old_key.receiver_session)
         self._ledger.activate(key, epoch)
         self._key = key
         self._epoch = epoch

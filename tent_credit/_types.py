@@ -67,7 +67,9 @@ def _session(_inst: object, _attr: attrs.Attribute[SessionId], value: object) ->
 
 @attrs.frozen(order=True)
 class SessionId:
-    """A peer session id: u128, never zero. A restart of the receiver mints a new one."""
+    """A peer session id: u128, never zero. A restart of the receiver mints a new, *larger* one
+    (e.g. a boot counter in the high 64 bits), so a sender can tell a dead incarnation's late
+    activation from a newer one and ignore it."""
 
     value: int = attrs.field()
 

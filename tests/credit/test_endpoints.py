@@ -20,6 +20,7 @@ from tent_credit._ledger import ReservationToken, TokenState
 from tent_credit._loopback import LoopbackNetwork
 from tent_credit._messages import (
     CapabilityActivation,
+    CapabilityOffer,
     CreditAmount,
     ReceiverCreditUpdate,
     SenderCreditUsage,
@@ -426,7 +427,7 @@ def test_a_stale_clock_fails_the_whole_batch_before_anything_is_applied() -> Non
     assert tx.state is NegotiationState.NEGOTIATING
 
 
-def test_a_late_activation_of_a_fenced_session_is_ignored() -> None:
+def test_a_late_activation_of_an_older_session_is_ignored() -> None:
     old_rx = receiver(session=1)
     old_rx.accept(7)
     tx = SenderEndpoint(sender_peer=7)
@@ -445,3 +446,18 @@ def test_a_late_activation_of_a_fenced_session_is_ignored() -> None:
     assert [e.kind for e in events][:1] == ["update_ignored"]
     assert tx.key.receiver_session == SessionId(2)
     assert tx.state is NegotiationState.ACTIVE
+
+
+def test_an_older_session_never_seen_before_is_ignored_too() -> None:
+    # The sender skipped session 2 (session 3's activation overtook it); 2's arrives late.
+    tx = SenderEndpoint(sender_peer=7)
+    tx.connect(0)
+    rx3 = receiver(session=3)
+    rx3.accept(7)
+    pump(tx, rx3, 0)
+    rx2 = receiver(session=2)
+    ep2 = rx2.accept(7)
+    ep2.receive_message(encode(CapabilityOffer(versions=(1,), qos_class=0)), 1)
+    events = tx.receive_batch(ep2.messages_to_send(1), 1)
+    assert events[0].kind == "update_ignored"
+    assert tx.key is not None and tx.key.receiver_session == SessionId(3)

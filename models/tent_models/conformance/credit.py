@@ -80,10 +80,11 @@ design (each keeps the same protocol step on both sides):
     lifted, so that a bound never disables a step the implementation takes.
 
 12. **Session order.** The spec orders receiver sessions (a restart mints ``session + 1``) and
-    its sender ignores an activation of an older session. The implementation's session ids are
-    opaque u128 values, so its sender *remembers* the sessions it fenced (the last 16) and
-    ignores their activations. These walks found the bug this closes: a late activation of a
-    dead session used to move the sender back there (``LATE_DEAD_SESSION_ACTIVATION``).
+    its sender ignores an activation of an older session; so does the implementation's, since
+    a receiver mints a larger session id on every restart (``SessionId``). These walks found
+    the bug this closes: a late activation of a dead session used to move the sender back
+    there (``LATE_DEAD_SESSION_ACTIVATION``, and a variant where the sender never saw the
+    older session at all).
 
 A spec guard that is false maps to the implementation's refusal in
 :meth:`CreditAdapter.refusal`: a typed error (commit/rollback of a token whose entry was
