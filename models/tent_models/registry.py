@@ -497,11 +497,8 @@ def _known_bad_targets() -> list[Target]:
     ]
     targets.extend(
         known_bad_target(name, _as_model(factory), invariant)
-        for name, (factory, invariant) in configs_admission.KNOWN_BAD.items()
-    )
-    targets.extend(
-        known_bad_target(name, _as_model(factory), invariant)
-        for name, (factory, invariant) in configs_gated.KNOWN_BAD.items()
+        for module in (configs_admission, configs_gated)
+        for name, (factory, invariant) in module.KNOWN_BAD.items()
     )
     return targets
 
