@@ -1156,6 +1156,10 @@ class CreditReceiver:
     def endpoints(self) -> tuple[ReceiverEndpoint, ...]:
         return tuple(self._endpoints.values())
 
+    def endpoint(self, sender_peer: int, qos_class: int = 0) -> ReceiverEndpoint | None:
+        """The latest endpoint of a sender's connection (closed or open), or ``None``."""
+        return self._endpoints.get((sender_peer, qos_class))
+
     def accept(
         self,
         sender_peer: int,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._endpoints import CreditReceiver, ReceiverEndpoint, SenderEndpoint
+from ._endpoints import CreditReceiver, SenderEndpoint
 from ._ledger import ReservationToken, TokenState
 from ._negotiation import CreditMode
 from ._types import CreditCharge, CreditResource
@@ -291,7 +291,7 @@ class LoopbackNetwork:
             for data in datas:
                 self._down[peer].send(data, now_ns)
         for peer in self.senders:
-            endpoint = self._endpoint(peer)
+            endpoint = self.receiver.endpoint(peer)
             for data in self._up[peer].deliver(now_ns):
                 if endpoint is not None and not endpoint.closed:
                     endpoint.receive_message(data, now_ns)
@@ -299,12 +299,6 @@ class LoopbackNetwork:
             self.senders[peer].handle_timer(now_ns)
         self._run_payload(now_ns)
         self._observe()
-
-    def _endpoint(self, peer: int) -> ReceiverEndpoint | None:
-        for ep in self.receiver.endpoints():
-            if ep.sender_peer == peer:
-                return ep
-        return None
 
     def _observe(self) -> None:
         stats = self.receiver.allocator.statistics()
