@@ -53,6 +53,9 @@ What the bounds (:class:`CreditBounds`) leave out, honestly:
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from hashlib import blake2b
+from itertools import pairwise
+from marshal import dumps
 from operator import add, sub
 from typing import Any, NamedTuple
 
@@ -396,6 +399,20 @@ _CACHE_LIMIT = 1 << 20  # memo entries before a memo table is cleared
 # One memoised step of a sender: (action, arguments after the sender index, the sender's new
 # Peer, the new fault counts). See "Memoisation" in the CreditSpec docstring.
 _SenderStep = tuple[str, tuple[Hashable, ...], Peer, Faults]
+# The same step for ``fingerprinted_successors``: (action, full arguments, the sender's new Peer
+# renumbered and interned as ``canonicalize`` would, the new fault counts, and the partial
+# fingerprints h(session, new faults) + h(slot, new Peer) for slot 0 and slot 1).
+_CanonicalStep = tuple[str, tuple[Hashable, ...], Peer, Faults, int, int]
+# (messages in the peer's bags, outstanding grant of its books, sequences within seq_cap,
+# its fingerprint digest in each sender slot): see CreditSpec._summary.
+_PeerSummary = tuple[int, Vec, bool, tuple[int, ...]]
+_MASK64 = (1 << 64) - 1
+
+
+def _digest64(value: tuple[Any, ...]) -> int:
+    """blake2b-64 of ``marshal.dumps(value, 2)`` as an unsigned int (format 2: no
+    back-references, so equal values give equal bytes)."""
+    return int.from_bytes(blake2b(dumps(value, 2), digest_size=8).digest(), "little")
 
 
 def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
@@ -473,8 +490,8 @@ class CreditSpec:
         self._zero: Vec = (0,) * bounds.resources
         self._charges = bounds.charges
         self._capacity = bounds.capacity
-        self._room_for: CreditState | None = None
-        self._room_value = False
+        self._facts_for: CreditState | None = None
+        self._facts_value: tuple[int, Vec, bool] = (0, self._zero, True)
         # Per-sender memo tables (see "Memoisation" in the class docstring). Keys start with
         # ``id(peer)``; each entry holds the peer itself, so the id cannot be reused while the
         # entry lives, and a hit is confirmed with ``entry[0] is peer``.
@@ -484,7 +501,9 @@ class CreditSpec:
         self._check_cache: dict[tuple[int, int, bool], tuple[Peer, frozenset[str]]] = {}
         self._failed_for: CreditState | None = None
         self._failed_value: frozenset[str] = frozenset()
-        self._outstanding_cache: dict[int, tuple[Peer, Vec]] = {}
+        self._summary_cache: dict[int, tuple[Peer, _PeerSummary]] = {}
+        self._prefix_cache: dict[tuple[int, int], tuple[Faults, int]] = {}
+        self._canon_steps_cache: dict[tuple[Any, ...], tuple[Peer, list[_CanonicalStep]]] = {}
         self._interned: dict[Peer, Peer] = {}
         # Per-sender invariant bodies by invariant name (see ``_every_sender``).
         self._sender_checks: dict[str, Callable[[CreditState, int], bool]] = {
@@ -525,21 +544,50 @@ class CreditSpec:
 
     def free_capacity(self, state: CreditState) -> Vec:
         """Capacity minus Σ (granted − released − reclaimed) over all books (SEMANTICS §8)."""
+        return self._facts(state)[1]
+
+    def _facts(self, state: CreditState) -> tuple[int, Vec, bool]:
+        """(messages in flight, free capacity, every sequence within ``seq_cap``) from the
+        per-peer summaries; kept for the last state asked about (a new state is checked and
+        bounded right after it is found, then expanded)."""
+        if state is self._facts_for:
+            return self._facts_value
+        summary = self._summary
+        messages = 0
         free = self._capacity
-        for peer in state.peers:
-            free = _vsub(free, self._outstanding(peer))
-        return free
+        seq_ok = True
+        for p in state.peers:
+            count, outstanding, ok, _digest = summary(p)
+            messages += count
+            free = _vsub(free, outstanding)
+            seq_ok = seq_ok and ok
+        facts = (messages, free, seq_ok)
+        self._facts_for, self._facts_value = state, facts
+        return facts
 
     def _outstanding(self, peer: Peer) -> Vec:
         """Σ (granted − released − reclaimed) over one sender's books (memoised per peer)."""
-        entry = self._outstanding_cache.get(id(peer))
+        return self._summary(peer)[1]
+
+    def _summary(self, peer: Peer) -> _PeerSummary:
+        """What the hot loop reads of one sender, computed once per ``Peer`` object: messages
+        in its two bags, its books' outstanding grant, whether its sequences are within
+        ``seq_cap``, and its digest ``h(slot, peer)`` for every slot (``fingerprint``)."""
+        entry = self._summary_cache.get(id(peer))
         if entry is not None and entry[0] is peer:
             return entry[1]
-        total = self._zero
+        outstanding = self._zero
         for b in peer.books:
-            total = _vadd(total, _vsub(_vsub(b.granted, b.released), b.reclaimed))
-        _remember(self._outstanding_cache, id(peer), (peer, total))
-        return total
+            outstanding = _vadd(outstanding, _vsub(_vsub(b.granted, b.released), b.reclaimed))
+        packed = _pack_peer(peer)
+        summary = (
+            sum(n for bag in (peer.to_sender, peer.to_receiver) for _, n in bag),
+            outstanding,
+            self._sequences_within_cap(peer),
+            tuple(_digest64((slot, packed)) for slot in range(self.bounds.senders)),
+        )
+        _remember(self._summary_cache, id(peer), (peer, summary))
+        return summary
 
     @staticmethod
     def available(ledger: Ledger) -> Vec:
@@ -563,11 +611,8 @@ class CreditSpec:
         return None
 
     def _room(self, state: CreditState) -> bool:
-        """Another message fits the bag bound (memoised for the state being expanded)."""
-        if state is not self._room_for:
-            self._room_for = state
-            self._room_value = _in_flight_messages(state) < self.bounds.max_messages
-        return self._room_value
+        """Another message fits the bag bound (``_in_flight_messages`` from ``_facts``)."""
+        return self._facts(state)[0] < self.bounds.max_messages
 
     @staticmethod
     def _with_peer(state: CreditState, s: int, peer: Peer) -> CreditState:
@@ -1584,6 +1629,8 @@ class CreditSpec:
             else:
                 q = self._intern(_renumber(p, session))
                 _remember(cache, key, (p, q))
+                if q is not p:  # canonical peers are their own representatives
+                    _remember(cache, (id(q), session), (q, q))
                 peers.append(q)
         peers.sort()
         return CreditState(session, tuple(peers), state.faults)
@@ -1595,16 +1642,159 @@ class CreditSpec:
             interned.clear()
         return interned.setdefault(peer, peer)
 
+    # ---- checker fast path (speed only; proven equal in tests/models/test_spec_fastpath.py) --
+
+    def fingerprint(self, state: CreditState) -> int:
+        """A stable 64-bit fingerprint, incremental over the senders (AdHash).
+
+        ``(h(session, faults) + Σ_s h(s, peers[s])) mod 2**64`` where ``h`` is blake2b-64 of the
+        marshalled value (format 2) and each ``h(s, peer)`` is memoised per ``Peer``. Equal
+        states get equal fingerprints in every process (no salted ``hash()``). Two distinct
+        states differ in the (session, faults) part or in some slot ``s``, so one independent
+        digest enters their difference with coefficient 1: modelling blake2b as a random
+        function they collide with probability 2**-64, the bound the checker reports (Bellare
+        and Micciancio, "A New Paradigm for Collision-free Hashing", 1997).
+        """
+        summary = self._summary
+        total = self._prefix(state.session, state.faults)
+        for s, p in enumerate(state.peers):
+            total += summary(p)[3][s]
+        return total & _MASK64
+
+    def _prefix(self, session: int, faults: Faults) -> int:
+        """``h(session, faults)`` of ``fingerprint``."""
+        key = (id(faults), session)
+        entry = self._prefix_cache.get(key)
+        if entry is None or entry[0] is not faults:
+            entry = (faults, _digest64((session, tuple(faults))))
+            _remember(self._prefix_cache, key, entry)
+        return entry[1]
+
+    def fingerprinted_successors(
+        self, state: CreditState
+    ) -> Iterator[tuple[str, tuple[Hashable, ...], CreditState, int]]:
+        """``(action, args, canonicalize(next), fingerprint(canonicalize(next)))`` for every
+        step of ``successors(state)``, in the same order.
+
+        For a canonical ``state`` (what the checker expands) the other senders are already
+        renumbered and interned, so only the changed sender is canonicalised - once per
+        memoised sender step, with its slot digests - and the successor's fingerprint is a
+        sum of cached digests. Any other state takes the plain path.
+        """
+        session, peers, _faults = state
+        if not self._is_canonical(state):
+            interned = self.canonicalize(state)
+            if interned != state:  # not canonical: the plain path
+                canonicalize, fingerprint = self.canonicalize, self.fingerprint
+                for step in self.successors(state):
+                    nxt = canonicalize(step.state)
+                    yield step.action, step.args, nxt, fingerprint(nxt)
+                return
+            # a canonical value in other objects (e.g. unpickled in a worker): use the shared
+            # Peer objects, whose steps are equal and memoised
+            state = interned
+            session, peers, _faults = state
+        messages, free, _seq_ok = self._facts(state)
+        room = messages < self.bounds.max_messages
+        n = len(peers)
+        new_state = tuple.__new__  # CreditState(...) without the Python-level __new__
+        for s in range(n):
+            steps = self._canonical_sender_steps(state, s, room, free)
+            if n == 2:
+                other = peers[1 - s]
+                other_first, other_second = self._summary(other)[3]
+                for action, args, new_peer, new_faults, first, second in steps:
+                    # first/second: h(session, new faults) + h(slot, new_peer) per slot
+                    if new_peer <= other:
+                        yield (
+                            action,
+                            args,
+                            new_state(CreditState, (session, (new_peer, other), new_faults)),
+                            (first + other_second) & _MASK64,
+                        )
+                    else:
+                        yield (
+                            action,
+                            args,
+                            new_state(CreditState, (session, (other, new_peer), new_faults)),
+                            (second + other_first) & _MASK64,
+                        )
+            else:
+                others = [*peers[:s], *peers[s + 1 :]]
+                for action, args, new_peer, new_faults, _first, _second in steps:
+                    nxt = CreditState(session, tuple(sorted((*others, new_peer))), new_faults)
+                    yield action, args, nxt, self.fingerprint(nxt)
+        if (
+            self._receiver_restart_candidate(state)
+            and self._guard["receiver_restart"](state) is None
+        ):
+            nxt = self.canonicalize(self._effect["receiver_restart"](state))
+            yield "receiver_restart", (), nxt, self.fingerprint(nxt)
+
+    def invariants_hold(self, state: CreditState) -> bool:
+        """Every invariant of ``invariants()`` holds (one memoised pass instead of nine)."""
+        return not self._failed_checks(state) and min(self._facts(state)[1]) >= 0
+
+    def _is_canonical(self, state: CreditState) -> bool:
+        """Every sender is the interned, renumbered ``Peer`` and the senders are sorted."""
+        cache = self._canon_cache
+        session = state.session
+        peers = state.peers
+        for p in peers:
+            entry = cache.get((id(p), session))
+            if entry is None or entry[1] is not p:
+                return False
+        return all(a <= b for a, b in pairwise(peers))
+
+    def _canonical_sender_steps(
+        self, state: CreditState, s: int, room: bool, free_capacity: Vec
+    ) -> list[_CanonicalStep]:
+        """``_sender_steps`` with full arguments and each new ``Peer`` canonicalised
+        (renumbered for the session, then interned), memoised on the same context plus ``s``.
+        ``room`` and ``free_capacity`` are ``state``'s."""
+        peer = state.peers[s]
+        free = free_capacity if peer.books[-1].demand else None
+        key = (id(peer), s, state.session, state.faults, room, free)
+        entry = self._canon_steps_cache.get(key)
+        if entry is not None and entry[0] is peer:
+            return entry[1]
+        session = state.session
+        cache = self._canon_cache
+        steps: list[_CanonicalStep] = []
+        for action, rest, new_peer, new_faults in self._sender_steps(state, s, room):
+            ckey = (id(new_peer), session)
+            centry = cache.get(ckey)
+            if centry is None or centry[0] is not new_peer:
+                canon = self._intern(_renumber(new_peer, session))
+                centry = (new_peer, canon)
+                _remember(cache, ckey, centry)
+                if canon is not new_peer:
+                    _remember(cache, (id(canon), session), (canon, canon))
+            canon = centry[1]
+            prefix = self._prefix(session, new_faults)
+            slots = self._summary(canon)[3]
+            steps.append(
+                (
+                    action,
+                    (s, *rest),
+                    canon,
+                    new_faults,
+                    prefix + slots[0],
+                    prefix + slots[1] if len(slots) > 1 else 0,
+                )
+            )
+        _remember(self._canon_steps_cache, key, (peer, steps))
+        return steps
+
     def within_bounds(self, state: CreditState) -> bool:
+        messages, _free, seq_ok = self._facts(state)
+        return seq_ok and messages <= self.bounds.max_messages
+
+    def _sequences_within_cap(self, p: Peer) -> bool:
         cap = self.bounds.seq_cap
-        if _in_flight_messages(state) > self.bounds.max_messages:
+        if p.ledger.last_seq > cap or p.ledger.usage_seq > cap:
             return False
-        for p in state.peers:
-            if p.ledger.last_seq > cap or p.ledger.usage_seq > cap:
-                return False
-            if any(b.pushed_seq > cap or b.usage_seq > cap for b in p.books):
-                return False
-        return True
+        return not any(b.pushed_seq > cap or b.usage_seq > cap for b in p.books)
 
     def quiescent_by_bound(self, state: CreditState) -> bool:
         """True when no action is enabled but some action is disabled only by a bound."""

@@ -2,23 +2,32 @@
 
 ``CreditSpec.successors`` memoises each sender's steps, ``_failed_checks`` memoises per-sender
 invariant verdicts and ``canonicalize``/``pack`` memoise per sender (class docstring,
-"Memoisation"). The reference here is the readable definition: every candidate of
-``_instances`` whose guard holds, with its effect; every per-sender invariant body evaluated
-for every sender; ``_renumber``/``_pack_peer`` applied to each sender. They must agree on every
-reachable state of the tiny and known-bad configurations and on a seeded random sample of the
-``ci`` configuration.
+"Memoisation"); the checker's hot loop uses ``fingerprinted_successors``, ``fingerprint`` and
+``invariants_hold``. The reference here is the readable definition: every candidate of
+``_instances`` whose guard holds, with its effect; every invariant of ``invariants()``; the
+bounds restated; ``_renumber``/``_pack_peer`` applied to each sender; the fingerprint's formula
+restated from per-component blake2b digests. They must agree on every reachable state of the
+tiny and known-bad configurations and on a seeded random sample of the ``ci`` configuration.
 """
 
 from __future__ import annotations
 
+import marshal
 import random
 from collections import deque
 from collections.abc import Iterator
+from hashlib import blake2b
 from typing import Any
 
 import pytest
 from tent_models.configs import CREDIT_BOUNDS, KNOWN_BAD_BOUNDS
-from tent_spec.credit import CreditSpec, CreditState, _pack_peer, _renumber
+from tent_spec.credit import (
+    CreditSpec,
+    CreditState,
+    _in_flight_messages,
+    _pack_peer,
+    _renumber,
+)
 from tent_spec.variants import KNOWN_BAD
 
 _SEED = 20261130
@@ -46,10 +55,44 @@ def reference_canonical(state: CreditState) -> CreditState:
     return CreditState(state.session, tuple(peers), state.faults)
 
 
+def digest64(value: tuple[Any, ...]) -> int:
+    return int.from_bytes(blake2b(marshal.dumps(value, 2), digest_size=8).digest(), "little")
+
+
+def reference_fingerprint(state: CreditState) -> int:
+    """(h(session, faults) + Σ_s h(s, pack(peers[s]))) mod 2**64, from scratch."""
+    total = digest64((state.session, tuple(state.faults)))
+    total += sum(digest64((s, _pack_peer(p))) for s, p in enumerate(state.peers))
+    return total % 2**64
+
+
+def reference_within_bounds(spec: CreditSpec, state: CreditState) -> bool:
+    cap = spec.bounds.seq_cap
+    if _in_flight_messages(state) > spec.bounds.max_messages:
+        return False
+    return all(
+        p.ledger.last_seq <= cap
+        and p.ledger.usage_seq <= cap
+        and all(b.pushed_seq <= cap and b.usage_seq <= cap for b in p.books)
+        for p in state.peers
+    )
+
+
 def assert_fast_path_agrees(spec: CreditSpec, state: CreditState) -> list[Any]:
     """Compare every memoised result on ``state``; return its successors."""
     steps = list(spec.successors(state))
     assert [(st.action, st.args, st.state) for st in steps] == reference_successors(spec, state)
+    fused = list(spec.fingerprinted_successors(state))
+    expected = [
+        (st.action, st.args, reference_canonical(st.state), reference_fingerprint(st.state))
+        for st in steps
+    ]
+    # the fingerprint of a successor is taken on its canonical form
+    expected = [(a, args, c, reference_fingerprint(c)) for a, args, c, _ in expected]
+    assert fused == expected
+    assert spec.fingerprint(state) == reference_fingerprint(state)
+    assert spec.invariants_hold(state) == all(inv.holds(state) for inv in spec.invariants())
+    assert spec.within_bounds(state) == reference_within_bounds(spec, state)
     assert spec._failed_checks(state) == reference_failed_checks(spec, state)
     assert spec.free_capacity(state) == tuple(
         c - sum(b.granted[r] - b.released[r] - b.reclaimed[r] for p in state.peers for b in p.books)
@@ -85,10 +128,64 @@ def reachable(spec: CreditSpec) -> Iterator[CreditState]:
 def test_memoised_credit_tiny_graph_equals_direct_evaluation() -> None:
     spec = CreditSpec(CREDIT_BOUNDS["tiny"], name="credit/tiny")
     count = 0
+    fingerprints: dict[int, tuple[Any, ...]] = {}
     for state in reachable(spec):
         assert_fast_path_agrees(spec, state)
+        # one fingerprint per packed state and vice versa on the whole graph
+        assert fingerprints.setdefault(spec.fingerprint(state), spec.pack(state)) == spec.pack(
+            state
+        )
         count += 1
     assert count == 3566  # the manifest count of credit/tiny
+    assert len(fingerprints) == count
+
+
+def test_fingerprint_is_a_pinned_value_independent_of_memo_state() -> None:
+    """The same value in a fresh spec, after a walk, and as a pinned number (a changed
+    encoding or a salted hash would change it; the number is the restated formula's)."""
+    fresh = CreditSpec(CREDIT_BOUNDS["ci"], name="credit/ci")
+    initial = fresh.canonicalize(fresh.initial_states()[0])
+    walked = CreditSpec(CREDIT_BOUNDS["ci"], name="credit/ci")
+    state = walked.canonicalize(walked.initial_states()[0])
+    for _ in range(5):
+        state = next(iter(walked.fingerprinted_successors(state)))[2]
+    copy = pickle_roundtrip(initial)
+    assert walked.fingerprint(copy) == fresh.fingerprint(initial) == reference_fingerprint(initial)
+    assert fresh.fingerprint(initial) == 0xFB1DAB1FDD6F965E
+
+
+def pickle_roundtrip(state: CreditState) -> CreditState:
+    import pickle
+
+    copy: CreditState = pickle.loads(pickle.dumps(state))
+    assert copy == state and copy.peers[0] is not state.peers[0]
+    return copy
+
+
+def test_fused_successors_of_an_unpickled_or_permuted_state_equal_the_plain_path() -> None:
+    """States that are not the spec's own interned objects (a worker's unpickled copy, a
+    permuted slot order) must give exactly ``canonicalize`` + ``fingerprint`` of ``successors``."""
+    spec = CreditSpec(CREDIT_BOUNDS["ci"], name="credit/ci")
+    rng = random.Random(_SEED + 1)
+    state = spec.canonicalize(spec.initial_states()[0])
+    checked = 0
+    for _ in range(200):
+        steps = list(spec.fingerprinted_successors(state))
+        if not steps:
+            break
+        state = rng.choice(steps)[2]
+        for variant in (
+            pickle_roundtrip(state),
+            state._replace(peers=tuple(reversed(state.peers))),
+        ):
+            expected = [
+                (st.action, st.args, spec.canonicalize(st.state), 0)
+                for st in spec.successors(variant)
+            ]
+            expected = [(a, args, c, reference_fingerprint(c)) for a, args, c, _ in expected]
+            assert list(spec.fingerprinted_successors(variant)) == expected
+            checked += 1
+    assert checked > 100
 
 
 @pytest.mark.parametrize("variant", sorted(KNOWN_BAD))

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from tent_models.checker._bfs import Exploration, ProgressHook, explore_serial
+from tent_models.checker._bfs import Exploration, ProgressHook, cyclic_gc_paused, explore_serial
 from tent_models.checker._errors import InvalidArgument
 from tent_models.checker._fingerprint import (
     collision_probability,
@@ -62,7 +62,7 @@ def check(
         raise InvalidArgument(f"workers must be >= 1, got {workers}")
     if max_states is not None and max_states < 1:
         raise InvalidArgument(f"max_states must be >= 1 when given, got {max_states}")
-    with _progress_hook(model.name, enabled=progress) as hook:
+    with _progress_hook(model.name, enabled=progress) as hook, cyclic_gc_paused():
         if workers == 1:
             record = explore_serial(
                 model,

@@ -22,14 +22,13 @@ Workers are forked, so the model is inherited and need not be picklable (POSIX o
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import sys
 import time
 import traceback
 from array import array
 from collections.abc import Callable, Sequence
-from hashlib import blake2b
-from marshal import dumps
 from multiprocessing.connection import Connection
 from multiprocessing.queues import Queue
 from typing import Any
@@ -45,6 +44,7 @@ from tent_models.checker._bfs import (
     storage_bytes,
 )
 from tent_models.checker._errors import CheckerError, ModelContractError
+from tent_models.checker._fingerprint import expander
 from tent_models.checker._trace import ActionInstance
 from tent_models.model_api import SpecModel
 
@@ -52,7 +52,6 @@ __all__ = ["explore_parallel"]
 
 _SHIFT = 20  # successor position bits in a key
 _MAX_POSITION = (1 << _SHIFT) - 1
-_MARSHAL_VERSION = 2
 
 
 @attrs.frozen(kw_only=True)
@@ -132,8 +131,7 @@ class _Worker:
 
     def expand(self) -> _LevelReport:
         model, count, seen = self.model, self.count, self.seen
-        pack, successors = model.pack, model.successors
-        canonicalize = model.canonicalize if self.options.symmetry else None
+        expand = expander(model, symmetry=self.options.symmetry)
         recovered, faults = model.recovered, model.fault_actions()
         check_recoverability = self.options.check_recoverability
         pending: dict[int, tuple[int, int, Any]] = {}  # fp -> (key, local action id, state)
@@ -148,21 +146,14 @@ class _Worker:
             names: dict[str, int] = {}
             position = 0
             base = src << _SHIFT
-            for step in successors(state):
-                name = step.action
+            for name, args, nxt, fp in expand(state):
                 names[name] = names.get(name, 0) + 1
-                nxt = step.state
-                if canonicalize is not None:
-                    nxt = canonicalize(nxt)
-                fp = int.from_bytes(
-                    blake2b(dumps(pack(nxt), _MARSHAL_VERSION), digest_size=8).digest(), "little"
-                )
                 owner = fp % count
                 if record_edges and fp != src_fp and name not in faults:
                     self.edge_src[owner].append(src)
                     self.edge_fp[owner].append(fp)
                 if fp not in pending and not (owner == self.me and fp in seen):
-                    instance = (name, step.args)
+                    instance = (name, args)
                     aid = action_index.get(instance)
                     if aid is None:
                         aid = action_index[instance] = len(action_table)
@@ -325,6 +316,7 @@ def _worker_main(
     frontier: list[tuple[int, int, Any]],
 ) -> None:
     worker = _Worker(model, me=me, options=options, inboxes=inboxes, seen=seen, frontier=frontier)
+    gc.disable()  # as cyclic_gc_paused in the serial engine; this process only explores
     try:
         while True:
             command, payload = conn.recv()

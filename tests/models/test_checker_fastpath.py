@@ -1,0 +1,129 @@
+"""A model's optional fast path gives the checker exactly the result of its plain methods.
+
+``fingerprinted_successors``, ``fingerprint`` and ``invariants_hold`` are optional: a model
+without them is explored through ``successors`` + ``canonicalize`` + ``pack`` and every named
+invariant. The credit spec has all three; hiding them must not change a single state index,
+parent link, recorded action, coverage count, witness or counterexample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+from tent_models.checker import CheckResult, check
+from tent_models.checker._bfs import cyclic_gc_paused, explore_serial
+from tent_models.checker._fingerprint import expander, fingerprinter
+from tent_models.configs import CONFIGS, KNOWN_BAD_CONFIGS
+
+_FAST_PATH = ("fingerprinted_successors", "fingerprint", "invariants_hold")
+
+
+class PlainView:
+    """The model with its fast-path methods hidden (only the ``SpecModel`` protocol left)."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _FAST_PATH:
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+
+def comparable(result: CheckResult) -> CheckResult:
+    return attrs.evolve(result, seconds=0.0, states_per_second=0.0, bytes_per_state=0.0)
+
+
+def test_the_credit_spec_offers_every_fast_path_method() -> None:
+    model = CONFIGS["credit/tiny"]()
+    assert all(callable(getattr(model, name, None)) for name in _FAST_PATH)
+    plain = PlainView(model)
+    assert all(not hasattr(plain, name) for name in _FAST_PATH)
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        pytest.param(CONFIGS["credit/tiny"], id="credit/tiny"),
+        *(pytest.param(KNOWN_BAD_CONFIGS[name], id=name) for name in sorted(KNOWN_BAD_CONFIGS)),
+    ],
+)
+def test_exploration_with_and_without_the_fast_path_is_identical(
+    factory: Callable[[], Any],
+) -> None:
+    fast = explore_serial(
+        factory(),
+        symmetry=True,
+        max_states=None,
+        check_deadlock=True,
+        check_recoverability=True,
+        progress=None,
+    )
+    plain = explore_serial(
+        PlainView(factory()),
+        symmetry=True,
+        max_states=None,
+        check_deadlock=True,
+        check_recoverability=True,
+        progress=None,
+    )
+    assert list(fast.parent) == list(plain.parent)
+    assert list(fast.action_ids) == list(plain.action_ids)
+    assert fast.action_table == plain.action_table
+    assert (list(fast.edge_src), list(fast.edge_dst)) == (
+        list(plain.edge_src),
+        list(plain.edge_dst),
+    )
+    assert (fast.invariant_hits, fast.witness_hits, fast.deadlock) == (
+        plain.invariant_hits,
+        plain.witness_hits,
+        plain.deadlock,
+    )
+    assert (fast.enabled, fast.fired, fast.new_states) == (
+        plain.enabled,
+        plain.fired,
+        plain.new_states,
+    )
+
+
+@pytest.mark.parametrize("name", ["credit/tiny", "credit/bad/equal_sequence_accepted"])
+def test_check_results_with_and_without_the_fast_path_are_equal(name: str) -> None:
+    factory = CONFIGS.get(name) or KNOWN_BAD_CONFIGS[name.removeprefix("credit/bad/")]
+    fast = check(factory())
+    plain = check(PlainView(factory()))
+    assert comparable(fast) == comparable(plain)
+
+
+def test_parallel_exploration_uses_the_fast_path_with_the_serial_result() -> None:
+    serial = check(CONFIGS["credit/tiny"]())
+    parallel = check(CONFIGS["credit/tiny"](), workers=2)
+    assert attrs.evolve(comparable(parallel), workers=1) == comparable(serial)
+
+
+def test_without_symmetry_the_fused_expansion_is_not_used() -> None:
+    model = CONFIGS["credit/tiny"]()
+    state = next(iter(model.initial_states()))
+    expand = expander(model, symmetry=False)
+    fingerprint_of = fingerprinter(model)
+    assert [(a, args, nxt, fp) for a, args, nxt, fp in expand(state)] == [
+        (st.action, st.args, st.state, fingerprint_of(st.state)) for st in model.successors(state)
+    ]
+
+
+def test_the_collector_is_paused_only_during_an_exploration() -> None:
+    import gc
+
+    assert gc.isenabled()
+    with cyclic_gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cyclic_gc_paused():
+            pass
+        assert not gc.isenabled()  # a caller's own choice is restored, not overridden
+    finally:
+        gc.enable()
