@@ -552,12 +552,15 @@ class CreditSpec:
         bounded right after it is found, then expanded)."""
         if state is self._facts_for:
             return self._facts_value
-        summary = self._summary
+        cache = self._summary_cache
         messages = 0
         free = self._capacity
         seq_ok = True
         for p in state.peers:
-            count, outstanding, ok, _digest = summary(p)
+            entry = cache.get(id(p))
+            count, outstanding, ok, _digests = (
+                entry[1] if entry is not None and entry[0] is p else self._summary(p)
+            )
             messages += count
             free = _vsub(free, outstanding)
             seq_ok = seq_ok and ok
@@ -1318,7 +1321,8 @@ class CreditSpec:
                 )
                 entry = (peer, names)
                 _remember(cache, key, entry)
-            failed |= entry[1]
+            if entry[1]:
+                failed |= entry[1]
         self._failed_for, self._failed_value = state, failed
         return failed
 

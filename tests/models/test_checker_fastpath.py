@@ -13,24 +13,10 @@ from typing import Any
 
 import attrs
 import pytest
-from tent_models.checker import CheckResult, check
+from tent_models.checker import FAST_PATH_METHODS, CheckResult, PlainModel, check
 from tent_models.checker._bfs import cyclic_gc_paused, explore_serial
-from tent_models.checker._fingerprint import expander, fingerprinter
+from tent_models.checker._fastpath import expander, fingerprinter
 from tent_models.configs import CONFIGS, KNOWN_BAD_CONFIGS
-
-_FAST_PATH = ("fingerprinted_successors", "fingerprint", "invariants_hold")
-
-
-class PlainView:
-    """The model with its fast-path methods hidden (only the ``SpecModel`` protocol left)."""
-
-    def __init__(self, model: Any) -> None:
-        self._model = model
-
-    def __getattr__(self, name: str) -> Any:
-        if name in _FAST_PATH:
-            raise AttributeError(name)
-        return getattr(self._model, name)
 
 
 def comparable(result: CheckResult) -> CheckResult:
@@ -39,9 +25,9 @@ def comparable(result: CheckResult) -> CheckResult:
 
 def test_the_credit_spec_offers_every_fast_path_method() -> None:
     model = CONFIGS["credit/tiny"]()
-    assert all(callable(getattr(model, name, None)) for name in _FAST_PATH)
-    plain = PlainView(model)
-    assert all(not hasattr(plain, name) for name in _FAST_PATH)
+    assert all(callable(getattr(model, name, None)) for name in FAST_PATH_METHODS)
+    plain = PlainModel(model)
+    assert all(not hasattr(plain, name) for name in FAST_PATH_METHODS)
 
 
 @pytest.mark.parametrize(
@@ -63,7 +49,7 @@ def test_exploration_with_and_without_the_fast_path_is_identical(
         progress=None,
     )
     plain = explore_serial(
-        PlainView(factory()),
+        PlainModel(factory()),
         symmetry=True,
         max_states=None,
         check_deadlock=True,
@@ -93,7 +79,7 @@ def test_exploration_with_and_without_the_fast_path_is_identical(
 def test_check_results_with_and_without_the_fast_path_are_equal(name: str) -> None:
     factory = CONFIGS.get(name) or KNOWN_BAD_CONFIGS[name.removeprefix("credit/bad/")]
     fast = check(factory())
-    plain = check(PlainView(factory()))
+    plain = check(PlainModel(factory()))
     assert comparable(fast) == comparable(plain)
 
 

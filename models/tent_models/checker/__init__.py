@@ -15,6 +15,7 @@ from tent_models.checker._errors import (
     ModelContractError,
     ReplayError,
 )
+from tent_models.checker._fastpath import FAST_PATH_METHODS, PlainModel
 from tent_models.checker._fingerprint import (
     collision_probability,
     collision_probability_tlc,
@@ -33,12 +34,14 @@ from tent_models.checker._simulate import simulate
 from tent_models.checker._trace import format_trace, minimise, replay, trace_steps
 
 __all__ = [
+    "FAST_PATH_METHODS",
     "ActionCoverage",
     "CheckResult",
     "CheckerError",
     "CounterExample",
     "InvalidArgument",
     "ModelContractError",
+    "PlainModel",
     "ReplayError",
     "TraceStep",
     "ViolationKind",

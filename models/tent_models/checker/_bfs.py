@@ -32,7 +32,7 @@ from typing import Any
 import attrs
 
 from tent_models.checker._errors import ModelContractError
-from tent_models.checker._fingerprint import expander, fingerprinter
+from tent_models.checker._fastpath import expander, fingerprinter
 from tent_models.checker._trace import ActionInstance
 from tent_models.model_api import SpecModel
 

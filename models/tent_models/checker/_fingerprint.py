@@ -11,22 +11,17 @@ Policy:
 3. With 64-bit fingerprints two distinct states collide with probability about
    ``n (n - 1) / 2**65`` for ``n`` distinct states (birthday bound, :func:`collision_probability`);
    TLC's "optimistic" figure ``n (generated - n) / 2**64`` is :func:`collision_probability_tlc`.
+4. A model may compute its own fingerprint instead (:mod:`._fastpath`); it must keep these
+   properties: stable across processes, 64 bits, a collision probability of 2**-64 per pair.
 """
 
 from __future__ import annotations
 
 import marshal
-from collections.abc import Callable, Iterable
 from hashlib import blake2b
 from typing import Any
 
-__all__ = [
-    "collision_probability",
-    "collision_probability_tlc",
-    "expander",
-    "fingerprint",
-    "fingerprinter",
-]
+__all__ = ["collision_probability", "collision_probability_tlc", "fingerprint"]
 
 _MARSHAL_VERSION = 2  # no back-references: equal values give equal bytes (policy 2)
 
@@ -38,62 +33,6 @@ def fingerprint(packed: tuple[Any, ...]) -> int:
     """
     digest = blake2b(marshal.dumps(packed, _MARSHAL_VERSION), digest_size=8).digest()
     return int.from_bytes(digest, "little")
-
-
-def fingerprinter(model: Any) -> Callable[[Any], int]:
-    """The state -> fingerprint function the checker uses for ``model``.
-
-    A model may provide its own stable ``fingerprint(state)`` (the fast path of DESIGN's
-    "compact encoding in the hot loop", e.g. hashing memoised per-component digests); it must
-    then be a 64-bit value that depends only on the state's value, identical in every process,
-    and equal exactly when ``pack`` is equal (up to 64-bit collisions). Otherwise it is
-    ``fingerprint(model.pack(state))``.
-    """
-    own = getattr(model, "fingerprint", None)
-    if callable(own):
-        return own  # type: ignore[no-any-return]
-    pack = model.pack
-
-    def of(state: Any) -> int:
-        return int.from_bytes(
-            blake2b(marshal.dumps(pack(state), _MARSHAL_VERSION), digest_size=8).digest(), "little"
-        )
-
-    return of
-
-
-Expansion = Iterable[tuple[str, tuple[Any, ...], Any, int]]
-
-
-def expander(model: Any, *, symmetry: bool) -> Callable[[Any], Expansion]:
-    """The hot loop's ``state -> (action, args, next state, fingerprint)`` function.
-
-    ``next state`` is canonical when ``symmetry`` is on. A model may fuse the three steps in a
-    ``fingerprinted_successors(state)`` method (same steps, same order as ``successors``, each
-    successor canonicalised and fingerprinted, typically from memoised per-component digests);
-    it is used when symmetry is on. Otherwise: ``successors``, ``canonicalize`` and
-    :func:`fingerprinter`.
-    """
-    fingerprint_of = fingerprinter(model)
-    successors = model.successors
-    if not symmetry:
-
-        def plain(state: Any) -> Expansion:
-            for action, args, nxt in successors(state):
-                yield action, args, nxt, fingerprint_of(nxt)
-
-        return plain
-    fused = getattr(model, "fingerprinted_successors", None)
-    if callable(fused):
-        return fused  # type: ignore[no-any-return]
-    canonicalize = model.canonicalize
-
-    def canonical(state: Any) -> Expansion:
-        for action, args, raw in successors(state):
-            nxt = canonicalize(raw)
-            yield action, args, nxt, fingerprint_of(nxt)
-
-    return canonical
 
 
 def collision_probability(distinct_states: int) -> float:

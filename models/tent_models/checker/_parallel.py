@@ -44,7 +44,7 @@ from tent_models.checker._bfs import (
     storage_bytes,
 )
 from tent_models.checker._errors import CheckerError, ModelContractError
-from tent_models.checker._fingerprint import expander
+from tent_models.checker._fastpath import expander
 from tent_models.checker._trace import ActionInstance
 from tent_models.model_api import SpecModel
 
