@@ -6,10 +6,13 @@ Measured on one model (``tent_models.configs.CONFIGS[model]`` when that module e
 clearly labelled toy stand-in from ``tests/models/toy_models.py``):
 
 * single-process and ``--workers`` BFS rates (distinct states/s) and the speedup;
+* the model's fast path against its plain ``SpecModel`` methods in the same run
+  (``PlainModel``: readable ``successors`` + ``canonicalize`` + ``pack`` + every invariant);
 * storage: tracemalloc peak during a separate BFS run, ``ru_maxrss`` growth, and B/state;
 * the symmetry reduction factor (distinct states without / with ``canonicalize``);
-* a baseline in the same run: a bare BFS over the same ``successors``/``canonicalize``/``pack``
-  with a plain ``set`` of packed tuples (``ratio`` = checker rate / bare rate);
+* a baseline in the same run: a bare BFS over the same expansion the checker uses (the fast
+  path when the model has one) with a plain ``set`` of fingerprints, no checks, no parents
+  (``ratio`` = checker rate / bare rate: the cost of the checker's own bookkeeping);
 * fingerprint functions per packed state (the chosen blake2b+marshal and alternatives);
 * for each known-bad variant found (``tent_spec.variants.KNOWN_BAD`` and the ``KNOWN_BAD`` maps of
   ``tent_models.configs*``), the counterexample length and the time to find it.
@@ -32,7 +35,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tent_models.checker import check, fingerprint
+from tent_models.checker import PlainModel, check, fingerprint
+from tent_models.checker._bfs import cyclic_gc_paused
+from tent_models.checker._fastpath import FAST_PATH_METHODS, expander, fingerprinter
 
 
 def load_model(name: str) -> tuple[Callable[[], Any], str]:
@@ -69,29 +74,30 @@ def known_bad() -> dict[str, tuple[Callable[[], Any], str | None]]:
 
 
 def bare_bfs(model: Any, max_states: int | None) -> tuple[int, float]:
-    """The baseline: BFS with a set of packed tuples, nothing else (no checks, no parents)."""
+    """The baseline: BFS with a set of fingerprints, nothing else (no checks, no parents)."""
     started = time.perf_counter()
-    pack, canonicalize, successors = model.pack, model.canonicalize, model.successors
+    expand = expander(model, symmetry=True)
+    canonicalize = model.canonicalize
+    fingerprint_of = fingerprinter(model)
     within = model.within_bounds
-    seen: set[Any] = set()
+    seen: set[int] = set()
     queue: deque[Any] = deque()
     for initial in model.initial_states():
         state = canonicalize(initial)
-        packed = pack(state)
-        if packed not in seen:
-            seen.add(packed)
+        fp = fingerprint_of(state)
+        if fp not in seen:
+            seen.add(fp)
             queue.append(state)
     limit = max_states or sys.maxsize
-    while queue and len(seen) < limit:
-        state = queue.popleft()
-        if not within(state):
-            continue
-        for step in successors(state):
-            nxt = canonicalize(step.state)
-            packed = pack(nxt)
-            if packed not in seen:
-                seen.add(packed)
-                queue.append(nxt)
+    with cyclic_gc_paused():  # as the checker does
+        while queue and len(seen) < limit:
+            state = queue.popleft()
+            if not within(state):
+                continue
+            for _action, _args, nxt, fp in expand(state):
+                if fp not in seen:
+                    seen.add(fp)
+                    queue.append(nxt)
     seconds = time.perf_counter() - started
     return len(seen), seconds
 
@@ -104,6 +110,19 @@ def fingerprint_costs(model: Any) -> dict[str, float]:
         for step in model.successors(state):
             samples.append(model.pack(step.state))
     samples = samples[:50]
+    if callable(getattr(model, "fingerprint", None)):
+        states = [model.canonicalize(s) for s in model.initial_states()]
+        for state in list(states):
+            states.extend(model.canonicalize(step.state) for step in model.successors(state))
+        states = states[:50]
+
+        def own() -> list[int]:
+            return [model.fingerprint(state) for state in states]
+
+        runs = timeit.repeat(own, number=200, repeat=3)
+        own_cost = round(min(runs) / (200 * len(states)) * 1e9, 1)
+    else:
+        own_cost = None
     candidates: dict[str, Callable[[Any], int]] = {
         "blake2b8(marshal v2) [used]": fingerprint,
         "md5(marshal v2)[:8]": lambda p: int.from_bytes(
@@ -122,6 +141,9 @@ def fingerprint_costs(model: Any) -> dict[str, float]:
 
         runs = timeit.repeat(run, number=200, repeat=3)
         costs[name] = round(min(runs) / (200 * len(samples)) * 1e9, 1)
+    if own_cost is not None:
+        costs["model.fingerprint (per-sender digests memoised, warm) [used]"] = own_cost
+        costs["blake2b8(marshal v2) [plain path]"] = costs.pop("blake2b8(marshal v2) [used]")
     return costs
 
 
@@ -154,6 +176,21 @@ def main() -> None:
         "collision_probability": serial.collision_probability,
     }
 
+    fast_path = [name for name in FAST_PATH_METHODS if callable(getattr(factory(), name, None))]
+    if fast_path:
+        plain = check(PlainModel(factory()), max_states=options.max_states)
+        report["fast_path"] = {
+            "methods": fast_path,
+            "plain_states_per_second": round(plain.states_per_second),
+            "same_states_transitions_depth": (
+                plain.distinct_states,
+                plain.transitions,
+                plain.depth,
+            )
+            == (serial.distinct_states, serial.transitions, serial.depth),
+            "speedup_over_plain": round(serial.states_per_second / plain.states_per_second, 2),
+        }
+
     tracemalloc.start()
     traced = check(factory(), max_states=options.max_states)
     _, peak = tracemalloc.get_traced_memory()
@@ -177,13 +214,21 @@ def main() -> None:
         }
 
     if not options.skip_symmetry_off:
-        plain = check(
-            factory(), symmetry=False, max_states=options.max_states, check_recoverability=False
-        )
+        # The reduction is only meaningful on exhaustive runs: with a --max-states cut both runs
+        # stop at the cut, so the model family's tiny configuration is measured instead.
+        sym_name = options.model
+        if options.max_states is not None:
+            sym_name = options.model.rsplit("/", 1)[0] + "/tiny"
+        sym_factory, _ = load_model(sym_name)
+        with_symmetry = check(sym_factory(), check_recoverability=False)
+        without = check(sym_factory(), symmetry=False, check_recoverability=False)
         report["symmetry"] = {
-            "states_with": serial.distinct_states,
-            "states_without": plain.distinct_states,
-            "reduction_factor": round(plain.distinct_states / serial.distinct_states, 3),
+            "model": sym_name,
+            "exhaustive": with_symmetry.exhaustive and without.exhaustive,
+            "states_with": with_symmetry.distinct_states,
+            "states_without": without.distinct_states,
+            "reduction_factor": round(without.distinct_states / with_symmetry.distinct_states, 3),
+            "note": "canonicalize = sender symmetry + per-key sequence renumbering",
         }
 
     bare_states, bare_seconds = bare_bfs(factory(), options.max_states)
