@@ -48,7 +48,7 @@ from tent_models.checker import (
 )
 from tent_models.manifest import Counts, Manifest
 from tent_models.model_api import SpecModel
-from tent_models.proofs import arbitration_z3, credit_z3, mlu_z3
+from tent_models.proofs import arbitration_z3, credit_z3, ledger_explicit, mlu_z3
 
 __all__ = [
     "TARGET_KINDS",
@@ -517,6 +517,21 @@ def _credit_proof(
     return prove
 
 
+_CROSS_CHECK_K = 6  # the diameter of the u2 ledger's graph: BMC to it is complete there
+
+
+def _ledger_cross_check() -> ProofVerdict:
+    checks = [
+        ledger_explicit.cross_check_ledger(_CROSS_CHECK_K, bits=2, mutation=mutation)
+        for mutation in (None, *credit_z3.LEDGER_MUTATIONS)
+    ]
+    agree = all(c.agree for c in checks)
+    return ProofVerdict(
+        holds=agree,
+        counterexample=None if agree else "\n".join(c.summary() for c in checks),
+    )
+
+
 def _ledger_mutation(mutation: str) -> Callable[[], ProofVerdict]:
     return _credit_proof(lambda: credit_z3.prove_ledger_inductive(mutation=mutation))
 
@@ -598,6 +613,12 @@ def _proof_targets() -> list[Target]:
             "z3/credit/ledger-bmc",
             _credit_proof(lambda: credit_z3.bmc_ledger(_LEDGER_BMC_DEPTH)),
             description=f"ledger: no violation within {_LEDGER_BMC_DEPTH} steps over u4 counters",
+        ),
+        proof_target(
+            "z3/credit/ledger-bmc-vs-explicit",
+            _ledger_cross_check,
+            description="z3 BMC and the explicit checker agree on the ledger over u2 counters "
+            "(verdicts, lengths, trace replay, reachable sets), correct and every mutation",
         ),
     ]
     targets.extend(
