@@ -490,6 +490,9 @@ class CreditSpec:
         self._zero: Vec = (0,) * bounds.resources
         self._charges = bounds.charges
         self._capacity = bounds.capacity
+        self._faults_interned: dict[Faults, Faults] = {}
+        self._restart_cache: dict[tuple[int, int], tuple[Peer, Peer]] = {}
+        self._restart_context: dict[tuple[int, int], tuple[Faults, int, Faults]] = {}
         self._facts_for: CreditState | None = None
         self._facts_value: tuple[int, Vec, bool] = (0, self._zero, True)
         # Per-sender memo tables (see "Memoisation" in the class docstring). Keys start with
@@ -1732,12 +1735,56 @@ class CreditSpec:
             self._receiver_restart_candidate(state)
             and self._guard["receiver_restart"](state) is None
         ):
-            nxt = self.canonicalize(self._effect["receiver_restart"](state))
+            nxt = self._restarted(state)
             yield "receiver_restart", (), nxt, self.fingerprint(nxt)
 
+    def _restarted(self, state: CreditState) -> CreditState:
+        """``canonicalize(receiver_restart(state))`` from per-sender memos.
+
+        The effect maps each sender's ``Peer`` on its own, given the session (and the fault
+        counts on their own), so its canonical image is memoised per (``Peer``, session); on any
+        miss the effect itself is evaluated once and every image taken from its result.
+        """
+        session, peers, faults = state
+        cache = self._restart_cache
+        images = []
+        for p in peers:
+            entry = cache.get((id(p), session))
+            if entry is None or entry[0] is not p:
+                break
+            images.append(entry[1])
+        context = self._restart_context.get((id(faults), session))
+        if len(images) != len(peers) or context is None or context[0] is not faults:
+            raw = self._effect["receiver_restart"](state)
+            for p, image in zip(peers, raw.peers, strict=True):
+                canon = self._intern(_renumber(image, raw.session))
+                _remember(cache, (id(p), session), (p, canon))
+                _remember(self._canon_cache, (id(canon), raw.session), (canon, canon))
+            context = (
+                faults,
+                raw.session,
+                self._faults_interned.setdefault(raw.faults, raw.faults),
+            )
+            _remember(self._restart_context, (id(faults), session), context)
+            images = [cache[(id(p), session)][1] for p in peers]
+        return CreditState(context[1], tuple(sorted(images)), context[2])
+
     def invariants_hold(self, state: CreditState) -> bool:
-        """Every invariant of ``invariants()`` holds (one memoised pass instead of nine)."""
-        return not self._failed_checks(state) and min(self._facts(state)[1]) >= 0
+        """Every invariant of ``invariants()`` holds (one memoised pass instead of nine):
+        the capacity sum, then each sender's memoised verdict (``_failed_checks``)."""
+        messages, free, _seq_ok = self._facts(state)
+        if min(free) < 0:
+            return False
+        cache = self._check_cache
+        session = state.session
+        room = messages < self.bounds.max_messages
+        for peer in state.peers:
+            entry = cache.get((id(peer), session, room))
+            if entry is None or entry[0] is not peer:
+                return not self._failed_checks(state)  # computes and memoises the verdicts
+            if entry[1]:
+                return False
+        return True
 
     def _is_canonical(self, state: CreditState) -> bool:
         """Every sender is the interned, renumbered ``Peer`` and the senders are sorted."""
@@ -1748,6 +1795,8 @@ class CreditSpec:
             entry = cache.get((id(p), session))
             if entry is None or entry[1] is not p:
                 return False
+        if len(peers) == 2:
+            return peers[0] <= peers[1]
         return all(a <= b for a, b in pairwise(peers))
 
     def _canonical_sender_steps(
@@ -1765,7 +1814,7 @@ class CreditSpec:
         session = state.session
         cache = self._canon_cache
         steps: list[_CanonicalStep] = []
-        for action, rest, new_peer, new_faults in self._sender_steps(state, s, room):
+        for action, rest, new_peer, raw_faults in self._sender_steps(state, s, room):
             ckey = (id(new_peer), session)
             centry = cache.get(ckey)
             if centry is None or centry[0] is not new_peer:
@@ -1775,6 +1824,8 @@ class CreditSpec:
                 if canon is not new_peer:
                     _remember(cache, (id(canon), session), (canon, canon))
             canon = centry[1]
+            # shared Faults objects make the id-keyed prefix memo hit across states
+            new_faults = self._faults_interned.setdefault(raw_faults, raw_faults)
             prefix = self._prefix(session, new_faults)
             slots = self._summary(canon)[3]
             steps.append(
