@@ -81,6 +81,12 @@ def main() -> None:
     help="Checker processes per model (the seen set is sharded by fingerprint).",
 )
 @click.option(
+    "--plain",
+    is_flag=True,
+    help="Hide the models' optional fast path: explore through the readable spec methods only "
+    "(same states and verdicts, slower; a cross-check of the fast path).",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, allow_dash=True),
@@ -134,6 +140,7 @@ def check_command(
     deep: bool,
     only: tuple[str, ...],
     workers: int,
+    plain: bool,
     json_path: str | None,
     junit_path: str | None,
     list_only: bool,
@@ -180,6 +187,7 @@ def check_command(
     progress = console.is_terminal and not no_progress
     options = RunOptions(
         workers=workers,
+        plain=plain,
         progress=progress and not to_stdout,  # the checker's own display uses stdout
         manifest=expected,
     )

@@ -17,6 +17,10 @@ Conventions every spec model follows:
 * ``apply(state, action, args)`` returns the successor of one action instance, or ``None`` if its
   guard is false (used by trace validation and conformance replay); ``explain(state, action,
   args)`` says which guard failed, in words.
+
+Optionally, for speed only, a model may also provide ``fingerprinted_successors``,
+``fingerprint`` and ``invariants_hold`` (see :mod:`tent_models.checker._fastpath`); each must
+equal what it replaces, and ``tent_models.checker.PlainModel`` hides them for a cross-check.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from tent_models import configs, configs_admission, configs_gated
 from tent_models.checker import (
     CheckResult,
     CounterExample,
+    PlainModel,
     ViolationKind,
     check,
     format_counterexample,
@@ -107,6 +108,7 @@ class RunOptions:
     workers: int = attrs.field(default=1, validator=attrs.validators.ge(1))
     progress: bool = False
     manifest: Manifest = attrs.field(factory=Manifest)
+    plain: bool = False  # hide the models' fast path (PlainModel): the readable path only
 
 
 @attrs.frozen(kw_only=True)
@@ -298,11 +300,17 @@ def judge_known_bad(name: str, tier: Tier, result: CheckResult, invariant: str) 
 # --- target builders ------------------------------------------------------------------------------
 
 
+def _build(factory: ModelFactory, options: RunOptions) -> SpecModel[Any]:
+    """The target's model, its fast path hidden when ``options.plain``."""
+    model = factory()
+    return PlainModel(model) if options.plain else model
+
+
 def model_target(name: str, tier: Tier, factory: ModelFactory, description: str = "") -> Target:
     """A shipped model configuration, checked exhaustively and compared with the manifest."""
 
     def run(options: RunOptions) -> Outcome:
-        result = check(factory(), workers=options.workers, progress=options.progress)
+        result = check(_build(factory, options), workers=options.workers, progress=options.progress)
         return judge_model(name, tier, result, options.manifest)
 
     return Target(
@@ -321,7 +329,7 @@ def known_bad_target(
     """A known-bad variant (tier ``ci``) that must be refuted by a violation of ``invariant``."""
 
     def run(options: RunOptions) -> Outcome:
-        result = check(factory(), workers=options.workers, progress=options.progress)
+        result = check(_build(factory, options), workers=options.workers, progress=options.progress)
         return judge_known_bad(name, Tier.CI, result, invariant)
 
     return Target(

@@ -170,6 +170,27 @@ def test_workers_give_the_same_counts() -> None:
     ]
 
 
+def test_plain_gives_the_same_counts_and_verdicts_through_the_readable_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tent_spec.credit import CreditSpec
+
+    def forbidden(*_args: object) -> object:
+        raise AssertionError("--plain must not use the fast path")
+
+    selection = ("--only", "credit/tiny", "--only", "credit/bad/delta_grants", "--json", "-")
+    fast = invoke("check", *selection)
+    monkeypatch.setattr(CreditSpec, "fingerprinted_successors", forbidden)
+    monkeypatch.setattr(CreditSpec, "fingerprint", forbidden)
+    monkeypatch.setattr(CreditSpec, "invariants_hold", forbidden)
+    plain = invoke("check", *selection, "--plain")
+    assert fast.exit_code == plain.exit_code == 0, plain.output
+    fields = ("name", "states", "transitions", "depth", "result", "counterexample")
+    assert [{k: t[k] for k in fields} for t in json.loads(fast.stdout)["targets"]] == [
+        {k: t[k] for k in fields} for t in json.loads(plain.stdout)["targets"]
+    ]
+
+
 def test_list_shows_the_selected_targets_without_running_them() -> None:
     result = invoke("check", "--list")
     assert result.exit_code == 0, result.output
