@@ -113,3 +113,13 @@ def test_the_collector_is_paused_only_during_an_exploration() -> None:
         assert not gc.isenabled()  # a caller's own choice is restored, not overridden
     finally:
         gc.enable()
+
+
+def test_memo_tables_cleared_mid_run_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With tiny memo tables (cleared every few dozen entries) canonical states keep arriving
+    as objects the memos no longer know: the fast path must fall back, not go wrong."""
+    import tent_spec.credit
+
+    expected = comparable(check(PlainModel(CONFIGS["credit/tiny"]())))
+    monkeypatch.setattr(tent_spec.credit, "_CACHE_LIMIT", 37)
+    assert comparable(check(CONFIGS["credit/tiny"]())) == expected
