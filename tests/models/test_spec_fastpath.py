@@ -226,3 +226,23 @@ def test_an_effect_touching_another_sender_is_refused_by_the_memo() -> None:
     state = spec.initial_states()[0]
     with pytest.raises(AssertionError, match="not local to sender"):
         list(spec.successors(state))
+
+
+@pytest.mark.parametrize("senders", [1, 3])
+def test_fast_path_with_one_or_three_senders_equals_direct_evaluation(senders: int) -> None:
+    """The fused expansion has a two-sender shortcut; other sender counts take the general
+    branch, which must agree too."""
+    import attrs
+
+    spec = CreditSpec(attrs.evolve(CREDIT_BOUNDS["ci"], senders=senders), name="credit/n")
+    rng = random.Random(_SEED + senders)
+    visited = 0
+    for _walk in range(15):
+        state = spec.canonicalize(spec.initial_states()[0])
+        for _depth in range(25):
+            steps = assert_fast_path_agrees(spec, state)
+            visited += 1
+            if not steps or not spec.within_bounds(state):
+                break
+            state = spec.canonicalize(rng.choice(steps).state)
+    assert visited > 150
