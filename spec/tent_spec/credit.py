@@ -1769,6 +1769,13 @@ class CreditSpec:
             images = [cache[(id(p), session)][1] for p in peers]
         return CreditState(context[1], tuple(sorted(images)), context[2])
 
+    def intern(self, state: CreditState) -> CreditState:
+        """An equal state built from this process's shared ``Peer`` and ``Faults`` objects, so
+        the id-keyed memos hit for a state that arrives as fresh objects (unpickled in a
+        checker worker)."""
+        faults = self._faults_interned.setdefault(state.faults, state.faults)
+        return CreditState(state.session, tuple(self._intern(p) for p in state.peers), faults)
+
     def invariants_hold(self, state: CreditState) -> bool:
         """Every invariant of ``invariants()`` holds (one memoised pass instead of nine):
         the capacity sum, then each sender's memoised verdict (``_failed_checks``)."""

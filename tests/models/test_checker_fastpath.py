@@ -123,3 +123,24 @@ def test_memo_tables_cleared_mid_run_change_nothing(monkeypatch: pytest.MonkeyPa
     expected = comparable(check(PlainModel(CONFIGS["credit/tiny"]())))
     monkeypatch.setattr(tent_spec.credit, "_CACHE_LIMIT", 37)
     assert comparable(check(CONFIGS["credit/tiny"]())) == expected
+
+
+def test_parallel_cut_of_credit_ci_numbers_every_state_as_the_serial_run() -> None:
+    """Two workers ship states to each other (interned on arrival) and skip fingerprints they
+    offered before: the parent links and actions must still be the serial run's."""
+    from tent_models.checker._parallel import explore_parallel
+
+    options = {
+        "symmetry": True,
+        "max_states": 20_000,
+        "check_deadlock": True,
+        "check_recoverability": False,
+        "progress": None,
+    }
+    serial = explore_serial(CONFIGS["credit/ci"](), **options)  # type: ignore[arg-type]
+    parallel = explore_parallel(CONFIGS["credit/ci"](), workers=2, **options)  # type: ignore[arg-type]
+    assert len(parallel.parent) == len(serial.parent) == 20_000
+    assert list(parallel.parent) == list(serial.parent)
+    assert [parallel.action_table[a] for a in parallel.action_ids] == [
+        serial.action_table[a] for a in serial.action_ids
+    ]

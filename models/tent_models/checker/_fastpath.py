@@ -12,6 +12,9 @@ also offer, for speed only:
   used when symmetry is on.
 * ``invariants_hold(state) -> bool``: the conjunction of ``invariants()``; the named invariants
   are then evaluated only where it is false.
+* ``intern(state)``: an equal state built from objects the model shares (the multi-process
+  engine calls it on states that arrive from another worker, so memo tables keyed by object
+  identity recognise them).
 
 Each must equal what it replaces; a model's tests prove that (tests/models/test_spec_fastpath.py
 for the credit spec), and :class:`PlainModel` hides the fast path so the two explorations can be
@@ -29,7 +32,7 @@ __all__ = ["FAST_PATH_METHODS", "Expansion", "PlainModel", "expander", "fingerpr
 
 _MARSHAL_VERSION = 2  # as _fingerprint.fingerprint (inlined: this runs once per transition)
 
-FAST_PATH_METHODS = ("fingerprint", "fingerprinted_successors", "invariants_hold")
+FAST_PATH_METHODS = ("fingerprint", "fingerprinted_successors", "intern", "invariants_hold")
 
 Expansion = Iterable[tuple[str, tuple[Any, ...], Any, int]]
 

@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 
 from tent_models.checker._bfs import (
+    _KEY_OBJECT_BYTES,
     Exploration,
     ProgressHook,
     new_exploration,
@@ -125,6 +126,7 @@ class _Worker:
         self.edge_src: list[array[int]] = [array("I") for _ in range(self.count)]
         self.edge_fp: list[array[int]] = [array("Q") for _ in range(self.count)]
         self.new_level: list[tuple[int, Any, bool]] = []  # (fp, state, in bounds), key order
+        self.known_remote: set[int] = set()  # other shards' fingerprints offered before
 
     def _send(self, target: int, tag: str, payload: Any) -> None:
         self.inboxes[target].put((tag, self.level, self.me, payload))
@@ -135,6 +137,7 @@ class _Worker:
         recovered, faults = model.recovered, model.fault_actions()
         check_recoverability = self.options.check_recoverability
         pending: dict[int, tuple[int, int, Any]] = {}  # fp -> (key, local action id, state)
+        known_remote = self.known_remote
         action_index, action_table = self.action_index, self.action_table
         transitions = 0
         deadlock: int | None = None
@@ -152,7 +155,9 @@ class _Worker:
                 if record_edges and fp != src_fp and name not in faults:
                     self.edge_src[owner].append(src)
                     self.edge_fp[owner].append(fp)
-                if fp not in pending and not (owner == self.me and fp in seen):
+                if fp not in pending and not (
+                    fp in seen if owner == self.me else fp in known_remote
+                ):
                     instance = (name, args)
                     aid = action_index.get(instance)
                     if aid is None:
@@ -194,6 +199,9 @@ class _Worker:
             self._send(
                 target, "candidates", (fps_out[target].tobytes(), keys_out[target].tobytes())
             )
+            # After this level its owner has every one of them (already seen or numbered now):
+            # later levels need not offer them again.
+            self.known_remote.update(fps_out[target])
         received = self.mailbox.collect("candidates", self.level, self.others)
         received[me] = (fps_out[me].tobytes(), keys_out[me].tobytes())
         # phase 2: the smallest key wins an unseen fingerprint; winners back to generators
@@ -229,6 +237,14 @@ class _Worker:
             self._send(target, "states", shipments[target])
         arrived = self.mailbox.collect("states", self.level, self.others)
         arrived[me] = shipments[me]
+        # States from other workers arrive as fresh objects: a model's ``intern`` (optional,
+        # returns an equal state) lets its id-keyed memo tables recognise their parts.
+        intern = getattr(self.model, "intern", None)
+        if callable(intern):
+            for origin in self.others:
+                arrived[origin] = [
+                    (key, fp, code, intern(state)) for key, fp, code, state in arrived[origin]
+                ]
         self.incoming = sorted(
             (item for origin in range(count) for item in arrived[origin]), key=lambda item: item[0]
         )
@@ -300,8 +316,10 @@ class _Worker:
         return src.tobytes(), dst.tobytes()
 
     def storage(self) -> int:
-        return storage_bytes(
-            len(self.seen), sys.getsizeof(self.seen), *self.edge_src, *self.edge_fp
+        return (
+            storage_bytes(len(self.seen), sys.getsizeof(self.seen), *self.edge_src, *self.edge_fp)
+            + sys.getsizeof(self.known_remote)
+            + len(self.known_remote) * _KEY_OBJECT_BYTES
         )
 
 
