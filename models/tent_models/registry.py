@@ -654,33 +654,23 @@ def _proof_targets() -> list[Target]:
         )
         for name in arbitration_z3.PROPERTIES
     )
-    targets.extend(
-        proof_target(
-            f"z3/arbitration/bad/{variant}",
-            _broken_arbitration(variant),
-            expect_holds=False,
-            description=f"known-bad: {rule}",
-        )
-        for variant, rule in arbitration_z3.BROKEN_VARIANTS.items()
+    known_bad_proofs: tuple[
+        tuple[str, Callable[[str], Callable[[], ProofVerdict]], Mapping[str, str]], ...
+    ] = (
+        ("z3/arbitration/bad", _broken_arbitration, arbitration_z3.BROKEN_VARIANTS),
+        ("z3/credit/ledger/bad", _ledger_mutation, credit_z3.LEDGER_MUTATIONS),
+        ("z3/credit/allocator/bad", _allocator_mutation, credit_z3.ALLOCATOR_MUTATIONS),
     )
-    targets.extend(
-        proof_target(
-            f"z3/credit/ledger/bad/{mutation}",
-            _ledger_mutation(mutation),
-            expect_holds=False,
-            description=f"known-bad: {rule}",
+    for prefix, refute, rules in known_bad_proofs:
+        targets.extend(
+            proof_target(
+                f"{prefix}/{name}",
+                refute(name),
+                expect_holds=False,
+                description=f"known-bad: {rule}",
+            )
+            for name, rule in rules.items()
         )
-        for mutation, rule in credit_z3.LEDGER_MUTATIONS.items()
-    )
-    targets.extend(
-        proof_target(
-            f"z3/credit/allocator/bad/{mutation}",
-            _allocator_mutation(mutation),
-            expect_holds=False,
-            description=f"known-bad: {rule}",
-        )
-        for mutation, rule in credit_z3.ALLOCATOR_MUTATIONS.items()
-    )
     return targets
 
 

@@ -571,10 +571,6 @@ class CreditSpec:
         self._facts_for, self._facts_value = state, facts
         return facts
 
-    def _outstanding(self, peer: Peer) -> Vec:
-        """Σ (granted − released − reclaimed) over one sender's books (memoised per peer)."""
-        return self._summary(peer)[1]
-
     def _summary(self, peer: Peer) -> _PeerSummary:
         """What the hot loop reads of one sender, computed once per ``Peer`` object: messages
         in its two bags, its books' outstanding grant, whether its sequences are within

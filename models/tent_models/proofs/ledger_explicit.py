@@ -42,7 +42,14 @@ from tent_models.proofs.credit_z3 import (
     bmc_ledger,
 )
 
-__all__ = ["CrossCheck", "LedgerExplicit", "compile_expr", "cross_check_ledger", "z3_reachable"]
+__all__ = [
+    "CrossCheck",
+    "LedgerExplicit",
+    "compile_expr",
+    "cross_check_ledger",
+    "z3_reachable",
+    "z3_reachable_layers",
+]
 
 Env = Sequence[int]
 Compiled = Callable[[Env], Any]
@@ -251,6 +258,13 @@ def _all_solutions(constraint: Any, variables: Sequence[Any], limit: int = 100_0
 def z3_reachable(depth: int, *, bits: int = 2, mutation: str | None = None) -> set[tuple[int, ...]]:
     """The states z3 finds reachable from Init within ``depth`` steps of the ledger system
     (the unrolled transition relation, no invariant assumed), enumerated exhaustively."""
+    return z3_reachable_layers(depth, bits=bits, mutation=mutation)[-1]
+
+
+def z3_reachable_layers(
+    depth: int, *, bits: int = 2, mutation: str | None = None
+) -> list[set[tuple[int, ...]]]:
+    """``[z3_reachable(0), z3_reachable(1), ..., z3_reachable(depth)]`` from one unrolling."""
     sys = _ledger(_BitVecArith(bits), mutation)
     states = [sys.state("@0")]
     constraints = [sys.init(states[0])]
@@ -265,11 +279,13 @@ def z3_reachable(depth: int, *, bits: int = 2, mutation: str | None = None) -> s
             )
         )
         states.append(nxt)
+    layers: list[set[tuple[int, ...]]] = []
     found: set[tuple[int, ...]] = set()
-    # Within ``depth`` steps = the end state of some prefix of the unrolling.
+    # Within ``end`` steps = the end state of some prefix of the unrolling up to ``end``.
     for end in range(depth + 1):
         found |= _all_solutions(z3.And(*constraints[: end + 1]), list(states[end].values()))
-    return found
+        layers.append(set(found))
+    return layers
 
 
 @attrs.frozen(kw_only=True)
@@ -375,10 +391,11 @@ def _replays(model: LedgerExplicit, steps: Sequence[Mapping[str, Any]], violated
 def _reachable_sets_agree(
     model: LedgerExplicit, depth: int, *, bits: int, mutation: str | None
 ) -> bool:
+    layers = z3_reachable_layers(depth, bits=bits, mutation=mutation)
     frontier = set(model.initial_states())
     within = set(frontier)
     for d in range(depth + 1):
-        if z3_reachable(d, bits=bits, mutation=mutation) != within:
+        if layers[d] != within:
             return False
         frontier = {step.state for s in frontier for step in model.successors(s)} - within
         within |= frontier
