@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tent_credit import (
@@ -346,23 +346,43 @@ def run_incast(
     for _ in range(500):
         now += 10_000
         net.step(now)
+    # Recovery is "eventually" (the spec's recoverability): with loss still on, a refresh or
+    # heartbeat can be lost and a sender be STALE for a moment. Step on, up to 200 ms more,
+    # until a moment where all credit is usable; a real leak or stuck sender never gets there.
+    for _ in range(20_000):
+        if not credit_unusable(net):
+            break
+        now += 10_000
+        net.step(now)
     return net
 
 
-def assert_all_credit_usable(net: LoopbackNetwork) -> None:
+def credit_unusable(net: LoopbackNetwork) -> list[str]:
+    """Why not all credit is usable right now (empty when it is)."""
+    problems = []
     stats = net.receiver.allocator.statistics()
     held = dict.fromkeys(R, 0)
-    for tx in net.senders.values():
+    for peer, tx in net.senders.items():
         s = tx.statistics()
-        assert s.state is NegotiationState.ACTIVE
-        assert s.in_flight == 0 and s.fenced_in_flight == 0
-        assert tx.key is not None and tx.key.receiver_session == net.receiver.session
+        if s.state is not NegotiationState.ACTIVE:
+            problems.append(f"sender {peer} is {s.state.name}")
+        if s.in_flight or s.fenced_in_flight:
+            problems.append(f"sender {peer} has work in flight")
+        if tx.key is None or tx.key.receiver_session != net.receiver.session:
+            problems.append(f"sender {peer} is not on the receiver's session")
         for r, a in tx.available().items():
             held[r] += a
     # nothing leaked: all the receiver still commits is credit the senders can use right now
     for r, outstanding in stats.outstanding.items():
-        assert outstanding == held[r], r
-    assert stats.epochs_fencing == 0
+        if outstanding != held[r]:
+            problems.append(f"{r.name}: receiver commits {outstanding}, senders hold {held[r]}")
+    if stats.epochs_fencing:
+        problems.append(f"{stats.epochs_fencing} epoch(s) still fencing")
+    return problems
+
+
+def assert_all_credit_usable(net: LoopbackNetwork) -> None:
+    assert credit_unusable(net) == []
 
 
 def test_three_senders_over_lossy_duplicating_reordering_channels_recover_fully() -> None:
@@ -382,6 +402,7 @@ def test_three_senders_over_lossy_duplicating_reordering_channels_recover_fully(
 # each example simulates a whole incast run: a fifth of the profile's examples
 @settings(max_examples=max(10, settings.default.max_examples // 5))
 @given(seed=st.integers(0, 2**16), drop=st.sampled_from([0.0, 0.05, 0.2]))
+@example(seed=41819, drop=0.2)  # a sender STALE at the old fixed check instant: lost refreshes
 def test_any_seed_keeps_capacity_and_recovers(seed: int, drop: float) -> None:
     rates = FaultRates(drop=drop, duplicate=0.1, reorder=0.2, max_delay_ns=30_000)
     net = run_incast(seed=seed, rates=rates, senders=3, per_sender=15)
