@@ -23,14 +23,12 @@ compared state by state (``tent check --plain``).
 
 from __future__ import annotations
 
-import marshal
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from hashlib import blake2b
 from typing import Any
 
-__all__ = ["FAST_PATH_METHODS", "Expansion", "PlainModel", "expander", "fingerprinter"]
+from tent_models.checker._fingerprint import fingerprint
 
-_MARSHAL_VERSION = 2  # as _fingerprint.fingerprint (inlined: this runs once per transition)
+__all__ = ["FAST_PATH_METHODS", "Expansion", "PlainModel", "expander", "fingerprinter"]
 
 FAST_PATH_METHODS = ("fingerprint", "fingerprinted_successors", "intern", "invariants_hold")
 
@@ -52,9 +50,7 @@ def fingerprinter(model: Any) -> Callable[[Any], int]:
     pack = model.pack
 
     def of(state: Any) -> int:
-        return int.from_bytes(
-            blake2b(marshal.dumps(pack(state), _MARSHAL_VERSION), digest_size=8).digest(), "little"
-        )
+        return fingerprint(pack(state))
 
     return of
 
