@@ -27,7 +27,7 @@ from ..errors import InvalidArgument
 from ._device import SimDevice
 from ._workload import Arrival, Workload, draw, open_arrivals, stream_rng
 
-__all__ = ["Outcome", "PickSample", "RailSample", "SimResult", "simulate"]
+__all__ = ["Outcome", "PickSample", "QueueSample", "RailSample", "SimResult", "simulate"]
 
 _MAX_STEPS = 5_000_000  # a bound on driver iterations, whatever the workload says
 
@@ -46,6 +46,7 @@ class Outcome:
     status: str
     reason: str
     companion: bool = False  # the staged owner a mixed submit carried
+    dropped_mlu: float | None = None  # the predicted MLU of a dropped request
 
     @property
     def on_time(self) -> bool:
@@ -66,6 +67,16 @@ class RailSample:
 
 
 @attrs.frozen(kw_only=True)
+class QueueSample:
+    """The drop predictor's ``bytes_ahead`` (``dispatching_bytes``) beside the bytes really on
+    the rails (posted or waiting for a QP slot) at one instant."""
+
+    t_ns: int
+    dispatching_bytes: int
+    rail_bytes: int
+
+
+@attrs.frozen(kw_only=True)
 class PickSample:
     """What one dispatch pass did: owners dispatched and dropped (the #3980 probe reads it)."""
 
@@ -83,6 +94,7 @@ class SimResult:
     arbitration: bool
     outcomes: tuple[Outcome, ...]
     rail_samples: tuple[RailSample, ...]
+    queue_samples: tuple[QueueSample, ...]
     picks: tuple[PickSample, ...]
     mlu_buckets: tuple[tuple[str, float], ...]
     measure_ns: tuple[int, int]
@@ -166,6 +178,7 @@ def simulate(
     meta: dict[int, tuple[Arrival, bool]] = {}  # transfer id -> (arrival, companion)
     outcomes: list[Outcome] = []
     rail_samples: list[RailSample] = []
+    queue_samples: list[QueueSample] = []
     picks: list[PickSample] = []
     last_sample = -sample_every_ns
     stop_ns = workload.horizon_ns + workload.drain_ns
@@ -178,37 +191,54 @@ def simulate(
         stats = queue.statistics()
         return stats.dispatched_total, stats.dropped_total
 
-    def submit(arrival: Arrival) -> None:
+    def requests_of(arrival: Arrival) -> tuple[list[TransferRequest], list[TransferRequest]]:
+        """The request of an arrival and its staged companion (if its flow is mixed)."""
         flow = workload.flows[arrival.flow]
         deadline = arrival.t_ns + arrival.window_ns if arrival.window_ns else 0
-        requests = [
-            TransferRequest(
-                opcode=Opcode.WRITE,
-                local=buffer[: arrival.size],
-                peer=flow.peer,
-                remote_segment=1,
-                remote_offset=0,
-                length=arrival.size,
-                deadline_ns=deadline,
-                priority=flow.priority,
-                kind=OwnerKind.USER if flow.eligible else OwnerKind.STAGING_INTERNAL,
-            )
-        ]
-        if flow.mixed:
-            requests.append(
-                TransferRequest(
-                    opcode=Opcode.WRITE,
-                    local=buffer[: flow.mixed_bytes],
-                    peer=flow.peer,
-                    remote_segment=1,
-                    remote_offset=0,
-                    length=flow.mixed_bytes,
-                    plan=TransferPlan.STAGED,
-                )
-            )
-        ids = core.submit(requests, now)
-        for index, transfer_id in enumerate(ids):
-            meta[transfer_id] = (arrival, index > 0)
+        main = TransferRequest(
+            opcode=Opcode.WRITE,
+            local=buffer[: arrival.size],
+            peer=flow.peer,
+            remote_segment=1,
+            remote_offset=0,
+            length=arrival.size,
+            deadline_ns=deadline,
+            priority=flow.priority,
+            kind=OwnerKind.USER if flow.eligible else OwnerKind.STAGING_INTERNAL,
+        )
+        if flow.mixed == "none":
+            return [main], []
+        companion = TransferRequest(
+            opcode=Opcode.WRITE,
+            local=buffer[: flow.mixed_bytes],
+            peer=flow.peer,
+            remote_segment=1,
+            remote_offset=0,
+            length=flow.mixed_bytes,
+            priority=flow.priority,
+            plan=TransferPlan.STAGED,
+        )
+        return [main], [companion]
+
+    def submit(batch: list[Arrival]) -> None:
+        """One submit for the batch (plus companions as the flows say)."""
+        together: list[TransferRequest] = []
+        tags: list[tuple[Arrival, bool]] = []
+        apart: list[tuple[Arrival, TransferRequest]] = []
+        for arrival in batch:
+            main, companions = requests_of(arrival)
+            together.extend(main)
+            tags.append((arrival, False))
+            if workload.flows[arrival.flow].mixed == "same_submit":
+                together.extend(companions)
+                tags.extend((arrival, True) for _ in companions)
+            else:
+                apart.extend((arrival, c) for c in companions)
+        for transfer_id, tag in zip(core.submit(together, now), tags, strict=True):
+            meta[transfer_id] = tag
+        for arrival, companion in apart:
+            (transfer_id,) = core.submit([companion], now)
+            meta[transfer_id] = (arrival, True)
 
     def record(event: TransferEvent) -> None:
         arrival, companion = meta.pop(event.transfer_id)
@@ -225,6 +255,7 @@ def simulate(
                 status=event.status.value,
                 reason=event.reason.value,
                 companion=companion,
+                dropped_mlu=event.dropped_mlu,
             )
         )
         if companion or flow.arrival != "closed" or arrival.seq + 1 >= flow.requests:
@@ -257,9 +288,16 @@ def simulate(
         if now > stop_ns:
             break
         before = queue_counts()
+        due: list[Arrival] = []
         while heap and heap[0][0] <= now:
             *_, key = heapq.heappop(heap)
-            submit(arrivals.pop(key))
+            due.append(arrivals.pop(key))
+        if workload.batch_same_time:
+            for t in sorted({a.t_ns for a in due}):
+                submit([a for a in due if a.t_ns == t])
+        else:
+            for arrival in due:
+                submit([arrival])
         for event in core.progress(now):
             record(event)
         after = queue_counts()
@@ -269,7 +307,16 @@ def simulate(
             )
         if now - last_sample >= sample_every_ns:
             last_sample = now
-            for device, stats in zip(devices, core.rail_statistics(), strict=True):
+            rails_now = core.rail_statistics()
+            if queue is not None:
+                queue_samples.append(
+                    QueueSample(
+                        t_ns=now,
+                        dispatching_bytes=queue.dispatching_bytes,
+                        rail_bytes=sum(r.nic.posted_bytes + r.waiting_bytes for r in rails_now),
+                    )
+                )
+            for device, stats in zip(devices, rails_now, strict=True):
                 rail_samples.append(
                     RailSample(
                         t_ns=now,
@@ -309,6 +356,7 @@ def simulate(
         arbitration=config.sched.rdma.deadline_bw_arbitration,
         outcomes=tuple(outcomes),
         rail_samples=tuple(rail_samples),
+        queue_samples=tuple(queue_samples),
         picks=tuple(picks),
         mlu_buckets=buckets,
         measure_ns=workload.measure_window,

@@ -30,9 +30,10 @@ import attrs
 from ..errors import ConfigError, InvalidArgument
 from ._device import LinkSpec
 
-__all__ = ["ARRIVALS", "Arrival", "FlowSpec", "Workload", "load_workload", "open_arrivals"]
+__all__ = ["ARRIVALS", "MIXED", "Arrival", "FlowSpec", "Workload", "load_workload", "open_arrivals"]
 
 ARRIVALS = ("poisson", "periodic", "burst", "closed")
+MIXED = ("none", "same_submit", "separate_submit")
 
 
 def _count(minimum: int) -> Callable[[object, attrs.Attribute[int], int], None]:
@@ -69,8 +70,10 @@ class FlowSpec:
     """One class of requests (see the module docstring). ``window_ns`` ``(0, 0)`` = no deadline.
 
     ``eligible`` False submits the requests as staging-internal work (never drop-eligible, its
-    bytes never counted ahead); ``mixed`` True adds a staged companion owner of
-    ``mixed_bytes`` to every submit, which the seed's rule sends past the queue as a whole.
+    bytes never counted ahead). ``mixed`` adds a staged companion owner of ``mixed_bytes`` to
+    every request: ``"same_submit"`` in the request's own submit (the seed's rule then sends
+    the whole submit past the queue), ``"separate_submit"`` as a submit of its own at the same
+    instant (only the companion bypasses); ``"none"`` (default) adds nothing.
     Raises InvalidArgument for an invalid field.
     """
 
@@ -84,7 +87,7 @@ class FlowSpec:
     start_ns: int = attrs.field(default=0, validator=_count(0))
     priority: int = attrs.field(default=0, validator=_count(0))
     eligible: bool = attrs.field(default=True)
-    mixed: bool = attrs.field(default=False)
+    mixed: str = attrs.field(default="none")
     mixed_bytes: int = attrs.field(default=1 << 20, validator=_count(1))
     peer: int = attrs.field(default=1, validator=_count(0))
 
@@ -95,15 +98,18 @@ class FlowSpec:
             raise InvalidArgument(f"flow {self.name}: arrival must be one of {ARRIVALS}")
         if self.arrival in ("poisson", "periodic") and self.interval_ns == 0:
             raise InvalidArgument(f"flow {self.name}: {self.arrival} needs interval_ns > 0")
-        for flag in ("eligible", "mixed"):
-            if type(getattr(self, flag)) is not bool:
-                raise InvalidArgument(f"flow {self.name}: {flag} must be a bool")
+        if type(self.eligible) is not bool:
+            raise InvalidArgument(f"flow {self.name}: eligible must be a bool")
+        if self.mixed not in MIXED:
+            raise InvalidArgument(f"flow {self.name}: mixed must be one of {MIXED}")
 
 
 @attrs.frozen(kw_only=True)
 class Workload:
     """NICs, engine-configuration overrides and flows; ``horizon_ns`` stops new arrivals,
-    ``measure_ns`` is the window throughput is measured over (default ``(0, horizon_ns)``)."""
+    ``measure_ns`` is the window throughput is measured over (default ``(0, horizon_ns)``).
+    ``batch_same_time``: open-loop arrivals at the same instant go in one submit (a caller's
+    batch), so the queue sees them together, as in the seed's worked example."""
 
     name: str
     description: str = ""
@@ -114,6 +120,7 @@ class Workload:
     horizon_ns: int = attrs.field(validator=_count(1))
     drain_ns: int = attrs.field(default=1_000_000_000, validator=_count(0))
     measure_ns: tuple[int, int] | None = attrs.field(default=None)
+    batch_same_time: bool = attrs.field(default=False)
 
     def __attrs_post_init__(self) -> None:
         if not self.nics or not all(isinstance(n, LinkSpec) for n in self.nics):
@@ -213,6 +220,7 @@ def workload_from_mapping(data: Mapping[str, Any]) -> Workload:
             horizon_ns=data["horizon_ns"],
             drain_ns=data.get("drain_ns", 1_000_000_000),
             measure_ns=tuple(data["measure_ns"]) if "measure_ns" in data else None,
+            batch_same_time=data.get("batch_same_time", False),
         )
     except (KeyError, TypeError, InvalidArgument) as exc:
         raise ConfigError(f"invalid workload: {exc!r}") from exc
