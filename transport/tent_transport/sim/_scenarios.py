@@ -120,7 +120,7 @@ def single_flow() -> Workload:
     )
 
 
-def theta_sweep(load: float = 1.1) -> Workload:
+def theta_sweep(load: float = 1.1, horizon_ns: int = 300 * MS) -> Workload:
     """θ sweep: Poisson arrivals at ``load`` × capacity on two 25 GB/s NICs (50 GB/s),
     4-32 MiB requests with 2-20 ms windows, the dispatch window wide open (the drop is the
     only admission control)."""
@@ -142,9 +142,9 @@ def theta_sweep(load: float = 1.1) -> Workload:
                 window_ns=(2 * MS, 20 * MS),
             ),
         ),
-        horizon_ns=300 * MS,
+        horizon_ns=horizon_ns,
         drain_ns=200 * MS,
-        measure_ns=(0, 300 * MS),
+        measure_ns=(0, horizon_ns),
     )
 
 
@@ -240,8 +240,8 @@ def meters_slowdown(depth: int = 256) -> Workload:
     )
 
 
-def _limit_base(name: str, description: str, **link: Any) -> Workload:
-    base = theta_sweep(load=0.9)
+def _limit_base(name: str, description: str, load: float = 0.9, **link: Any) -> Workload:
+    base = theta_sweep(load=load)
     return Workload(
         name=name,
         description=description,
@@ -258,10 +258,11 @@ def _limit_base(name: str, description: str, **link: Any) -> Workload:
 
 
 def limit_mixed(mode: str = "same_submit") -> Workload:
-    """Known limit "Mixed submits": every request of one flow carries a 1 MiB staged owner.
+    """Known limit "Mixed submits": two flows at 0.45 of capacity each; every request of the
+    second carries a 1 MiB staged owner.
     ``same_submit`` sends the whole submit past the queue (its bytes never enter
     ``dispatching_bytes``); ``separate_submit`` is the same load with the staged owner apart."""
-    base = _limit_base(f"limit-mixed-{mode}", f"mixed submits ({mode})")
+    base = _limit_base(f"limit-mixed-{mode}", f"mixed submits ({mode})", load=0.45)
     flows = (
         *base.flows,
         FlowSpec(
