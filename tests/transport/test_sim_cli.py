@@ -93,3 +93,10 @@ def test_sim_deadline_lists_the_named_workloads() -> None:
 @pytest.mark.slow
 def test_the_choosing_theta_page_is_up_to_date() -> None:
     assert _docs.stale(DOCS) == (), "stale: run `tent sim docs`"
+
+
+def test_the_example_workload_file_loads() -> None:
+    from tent_transport.sim import load_workload
+
+    workload = load_workload(DOCS.parent / "examples" / "sim_workload.json")
+    assert [f.name for f in workload.flows] == ["urgent", "bulk"]

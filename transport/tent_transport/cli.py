@@ -149,6 +149,8 @@ def deadline(
 ) -> None:
     """Sweep θ_local and the arbitration over a workload, on the real scheduling code."""
     console = Console()
+    if not console.is_terminal:  # a log, not a screen: do not fold the table
+        console.width = max(console.width, 200)
     if list_only:
         for name in workload_names():
             console.print(f"{name}: {named_workload(name).description}")

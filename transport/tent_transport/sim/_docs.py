@@ -88,12 +88,19 @@ def build() -> Built:
         "```console",
         "$ tent sim deadline --workload theta-sweep --theta 0,0.5,0.9,1.0,1.2,1.5,2 "
         "--arbitration off --out sim-out",
-        "$ tent sim deadline --workload my-workload.json --out sim-out",
+        "$ tent sim deadline --workload examples/sim_workload.json --theta 0,1.2 --out sim-out",
         "$ tent sim deadline --list",
         "```",
         "",
         "`--out` writes `table.md`, `summary.json` and the plots below. A workload file is the "
-        "JSON form of `tent_transport.sim.Workload` (NICs, engine-config overrides, flows).",
+        "JSON form of `tent_transport.sim.Workload`: NICs (`LinkSpec`: rate in bytes/ns, QP "
+        "budget, per-slice overhead, completion batching, rate changes), engine-configuration "
+        "overrides (the seed's JSON) and flows (`FlowSpec`: streams, requests, size and "
+        "deadline-window ranges, arrival `poisson` / `periodic` / `burst` / `closed`, priority, "
+        "eligibility); `examples/sim_workload.json` is one. That example also shows a limit of "
+        "the drop worth knowing: its predictor charges every dispatched byte ahead of a new "
+        "request, whatever its tier, so urgent 4 MiB requests behind 128 MiB of in-flight bulk "
+        "work are dropped at θ 1.2 although arbitration would post them first.",
         "",
         "## The θ sweep",
         "",
