@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 from rich.console import Console
 from rich.progress import (
@@ -39,8 +40,9 @@ from rich.text import Text
 
 from tent_models import diagrams, registry
 from tent_models import manifest as manifest_file
-from tent_models.checker import CheckResult, check
+from tent_models.checker import CheckResult
 from tent_models.manifest import Counts, Manifest, ManifestError
+from tent_models.project import ProjectError, UserModel, find_pyproject, load_project, user_targets
 from tent_models.registry import Outcome, RunOptions, Target, TargetKind, Tier
 
 __all__ = ["main"]
@@ -59,6 +61,68 @@ def _console(*, stderr: bool = False) -> Console:
 @click.version_option(package_name="tent-protocol", prog_name="tent")
 def main() -> None:
     """TENT protocol verification: model checks, z3 proofs and generated spec artefacts."""
+
+
+# --- what to check: the shipped catalogue or a project's own models ----------------------------
+
+
+def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--model`` and ``--project``, shared by ``tent check`` and ``tent manifest update``."""
+    command = click.option(
+        "--project",
+        "project_file",
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        default=None,
+        help="The pyproject.toml whose [tool.tent] table lists the models to check (default: "
+        "the nearest one above the current folder).",
+    )(command)
+    return click.option(
+        "--model",
+        "model_specs",
+        multiple=True,
+        metavar="MODULE:FACTORY",
+        help="Check this model of your own instead of the shipped ones (repeatable; "
+        "docs/own_protocol.md).",
+    )(command)
+
+
+@attrs.frozen(kw_only=True)
+class _Source:
+    """The pool of targets a run selects from, and the manifest it compares counts with."""
+
+    targets: tuple[Target, ...]
+    manifest: Path | None
+    user: bool  # a project's own models, not the shipped catalogue
+
+
+def _source(
+    model_specs: Sequence[str], project_file: Path | None, manifest_path: Path | None
+) -> _Source:
+    """``--model`` specs, else the project's ``[tool.tent]`` models, else the catalogue.
+
+    A project's models are compared with ``--manifest`` or the table's ``manifest`` (counts are
+    reported, not compared, when neither is set); the catalogue with the packaged manifest.
+    Raises :class:`click.UsageError` for any invalid spec or table, before anything runs.
+    """
+    pyproject = project_file or find_pyproject(Path.cwd())
+    try:
+        found = load_project(pyproject) if pyproject is not None else None
+        if model_specs:
+            users = tuple(UserModel(factory=spec) for spec in model_specs)
+        elif found is not None and found.models:
+            users = found.models
+        else:
+            return _Source(
+                targets=registry.catalogue(),
+                manifest=manifest_path or manifest_file.DEFAULT_PATH,
+                user=False,
+            )
+        manifest = manifest_path or (found.manifest if found is not None else None)
+        root = found.root if found is not None else Path.cwd()
+        targets = user_targets(users, root=root, compare_counts=manifest is not None)
+    except ProjectError as exc:
+        raise click.UsageError(str(exc)) from exc
+    return _Source(targets=targets, manifest=manifest, user=True)
 
 
 # --- tent check -----------------------------------------------------------------------------------
@@ -110,10 +174,11 @@ def main() -> None:
     "--manifest",
     "manifest_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=manifest_file.DEFAULT_PATH,
-    show_default="the packaged manifest.json",
+    default=None,
+    show_default="the packaged manifest.json, or [tool.tent] manifest for a project's models",
     help="Manifest of expected state counts to compare with.",
 )
+@_model_options
 @click.option(
     "--simulate",
     is_flag=True,
@@ -147,7 +212,9 @@ def check_command(
     list_only: bool,
     show_refutations: bool,
     no_progress: bool,
-    manifest_path: Path,
+    manifest_path: Path | None,
+    model_specs: tuple[str, ...],
+    project_file: Path | None,
     simulate: bool,
     walks: int,
     depth: int,
@@ -164,14 +231,15 @@ def check_command(
         raise click.UsageError("only one of --json and --junit can write to stdout")
     to_stdout = "-" in (json_path, junit_path)  # the report owns stdout; people read stderr
     console = _console(stderr=to_stdout)
+    source = _source(model_specs, project_file, manifest_path)
     if simulate:
         targets = tuple(
             t
-            for t in registry.select(registry.catalogue(), only=only, deep=True)
-            if t.kind is TargetKind.MODEL and t.tier is Tier.DEEP
+            for t in registry.select(source.targets, only=only, deep=True)
+            if t.kind is TargetKind.MODEL and (source.user or t.tier is Tier.DEEP)
         )
     else:
-        targets = registry.select(registry.catalogue(), only=only, deep=deep)
+        targets = registry.select(source.targets, only=only, deep=deep)
     if not targets:
         raise click.UsageError(
             "no target matches the selection"
@@ -182,7 +250,7 @@ def check_command(
         console.print(_targets_table(targets))
         return
     try:
-        expected = manifest_file.load(manifest_path)
+        expected = Manifest() if source.manifest is None else manifest_file.load(source.manifest)
     except ManifestError as exc:
         raise click.ClickException(str(exc)) from exc
     progress = console.is_terminal and not no_progress
@@ -334,6 +402,7 @@ def _violations(result: CheckResult | None) -> list[dict[str, Any]]:
             "name": v.name,
             "cites": v.cites,
             "detail": v.detail,
+            "compared": {key: _plain(value) for key, value in v.compared.items()},
             "actions": [[action, _plain(args)] for action, args in v.actions],
         }
         for v in result.violations
@@ -345,8 +414,8 @@ def json_report(outcomes: Sequence[Outcome], seconds: float, *, mode: str) -> di
 
     Each target object has ``name``, ``kind``, ``tier``, ``passed``, ``result`` (the verdict),
     ``seconds``, the counts (``null`` for proofs), ``message``, ``counterexample`` (the printed
-    text or ``null``) and ``violations`` (kind, name, cites, detail and the replayable
-    ``[action, args]`` list of each).
+    text or ``null``) and ``violations`` (kind, name, cites, detail, the values a violated
+    invariant ``compared`` and the replayable ``[action, args]`` list of each).
     """
     failed = sum(not o.passed for o in outcomes)
     return {
@@ -431,11 +500,18 @@ def manifest_group() -> None:
     "--manifest",
     "manifest_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=manifest_file.DEFAULT_PATH,
-    show_default="the packaged manifest.json",
+    default=None,
+    show_default="the packaged manifest.json, or [tool.tent] manifest for a project's models",
 )
+@_model_options
 def manifest_update(
-    *, only: tuple[str, ...], deep: bool, workers: int, manifest_path: Path
+    *,
+    only: tuple[str, ...],
+    deep: bool,
+    workers: int,
+    manifest_path: Path | None,
+    model_specs: tuple[str, ...],
+    project_file: Path | None,
 ) -> None:
     """Re-measure the tiny and ci models (and deep with --deep) and rewrite the manifest.
 
@@ -444,7 +520,14 @@ def manifest_update(
     at a violation) is not recorded, and the command exits 1.
     """
     console = _console()
-    catalogue = registry.catalogue()
+    source = _source(model_specs, project_file, manifest_path)
+    if source.manifest is None:
+        raise click.UsageError(
+            'your models need a manifest file: pass --manifest FILE or set manifest = "..." '
+            "in [tool.tent]"
+        )
+    manifest_path = source.manifest
+    catalogue = source.targets
     targets = [
         t
         for t in registry.select(catalogue, only=only or ("*",), deep=deep)
@@ -465,8 +548,9 @@ def manifest_update(
     updates: dict[str, Counts] = {}
     unrecorded = 0
     for target in targets:
-        assert target.model is not None  # every model target has its factory
-        result = check(target.model(), workers=workers, progress=console.is_terminal)
+        # The target's own run: a project model's symmetry and deadlock settings apply.
+        result = target.run(RunOptions(workers=workers, progress=console.is_terminal)).result
+        assert result is not None  # a model target always carries its check result
         previous = old.models.get(target.name)
         before = "-" if previous is None else previous.describe()
         if not result.exhaustive:
