@@ -17,6 +17,7 @@ Exit codes: 0 success, 1 a failed target / stale artefact, 2 a usage error (clic
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -57,7 +58,7 @@ def _console(*, stderr: bool = False) -> Console:
     return console
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tent-protocol", prog_name="tent")
 def main() -> None:
     """TENT protocol verification: model checks, z3 proofs and generated spec artefacts."""
@@ -230,6 +231,8 @@ def check_command(
     if json_path == junit_path == "-":
         raise click.UsageError("only one of --json and --junit can write to stdout")
     to_stdout = "-" in (json_path, junit_path)  # the report owns stdout; people read stderr
+    for option, path in (("--json", json_path), ("--junit", junit_path)):
+        _check_writable(option, path)  # before the run, not after minutes of it
     console = _console(stderr=to_stdout)
     source = _source(model_specs, project_file, manifest_path)
     if simulate:
@@ -277,7 +280,7 @@ def check_command(
         if not outcome.passed or (show_refutations and outcome.refutation):
             _print_detail(console, outcome)
     title = "tent check --simulate" if simulate else "tent check"
-    console.print(_outcomes_table(outcomes, title=title))
+    console.print(_outcomes_table(outcomes, title=title, width=console.width))
     failed = [o for o in outcomes if not o.passed]
     summary = (
         f"{len(outcomes)} target(s): {len(outcomes) - len(failed)} passed, {len(failed)} failed "
@@ -300,9 +303,18 @@ def _run_all(
     console: Console,
     progress: bool,
 ) -> list[Outcome]:
-    """Run every target in order; with ``progress``, a live bar and one line per finished one."""
+    """Run every target in order and print one line per target as it finishes.
+
+    With ``progress`` the lines scroll above a live bar; without (a CI log) they are the only
+    output until the table, so a long run shows where it is (rich flushes each line).
+    """
     if not progress:
-        return [runner(target) for target in targets]
+        outcomes = []
+        for index, target in enumerate(targets, start=1):
+            outcome = runner(target)
+            outcomes.append(outcome)
+            console.print(_finished_line(outcome, f"[{index}/{len(targets)}] "))
+        return outcomes
     outcomes = []
     columns = (
         SpinnerColumn(),
@@ -317,12 +329,16 @@ def _run_all(
             bar.update(task, description=target.name)
             outcome = runner(target)
             outcomes.append(outcome)
-            mark = Text("✓ ", style="green") if outcome.passed else Text("✗ ", style="red")
-            bar.console.print(
-                mark + Text(f"{target.name}: {outcome.verdict} ({outcome.seconds:.1f} s)")
-            )
+            bar.console.print(_finished_line(outcome))
             bar.advance(task)
     return outcomes
+
+
+def _finished_line(outcome: Outcome, prefix: str = "") -> Text:
+    mark = Text("✓ ", style="green") if outcome.passed else Text("✗ ", style="red")
+    return (
+        Text(prefix) + mark + Text(f"{outcome.target}: {outcome.verdict} ({outcome.seconds:.1f} s)")
+    )
 
 
 def _print_detail(console: Console, outcome: Outcome) -> None:
@@ -339,24 +355,52 @@ def _number(value: int | float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def _outcomes_table(outcomes: Sequence[Outcome], *, title: str) -> Table:
+_MIN_TARGET_WIDTH = 16  # below this the name column would fold into an unreadable sliver
+_OPTIONAL_COLUMNS = ("states/s", "transitions", "kind")  # dropped first to last when narrow
+
+
+def _outcomes_table(outcomes: Sequence[Outcome], *, title: str, width: int) -> Table:
+    """The results table, laid out for a ``width``-column console.
+
+    Number columns are never cut (each gets the width of its longest cell); the target name
+    folds onto several lines instead. When even then the name would get fewer than
+    ``_MIN_TARGET_WIDTH`` columns, the optional columns go, in ``_OPTIONAL_COLUMNS`` order.
+    """
+    cells: dict[str, list[str | Text]] = {
+        "kind": [o.kind.value for o in outcomes],
+        "states": [_number(o.states, ",") for o in outcomes],
+        "transitions": [_number(o.transitions, ",") for o in outcomes],
+        "depth": [_number(o.depth, "d") for o in outcomes],
+        "seconds": [f"{o.seconds:.2f}" for o in outcomes],
+        "states/s": [_number(o.states_per_second, ",.0f") for o in outcomes],
+        "result": [Text(o.verdict, style="green" if o.passed else "bold red") for o in outcomes],
+    }
+    widths = {
+        heading: max([len(heading), *(len(str(cell)) for cell in column)])
+        for heading, column in cells.items()
+    }
+    shown = list(cells)
+
+    def room_for_target() -> int:
+        # every column: one space of padding on each side and one border character
+        return width - sum(widths[h] + 3 for h in shown) - 4
+
+    for optional in _OPTIONAL_COLUMNS:
+        if room_for_target() >= _MIN_TARGET_WIDTH:
+            break
+        shown.remove(optional)
     table = Table(title=title)
-    table.add_column("target", no_wrap=True)
-    table.add_column("kind", no_wrap=True)
-    for heading in ("states", "transitions", "depth", "seconds", "states/s"):
-        table.add_column(heading, justify="right", no_wrap=True)
-    table.add_column("result", no_wrap=True)
-    for o in outcomes:
-        table.add_row(
-            o.target,
-            o.kind.value,
-            _number(o.states, ","),
-            _number(o.transitions, ","),
-            _number(o.depth, "d"),
-            f"{o.seconds:.2f}",
-            _number(o.states_per_second, ",.0f"),
-            Text(o.verdict, style="green" if o.passed else "bold red"),
+    table.add_column("target", overflow="fold", ratio=1)
+    for heading in shown:
+        numeric = heading not in ("kind", "result")
+        table.add_column(
+            heading,
+            justify="right" if numeric else "left",
+            no_wrap=True,
+            min_width=widths[heading],
         )
+    for index, outcome in enumerate(outcomes):
+        table.add_row(outcome.target, *(cells[heading][index] for heading in shown))
     return table
 
 
@@ -369,6 +413,27 @@ def _targets_table(targets: Sequence[Target]) -> Table:
     for t in targets:
         table.add_row(t.name, t.kind.value, t.tier.value, t.description)
     return table
+
+
+def _check_writable(option: str, path: str | None) -> None:
+    """Fail fast (a usage error) when a report could not be written to ``path`` after a run:
+    its folder is missing or read-only, or it names a folder or a read-only file. Writes
+    nothing."""
+    if path is None or path == "-":
+        return
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    problem = None
+    if target.is_dir():
+        problem = "it is a folder"
+    elif not folder.is_dir():
+        problem = f"the folder {folder} does not exist"
+    elif target.exists() and not os.access(target, os.W_OK):
+        problem = "the file is not writable"
+    elif not target.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        problem = f"the folder {folder} is not writable"
+    if problem is not None:
+        raise click.BadParameter(f"cannot write {path}: {problem}", param_hint=option)
 
 
 def _write(path: str, text: str) -> None:
@@ -602,23 +667,29 @@ def spec_group() -> None:
     help="Write nothing; exit 1 when the checked-in pages are stale.",
 )
 @click.option(
-    "--out",
-    "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=diagrams.DEFAULT_DIRECTORY,
-    show_default=True,
-    help="Folder of the generated pages (relative to the repository root).",
+    "--docs",
+    "docs",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The docs folder whose diagrams/ to generate (default: the project root's docs/, "
+    "found from the installed package or above the working folder).",
 )
-def spec_diagram(*, check_only: bool, directory: Path) -> None:
+def spec_diagram(*, check_only: bool, docs: Path | None) -> None:
     """Generate Mermaid state diagrams (MyST pages) from the spec's transition tables."""
     console = _console()
+    if docs is None:
+        try:
+            docs = diagrams.project_root() / "docs"
+        except FileNotFoundError as exc:
+            raise click.UsageError(str(exc)) from exc
+    directory = docs / "diagrams"
     if check_only:
         stale = diagrams.stale(directory)
         if stale:
             console.print(
                 Text(
                     f"stale diagram page(s) in {directory}: {', '.join(stale)}; "
-                    "regenerate with `tent spec diagram`",
+                    f"regenerate with `tent spec diagram --docs {docs}`",
                     style="red",
                 )
             )

@@ -108,9 +108,9 @@ def test_stale_pages_are_found_and_write_fixes_them(tmp_path: Path) -> None:
 @pytest.mark.parametrize("damage", ["edit", "delete"])
 def test_spec_diagram_check_exits_nonzero_when_stale(tmp_path: Path, damage: str) -> None:
     runner = CliRunner()
-    out = str(tmp_path / "diagrams")
-    assert runner.invoke(main, ["spec", "diagram", "--out", out]).exit_code == 0
-    fresh = runner.invoke(main, ["spec", "diagram", "--check", "--out", out])
+    out = str(tmp_path)  # --docs: the pages go to its diagrams/ folder
+    assert runner.invoke(main, ["spec", "diagram", "--docs", out]).exit_code == 0
+    fresh = runner.invoke(main, ["spec", "diagram", "--check", "--docs", out])
     assert fresh.exit_code == 0, fresh.output
     assert "up to date" in fresh.output
 
@@ -120,12 +120,23 @@ def test_spec_diagram_check_exits_nonzero_when_stale(tmp_path: Path, damage: str
     else:
         page.unlink()
     before = {p.name: p.read_bytes() for p in (tmp_path / "diagrams").iterdir()}
-    result = runner.invoke(main, ["spec", "diagram", "--check", "--out", out])
+    result = runner.invoke(main, ["spec", "diagram", "--check", "--docs", out])
     assert result.exit_code == 1
     assert "owner_lifecycle.md" in result.output
     assert "tent spec diagram" in result.output
     # --check writes nothing.
     assert {p.name: p.read_bytes() for p in (tmp_path / "diagrams").iterdir()} == before
 
-    assert runner.invoke(main, ["spec", "diagram", "--out", out]).exit_code == 0
-    assert runner.invoke(main, ["spec", "diagram", "--check", "--out", out]).exit_code == 0
+    assert runner.invoke(main, ["spec", "diagram", "--docs", out]).exit_code == 0
+    assert runner.invoke(main, ["spec", "diagram", "--check", "--docs", out]).exit_code == 0
+
+
+def test_spec_diagram_check_resolves_the_project_root_from_any_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # From a package folder of the checkout, the checked-in pages are found (not "all stale").
+    monkeypatch.chdir(DOCS.parents[1] / "tent_credit")
+    result = CliRunner().invoke(main, ["spec", "diagram", "--check"])
+    assert result.exit_code == 0, result.output
+    assert f"{DOCS}: {len(diagrams.pages())} page(s) up to date" in result.output.replace("\n", "")
+    assert diagrams.project_root() == DOCS.parents[1]
