@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tent_sched import AdmissionQueue, OwnerRequest, QueueLimits, Rejected, TaskStatus
 from tent_sched.errors import InvalidArgument
 
@@ -34,5 +35,5 @@ def test_a_non_terminal_or_foreign_status_lists_the_terminal_members() -> None:
         InvalidArgument, match=r"terminal tent_sched\.TaskStatus \(TaskStatus\.COMPLETED, "
     ):
         queue.complete(1, 3)  # type: ignore[arg-type]
-    with pytest.raises(InvalidArgument, match="TaskStatus.FAILED"):
+    with pytest.raises(InvalidArgument, match=r"TaskStatus\.FAILED"):
         Rejected("FAILED")  # type: ignore[arg-type]
