@@ -675,7 +675,7 @@ def spec_group() -> None:
     "found from the installed package or above the working folder).",
 )
 def spec_diagram(*, check_only: bool, docs: Path | None) -> None:
-    """Generate Mermaid state diagrams (MyST pages) from the spec's transition tables."""
+    """Generate the state diagrams (MyST pages, Graphviz DOT) from the spec's transition tables."""
     console = _console()
     if docs is None:
         try:

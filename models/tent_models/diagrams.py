@@ -1,4 +1,4 @@
-"""Mermaid state diagrams generated from the specification's transition tables.
+"""State diagrams (Graphviz DOT) generated from the specification's transition tables.
 
 The spec keeps every state machine as a table in one place (DESIGN principle 4, STYLE: h11
 ``_state.py``); the docs' diagrams are generated from those tables, never drawn by hand, and
@@ -11,9 +11,10 @@ Tables drawn (each a :class:`Diagram`, see :func:`diagrams`):
   A row whose next state depends on the configured mode is labelled with its modes; every other
   row is the same in each mode that has it.
 
-Each page is MyST markdown with a title, a generated-file notice, a ```` ```mermaid ```` fence
-(the docs render it with sphinxcontrib-mermaid, ``myst_fence_as_directive = ["mermaid"]``) and
-the table itself for review. ``index.md`` lists the pages in a toctree. The output folder is
+Each page is MyST markdown with a title, a generated-file notice, a ```` ```{graphviz} ````
+directive holding the diagram as Graphviz DOT (:func:`dot`; ``sphinx.ext.graphviz`` renders it
+to SVG at build time, so the HTML needs no script and no network) and the table itself for
+review. ``index.md`` lists the pages in a toctree. The output folder is
 owned by the generator: :func:`write` removes pages it no longer generates.
 """
 
@@ -30,7 +31,7 @@ __all__ = [
     "Diagram",
     "Edge",
     "diagrams",
-    "mermaid",
+    "dot",
     "page",
     "pages",
     "project_root",
@@ -159,23 +160,48 @@ def diagrams() -> tuple[Diagram, ...]:
     return (_owner_lifecycle(), _negotiation())
 
 
-def mermaid(diagram: Diagram) -> str:
-    """The ``stateDiagram-v2`` source of ``diagram`` (no fence).
+_DOT_LINE_BREAK = "\\n"  # DOT's escape for a new line inside a label
 
-    Edges with the same source and target are drawn as one arrow whose label lists their
-    labels, separated by ``" / "``; the page's table keeps one row per table entry.
+_DOT_STYLE = (
+    '    graph [rankdir=TB, fontname="Helvetica", fontsize=14, nodesep=0.5, ranksep=0.6];',
+    '    node [shape=box, style=rounded, fontname="Helvetica", fontsize=14, margin="0.2,0.08"];',
+    '    edge [fontname="Helvetica", fontsize=12, arrowsize=0.8];',
+    '    "[*]" [shape=point, width=0.15, label=""];',
+)
+
+
+def _dot_label(labels: Sequence[str]) -> str:
+    """One label per line; a mode qualifier ``EVENT (modes)`` goes on a line of its own, so a
+    long label does not widen the drawing past the page."""
+    return _DOT_LINE_BREAK.join(
+        part for label in labels for part in label.replace(" (", "\0(").split("\0")
+    )
+
+
+def dot(diagram: Diagram) -> str:
+    """The Graphviz DOT source of ``diagram``, one statement per line.
+
+    The start is an arrow from the point ``"[*]"``; an absorbing state is drawn with a double
+    border (``peripheries=2``). Edges with the same source and target are drawn as one arrow
+    whose label lists their labels one per line, in table order (a mode qualifier on a line of
+    its own); the page's table keeps one row per table entry.
     """
     labels: dict[tuple[str, str], list[str]] = {}
     for edge in diagram.edges:  # parallel edges share one arrow, labels joined in table order
         labels.setdefault((edge.source, edge.target), []).append(edge.label)
-    lines = ["stateDiagram-v2", f"    [*] --> {diagram.initial}"]
-    lines.extend(f"    {src} --> {dst} : {' / '.join(text)}" for (src, dst), text in labels.items())
-    lines.extend(f"    {state} --> [*]" for state in diagram.final_states)
+    lines = [f'digraph "{diagram.name}" {{', *_DOT_STYLE]
+    lines.extend(f'    "{state}" [peripheries=2];' for state in diagram.final_states)
+    lines.append(f'    "[*]" -> "{diagram.initial}";')
+    lines.extend(
+        f'    "{src}" -> "{dst}" [label="{_dot_label(text)}"];'
+        for (src, dst), text in labels.items()
+    )
+    lines.append("}")
     return "\n".join(lines)
 
 
 def page(diagram: Diagram) -> str:
-    """The MyST page of ``diagram``: title, notice, summary, the mermaid fence, the table."""
+    """The MyST page of ``diagram``: title, notice, summary, the graphviz directive, the table."""
     table = ["| from | on | to |", "| --- | --- | --- |"]
     table.extend(f"| {e.source} | {e.label} | {e.target} |" for e in diagram.edges)
     return "\n".join(
@@ -186,8 +212,10 @@ def page(diagram: Diagram) -> str:
             "",
             diagram.summary,
             "",
-            "```mermaid",
-            mermaid(diagram),
+            "```{graphviz}",
+            f":alt: {diagram.title}: the state diagram of {diagram.source}",
+            "",
+            dot(diagram),
             "```",
             "",
             f"The table, as `{diagram.source}` states it:",

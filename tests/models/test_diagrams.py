@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,15 +15,26 @@ from tent_spec.negotiation import MODES, TRANSITIONS
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "diagrams"
 
 
+_EDGE = re.compile(r'^\s*"(?P<src>[^"]+)" -> "(?P<dst>[^"]+)"(?: \[label="(?P<label>[^"]*)"\])?;$')
+_FINAL = re.compile(r'^\s*"(?P<state>[^"]+)" \[peripheries=2\];$')
+
+
 def arrows(diagram_name: str) -> dict[tuple[str, str], list[str]]:
-    """``(source, target) -> labels`` of every arrow in the generated mermaid source."""
+    """``(source, target) -> labels`` of every arrow in the generated DOT source; a final
+    state ``X`` (double border) is reported as an arrow ``X -> [*]`` with no label."""
     (diagram,) = (d for d in diagrams.diagrams() if d.name == diagram_name)
     out: dict[tuple[str, str], list[str]] = {}
-    for line in diagrams.mermaid(diagram).splitlines()[1:]:
-        edge, _, label = line.strip().partition(" : ")
-        source, _, target = edge.partition(" --> ")
-        assert (source, target) not in out, f"two arrows {source} --> {target}"
-        out[source, target] = label.split(" / ") if label else []
+    for line in diagrams.dot(diagram).splitlines():
+        final = _FINAL.match(line)
+        if final is not None:
+            out[final.group("state"), "[*]"] = []
+            continue
+        edge = _EDGE.match(line)
+        if edge is None:
+            continue
+        source, target, label = edge.group("src", "dst", "label")
+        assert (source, target) not in out, f"two arrows {source} -> {target}"
+        out[source, target] = label.split("\\n") if label else []
     return out
 
 
@@ -78,12 +90,13 @@ def test_start_and_final_states_follow_the_tables() -> None:
             assert nxt == state
 
 
-def test_pages_are_myst_with_a_title_and_a_mermaid_fence_and_the_index_lists_them() -> None:
+def test_pages_are_myst_with_a_title_and_a_graphviz_directive_and_the_index_lists_them() -> None:
     pages = diagrams.pages()
     for item in diagrams.diagrams():
         text = pages[f"{item.name}.md"]
         assert text.startswith(f"# {item.title}\n")
-        assert f"```mermaid\n{diagrams.mermaid(item)}\n```\n" in text
+        assert f"```{{graphviz}}\n:alt: {item.title}: " in text
+        assert f"\n\n{diagrams.dot(item)}\n```\n" in text
         assert item.source in text
         assert f"\n{item.name}\n" in pages["index.md"]
 
