@@ -34,7 +34,13 @@ def arrows(diagram_name: str) -> dict[tuple[str, str], list[str]]:
             continue
         source, target, label = edge.group("src", "dst", "label")
         assert (source, target) not in out, f"two arrows {source} -> {target}"
-        out[source, target] = label.split("\\n") if label else []
+        labels: list[str] = []
+        for line_of_label in label.split("\\n") if label else []:
+            if line_of_label.startswith("(") and labels:  # a mode qualifier, folded
+                labels[-1] += f" {line_of_label}"
+            else:
+                labels.append(line_of_label)
+        out[source, target] = labels
     return out
 
 
