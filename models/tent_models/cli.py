@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,10 +40,11 @@ from rich.text import Text
 
 from tent_models import diagrams, registry
 from tent_models import manifest as manifest_file
-from tent_models.checker import CheckResult
 from tent_models.manifest import Counts, Manifest, ManifestError
 from tent_models.project import ProjectError, UserModel, find_pyproject, load_project, user_targets
 from tent_models.registry import Outcome, RunOptions, Target, TargetKind, Tier
+from tent_models.reports import json_report, junit_report
+from tent_models.tables import outcomes_table, targets_table
 
 __all__ = ["main"]
 
@@ -250,7 +250,7 @@ def check_command(
             + (" (--simulate runs deep models only)" if simulate else "")
         )
     if list_only:
-        console.print(_targets_table(targets))
+        console.print(targets_table(targets))
         return
     try:
         expected = Manifest() if source.manifest is None else manifest_file.load(source.manifest)
@@ -280,7 +280,7 @@ def check_command(
         if not outcome.passed or (show_refutations and outcome.refutation):
             _print_detail(console, outcome)
     title = "tent check --simulate" if simulate else "tent check"
-    console.print(_outcomes_table(outcomes, title=title, width=console.width))
+    console.print(outcomes_table(outcomes, title=title, width=console.width))
     failed = [o for o in outcomes if not o.passed]
     summary = (
         f"{len(outcomes)} target(s): {len(outcomes) - len(failed)} passed, {len(failed)} failed "
@@ -351,70 +351,6 @@ def _print_detail(console: Console, outcome: Outcome) -> None:
     console.print()
 
 
-def _number(value: int | float | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
-
-
-_MIN_TARGET_WIDTH = 16  # below this the name column would fold into an unreadable sliver
-_OPTIONAL_COLUMNS = ("states/s", "transitions", "kind")  # dropped first to last when narrow
-
-
-def _outcomes_table(outcomes: Sequence[Outcome], *, title: str, width: int) -> Table:
-    """The results table, laid out for a ``width``-column console.
-
-    Number columns are never cut (each gets the width of its longest cell); the target name
-    folds onto several lines instead. When even then the name would get fewer than
-    ``_MIN_TARGET_WIDTH`` columns, the optional columns go, in ``_OPTIONAL_COLUMNS`` order.
-    """
-    cells: dict[str, list[str | Text]] = {
-        "kind": [o.kind.value for o in outcomes],
-        "states": [_number(o.states, ",") for o in outcomes],
-        "transitions": [_number(o.transitions, ",") for o in outcomes],
-        "depth": [_number(o.depth, "d") for o in outcomes],
-        "seconds": [f"{o.seconds:.2f}" for o in outcomes],
-        "states/s": [_number(o.states_per_second, ",.0f") for o in outcomes],
-        "result": [Text(o.verdict, style="green" if o.passed else "bold red") for o in outcomes],
-    }
-    widths = {
-        heading: max([len(heading), *(len(str(cell)) for cell in column)])
-        for heading, column in cells.items()
-    }
-    shown = list(cells)
-
-    def room_for_target() -> int:
-        # every column: one space of padding on each side and one border character
-        return width - sum(widths[h] + 3 for h in shown) - 4
-
-    for optional in _OPTIONAL_COLUMNS:
-        if room_for_target() >= _MIN_TARGET_WIDTH:
-            break
-        shown.remove(optional)
-    table = Table(title=title)
-    table.add_column("target", overflow="fold", ratio=1)
-    for heading in shown:
-        numeric = heading not in ("kind", "result")
-        table.add_column(
-            heading,
-            justify="right" if numeric else "left",
-            no_wrap=True,
-            min_width=widths[heading],
-        )
-    for index, outcome in enumerate(outcomes):
-        table.add_row(outcome.target, *(cells[heading][index] for heading in shown))
-    return table
-
-
-def _targets_table(targets: Sequence[Target]) -> Table:
-    table = Table(title=f"{len(targets)} target(s)")
-    table.add_column("target", no_wrap=True)
-    table.add_column("kind", no_wrap=True)
-    table.add_column("tier", no_wrap=True)
-    table.add_column("what it checks")
-    for t in targets:
-        table.add_row(t.name, t.kind.value, t.tier.value, t.description)
-    return table
-
-
 def _check_writable(option: str, path: str | None) -> None:
     """Fail fast (a usage error) when a report could not be written to ``path`` after a run:
     its folder is missing or read-only, or it names a folder or a read-only file. Writes
@@ -444,107 +380,6 @@ def _write(path: str, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise click.ClickException(f"cannot write {path}: {exc.strerror}") from exc
-
-
-# --- reports --------------------------------------------------------------------------------------
-
-
-def _plain(value: object) -> Any:
-    """A JSON-safe copy of a trace value (tuples become lists; anything exotic its repr)."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, tuple | list):
-        return [_plain(item) for item in value]
-    return repr(value)
-
-
-def _violations(result: CheckResult | None) -> list[dict[str, Any]]:
-    if result is None:
-        return []
-    return [
-        {
-            "kind": v.kind.value,
-            "name": v.name,
-            "cites": v.cites,
-            "detail": v.detail,
-            "compared": {key: _plain(value) for key, value in v.compared.items()},
-            "actions": [[action, _plain(args)] for action, args in v.actions],
-        }
-        for v in result.violations
-    ]
-
-
-def json_report(outcomes: Sequence[Outcome], seconds: float, *, mode: str) -> dict[str, Any]:
-    """The ``--json`` document: totals, then one object per target in run order.
-
-    Each target object has ``name``, ``kind``, ``tier``, ``passed``, ``result`` (the verdict),
-    ``seconds``, the counts (``null`` for proofs), ``message``, ``counterexample`` (the printed
-    text or ``null``) and ``violations`` (kind, name, cites, detail, the values a violated
-    invariant ``compared`` and the replayable ``[action, args]`` list of each).
-    """
-    failed = sum(not o.passed for o in outcomes)
-    return {
-        "mode": mode,
-        "ok": failed == 0,
-        "seconds": round(seconds, 3),
-        "passed": len(outcomes) - failed,
-        "failed": failed,
-        "targets": [
-            {
-                "name": o.target,
-                "kind": o.kind.value,
-                "tier": o.tier.value,
-                "passed": o.passed,
-                "result": o.verdict,
-                "seconds": round(o.seconds, 3),
-                "states": o.states,
-                "transitions": o.transitions,
-                "depth": o.depth,
-                "states_per_second": None
-                if o.states_per_second is None
-                else round(o.states_per_second, 1),
-                "message": o.message,
-                "counterexample": o.report or None,
-                "violations": _violations(o.result),
-            }
-            for o in outcomes
-        ],
-    }
-
-
-def junit_report(outcomes: Sequence[Outcome], seconds: float, *, name: str) -> str:
-    """The ``--junit`` document: one ``testcase`` per target (``classname`` ``tent.<kind>``).
-
-    A failed target carries a ``failure`` element (an ``error`` element when it raised) whose
-    ``message`` is the verdict and one-line reason and whose text is the counterexample.
-    """
-    failures = sum(not o.passed and o.verdict != "error" for o in outcomes)
-    errors = sum(o.verdict == "error" for o in outcomes)
-    counts = {
-        "name": name,
-        "tests": str(len(outcomes)),
-        "failures": str(failures),
-        "errors": str(errors),
-        "time": f"{seconds:.3f}",
-    }
-    root = ET.Element("testsuites", counts)
-    suite = ET.SubElement(root, "testsuite", counts)
-    for o in outcomes:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            {"classname": f"tent.{o.kind.value}", "name": o.target, "time": f"{o.seconds:.3f}"},
-        )
-        summary = o.verdict + (f": {o.message}" if o.message else "")
-        if not o.passed:
-            element = "error" if o.verdict == "error" else "failure"
-            failure = ET.SubElement(case, element, {"message": summary, "type": o.verdict})
-            failure.text = o.report or o.message
-        else:
-            out = ET.SubElement(case, "system-out")
-            out.text = summary if o.states is None else f"{summary}, {o.states:,} states"
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
 # --- tent manifest ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
-from tent_models import cli, registry
+from tent_models import registry, tables
 from tent_models.cli import main
 from tent_models.manifest import Counts, Manifest, save
 from tent_models.registry import Outcome, Target, TargetKind, Tier, model_target
@@ -43,7 +43,7 @@ OUTCOMES = [
 
 def render(width: int) -> str:
     console = Console(file=io.StringIO(), width=width, color_system=None)
-    console.print(cli._outcomes_table(OUTCOMES, title="tent check", width=width))
+    console.print(tables.outcomes_table(OUTCOMES, title="tent check", width=width))
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert all(len(line) <= width for line in out.splitlines())
     return str(out)
