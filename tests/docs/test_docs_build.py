@@ -27,7 +27,9 @@ DOCS = ROOT / "docs"
 CREDIT_PAGE = DOCS / "credit_protocol.md"
 
 _FENCE = re.compile(r"^```\{graphviz\}[ \t]*\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-_EDGE = re.compile(r'^\s*(?P<src>\w+)\s*->\s*(?P<dst>\w+)\s*(?:\[label="(?P<label>\w+)"\])?;$')
+_EDGE = re.compile(
+    r'^\s*(?P<src>\w+)\s*->\s*(?P<dst>\w+)\s*(?:\[label="(?P<label>\w+(?:\\n\w+)*)"\])?;$'
+)
 # The block's header: the directive's options, the graph and its default styles, the start point.
 _HEADER = re.compile(r"^\s*(:\w+:.*|digraph \w+ \{|\}|(graph|node|edge|start) \[.*\];)$")
 
@@ -53,7 +55,8 @@ def state_diagram_edges(markdown: str) -> set[Edge]:
             continue
         label = match.group("label")
         assert label is not None, f"edge without an event label: {line!r}"
-        edges.add((match.group("src"), label, match.group("dst")))
+        for event in label.split("\\n"):  # parallel edges share an arrow, one event a line
+            edges.add((match.group("src"), event, match.group("dst")))
     return edges
 
 
