@@ -150,6 +150,10 @@ class Blocked:
     """``try_reserve``'s "insufficient credit" outcome: every resource that lacked credit.
 
     ``exhausted`` is non-empty, unique and sorted by resource. Nothing was reserved.
+
+    Not to be confused with ``tent_sched.Blocked``, an admission queue's eligibility verdict
+    ("hold this owner back"); a :class:`~tent_credit.DispatchGate` turns this value into that
+    verdict (as a ``GateBlocked`` carrying a ``BackpressureInfo``).
     """
 
     key: CreditKey = attrs.field()

@@ -19,18 +19,15 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 import attrs
 
 from ._endpoints import CreditReceiver, SenderEndpoint
+from ._faulty import NO_FAULTS, FaultRates, FaultyChannel
 from ._ledger import ReservationToken, TokenState
 from ._negotiation import CreditMode
 from ._types import CreditCharge, CreditResource
 from .errors import InvalidArgument, InvalidEntry
-
-if TYPE_CHECKING:  # testing re-exports this module, so the channel is imported where used
-    from .testing import FaultRates, FaultyChannel
 
 __all__ = ["LoopbackNetwork", "LoopbackStatistics"]
 
@@ -104,8 +101,6 @@ class LoopbackNetwork:
         self._peak_occupied: dict[CreditResource, int] = dict.fromkeys(CreditResource, 0)
 
     def _channels(self) -> tuple[FaultyChannel, FaultyChannel]:
-        from .testing import NO_FAULTS, FaultyChannel  # noqa: PLC0415 - testing re-exports us
-
         rates = self._rates if self._rates is not None else NO_FAULTS
         self._channel_count += 2
         seed = self._seed * 1000 + self._channel_count

@@ -51,6 +51,7 @@ import attrs
 import cbor2
 
 from ._arith import U32_MAX, U64_MAX, U128_MAX
+from ._codes import WireErrorCode
 from ._messages import (
     MAX_RESOURCES_PER_MESSAGE,
     MAX_VERSIONS,
@@ -84,31 +85,6 @@ MAX_DEPTH = 4
 one. The deepest valid item is an amount inside ``[.., [[resource, amount]], ..]`` (depth 4)."""
 
 U16_MAX = 0xFFFF
-
-
-class WireErrorCode(enum.IntEnum):
-    """Why bytes off the wire were refused (carried by ``DecodeError.code``).
-
-    Kept apart from the Python exception classes, like h2's ``ErrorCodes``: these numbers are
-    what a peer would be told; the exception hierarchy is what Python callers catch.
-    """
-
-    MALFORMED = 1
-    """Not well-formed CBOR, or outside the CBOR subset the schema uses (indefinite lengths,
-    maps, floats and simple values, tags other than bignum, trailing bytes, truncation)."""
-    UNKNOWN_TYPE = 2
-    """The type tag names no known message."""
-    UNSUPPORTED_SCHEMA = 3
-    """The schema version is not one this codec speaks (only ``SCHEMA_VERSION`` = 1)."""
-    TOO_LARGE = 4
-    """The message is longer than the size bound."""
-    INVALID_FIELD = 5
-    """A field has the wrong type, is out of range, or breaks a list rule (length, uniqueness)."""
-    TOO_DEEP = 6
-    """Nesting deeper than :data:`MAX_DEPTH`."""
-    NON_CANONICAL = 7
-    """Valid content in a non-canonical encoding (a non-minimal integer or length, a bignum for
-    a value that fits in 64 bits, a bignum with leading zero bytes)."""
 
 
 class _Kind(enum.Enum):

@@ -6,16 +6,14 @@ that is a duplicate, a reserve that is blocked) are *values*, never exceptions (
 
 Local vs remote: a :class:`LocalProtocolError` means *our* caller misused the API; a
 :class:`RemoteProtocolError` means the peer sent something the protocol forbids (a malformed
-message, a decreasing grant, a payload naming another peer). The wire error codes live in
-:mod:`tent_credit._wire`, apart from these Python exceptions (h2's ``errors`` vs ``exceptions``).
+message, a decreasing grant, a payload naming another peer). The wire error codes
+(:class:`~tent_credit.WireErrorCode`) live in ``_codes``, apart from these Python exceptions
+(h2's ``errors`` vs ``exceptions``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the wire codes live in the codec; only the annotation names them here
-    from ._wire import WireErrorCode
+from ._codes import WireErrorCode
 
 __all__ = [
     "ArithmeticOverflow",
@@ -74,7 +72,7 @@ class RemoteProtocolError(CreditError):
 class DecodeError(RemoteProtocolError, InvalidArgument):
     """Bytes off the wire are not a valid message of a known type and schema version.
 
-    ``code`` is the :class:`tent_credit._wire.WireErrorCode` a peer would be told (the wire-level
+    ``code`` is the :class:`tent_credit.WireErrorCode` a peer would be told (the wire-level
     reason), kept apart from the Python exception hierarchy (h2's ``errors`` vs ``exceptions``).
     """
 

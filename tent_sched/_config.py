@@ -10,7 +10,8 @@ Rules (every failure is a :class:`~tent_sched.errors.ConfigError` naming the key
 
 1. Types are strict: an int field takes an int (a bool is *not* an int, nor is ``1024.0``); a
    float field takes an int or a float (finite); a bool field takes only ``true``/``false``.
-2. Unknown keys under ``runtime_queue`` are errors (a typo must not silently disable a limit).
+2. Unknown keys under ``runtime_queue`` are errors (a typo must not silently disable a limit);
+   the message suggests the closest known key.
    Other sections, and keys of ``transports/rdma`` that are not scheduling keys, are ignored, so
    a whole engine configuration loads. Duplicate keys in JSON text are errors.
 3. Ranges: counts and byte limits are u64; the dispatch window (``max_dispatch_owners``,
@@ -28,6 +29,7 @@ fails at load, not on the day the queue is switched on.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -261,7 +263,9 @@ def load_config(data: Mapping[str, Any] | str | bytes) -> SchedulingConfig:
     queue_section = _section(data, "runtime_queue", _RQ)
     for key in queue_section:
         if key not in _RUNTIME_QUEUE_KEYS:
-            raise ConfigError(f"unknown key {_RQ}/{key}")
+            close = difflib.get_close_matches(str(key), sorted(_RUNTIME_QUEUE_KEYS), n=1)
+            hint = f"; did you mean {_RQ}/{close[0]}?" if close else ""
+            raise ConfigError(f"unknown key {_RQ}/{key}{hint}")
     rdma_section = _section(_section(data, "transports", "transports"), "rdma", _RDMA)
 
     return SchedulingConfig(

@@ -151,9 +151,30 @@ def _hashable(_inst: object, _attr: attrs.Attribute[Hashable | None], value: obj
         raise InvalidArgument(f"gate_key must be hashable, got {type(value).__name__}") from None
 
 
+def check_terminal_status(value: object) -> None:
+    """Raise :class:`InvalidArgument` unless ``value`` is a terminal :class:`TaskStatus`.
+
+    The message names the enum and its terminal members; for a string naming a member (the
+    common slip: ``"COMPLETED"`` or ``"completed"``) it says which member to pass instead.
+    """
+    if isinstance(value, TaskStatus) and value in TERMINAL_STATUSES:
+        return
+    members = ", ".join(f"TaskStatus.{m.name}" for m in TaskStatus if m in TERMINAL_STATUSES)
+    if isinstance(value, str):
+        match = next((m for m in TaskStatus if value.lower() in (m.name.lower(), m.value)), None)
+        if match is not None:
+            raise InvalidArgument(
+                f"status must be a tent_sched.TaskStatus member, not the string {value!r}: "
+                f"pass TaskStatus.{match.name}"
+                + ("" if match in TERMINAL_STATUSES else f" (and a terminal one: {members})")
+            )
+    raise InvalidArgument(
+        f"status must be a terminal tent_sched.TaskStatus ({members}), got {value!r}"
+    )
+
+
 def _terminal(_inst: object, _attr: attrs.Attribute[TaskStatus], value: object) -> None:
-    if value not in TERMINAL_STATUSES:
-        raise InvalidArgument(f"status must be a terminal TaskStatus, got {value!r}")
+    check_terminal_status(value)
 
 
 # --------------------------------------------------------------------------- values
@@ -256,7 +277,12 @@ class Eligible:
 
 @attrs.frozen
 class Blocked:
-    """The gate holds the owner back; ``info`` (e.g. a BackpressureInfo) says why."""
+    """The gate holds the owner back; ``info`` (e.g. a BackpressureInfo) says why.
+
+    An eligibility verdict (the queue reads ``verdict``). Not to be confused with
+    ``tent_credit.Blocked``, the sender ledger's ``try_reserve`` outcome ("not enough credit,
+    nothing reserved"), which a credit gate turns into this verdict.
+    """
 
     verdict: ClassVar[Literal["blocked"]] = "blocked"
     info: object
@@ -856,12 +882,13 @@ class AdmissionQueue:
         ``dispatching_bytes`` drops by the owner's length if it is degradation-eligible,
         whatever the status; its capacity is released. Raises InvalidArgument for owner id 0,
         a non-u64 id or a non-terminal status; InvalidEntry for an unknown owner or one not
-        DISPATCHING (queued or already terminal). A failure changes nothing.
+        DISPATCHING (queued or already terminal). A failure changes nothing. ``status`` must be
+        the enum member (``TaskStatus.COMPLETED``), not its name or value as a string: the
+        error then names the member to pass.
         """
         self._check_not_picking("complete")
         _check_u64(owner_id, "owner_id", minimum=1)
-        if status not in TERMINAL_STATUSES:
-            raise InvalidArgument(f"status must be a terminal TaskStatus, got {status!r}")
+        check_terminal_status(status)
         owner = self._lookup(owner_id)
         self._transition(owner, "complete", status)
         self._dispatching_owners -= 1

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 from rich.console import Console
 from rich.progress import (
@@ -40,9 +41,11 @@ from rich.text import Text
 
 from tent_models import diagrams, registry
 from tent_models import manifest as manifest_file
-from tent_models.checker import CheckResult, check
 from tent_models.manifest import Counts, Manifest, ManifestError
+from tent_models.project import ProjectError, UserModel, find_pyproject, load_project, user_targets
 from tent_models.registry import Outcome, RunOptions, Target, TargetKind, Tier
+from tent_models.reports import json_report, junit_report
+from tent_models.tables import outcomes_table, targets_table
 
 __all__ = ["main"]
 
@@ -83,10 +86,72 @@ class _LazyGroup(click.Group):
         return found if isinstance(found, click.Command) else None
 
 
-@click.group(cls=_LazyGroup)
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tent-protocol", prog_name="tent")
 def main() -> None:
     """TENT protocol verification: model checks, z3 proofs and generated spec artefacts."""
+
+
+# --- what to check: the shipped catalogue or a project's own models ----------------------------
+
+
+def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--model`` and ``--project``, shared by ``tent check`` and ``tent manifest update``."""
+    command = click.option(
+        "--project",
+        "project_file",
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        default=None,
+        help="The pyproject.toml whose [tool.tent] table lists the models to check (default: "
+        "the nearest one above the current folder).",
+    )(command)
+    return click.option(
+        "--model",
+        "model_specs",
+        multiple=True,
+        metavar="MODULE:FACTORY",
+        help="Check this model of your own instead of the shipped ones (repeatable; "
+        "docs/own_protocol.md).",
+    )(command)
+
+
+@attrs.frozen(kw_only=True)
+class _Source:
+    """The pool of targets a run selects from, and the manifest it compares counts with."""
+
+    targets: tuple[Target, ...]
+    manifest: Path | None
+    user: bool  # a project's own models, not the shipped catalogue
+
+
+def _source(
+    model_specs: Sequence[str], project_file: Path | None, manifest_path: Path | None
+) -> _Source:
+    """``--model`` specs, else the project's ``[tool.tent]`` models, else the catalogue.
+
+    A project's models are compared with ``--manifest`` or the table's ``manifest`` (counts are
+    reported, not compared, when neither is set); the catalogue with the packaged manifest.
+    Raises :class:`click.UsageError` for any invalid spec or table, before anything runs.
+    """
+    pyproject = project_file or find_pyproject(Path.cwd())
+    try:
+        found = load_project(pyproject) if pyproject is not None else None
+        if model_specs:
+            users = tuple(UserModel(factory=spec) for spec in model_specs)
+        elif found is not None and found.models:
+            users = found.models
+        else:
+            return _Source(
+                targets=registry.catalogue(),
+                manifest=manifest_path or manifest_file.DEFAULT_PATH,
+                user=False,
+            )
+        manifest = manifest_path or (found.manifest if found is not None else None)
+        root = found.root if found is not None else Path.cwd()
+        targets = user_targets(users, root=root, compare_counts=manifest is not None)
+    except ProjectError as exc:
+        raise click.UsageError(str(exc)) from exc
+    return _Source(targets=targets, manifest=manifest, user=True)
 
 
 # --- tent check -----------------------------------------------------------------------------------
@@ -138,10 +203,11 @@ def main() -> None:
     "--manifest",
     "manifest_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=manifest_file.DEFAULT_PATH,
-    show_default="the packaged manifest.json",
+    default=None,
+    show_default="the packaged manifest.json, or [tool.tent] manifest for a project's models",
     help="Manifest of expected state counts to compare with.",
 )
+@_model_options
 @click.option(
     "--simulate",
     is_flag=True,
@@ -175,7 +241,9 @@ def check_command(
     list_only: bool,
     show_refutations: bool,
     no_progress: bool,
-    manifest_path: Path,
+    manifest_path: Path | None,
+    model_specs: tuple[str, ...],
+    project_file: Path | None,
     simulate: bool,
     walks: int,
     depth: int,
@@ -191,15 +259,18 @@ def check_command(
     if json_path == junit_path == "-":
         raise click.UsageError("only one of --json and --junit can write to stdout")
     to_stdout = "-" in (json_path, junit_path)  # the report owns stdout; people read stderr
+    for option, path in (("--json", json_path), ("--junit", junit_path)):
+        _check_writable(option, path)  # before the run, not after minutes of it
     console = _console(stderr=to_stdout)
+    source = _source(model_specs, project_file, manifest_path)
     if simulate:
         targets = tuple(
             t
-            for t in registry.select(registry.catalogue(), only=only, deep=True)
-            if t.kind is TargetKind.MODEL and t.tier is Tier.DEEP
+            for t in registry.select(source.targets, only=only, deep=True)
+            if t.kind is TargetKind.MODEL and (source.user or t.tier is Tier.DEEP)
         )
     else:
-        targets = registry.select(registry.catalogue(), only=only, deep=deep)
+        targets = registry.select(source.targets, only=only, deep=deep)
     if not targets:
         raise click.UsageError(
             "no target matches the selection"
@@ -207,10 +278,10 @@ def check_command(
             + (" (--simulate runs deep models only)" if simulate else "")
         )
     if list_only:
-        console.print(_targets_table(targets))
+        console.print(targets_table(targets))
         return
     try:
-        expected = manifest_file.load(manifest_path)
+        expected = Manifest() if source.manifest is None else manifest_file.load(source.manifest)
     except ManifestError as exc:
         raise click.ClickException(str(exc)) from exc
     progress = console.is_terminal and not no_progress
@@ -237,7 +308,7 @@ def check_command(
         if not outcome.passed or (show_refutations and outcome.refutation):
             _print_detail(console, outcome)
     title = "tent check --simulate" if simulate else "tent check"
-    console.print(_outcomes_table(outcomes, title=title))
+    console.print(outcomes_table(outcomes, title=title, width=console.width))
     failed = [o for o in outcomes if not o.passed]
     summary = (
         f"{len(outcomes)} target(s): {len(outcomes) - len(failed)} passed, {len(failed)} failed "
@@ -260,9 +331,18 @@ def _run_all(
     console: Console,
     progress: bool,
 ) -> list[Outcome]:
-    """Run every target in order; with ``progress``, a live bar and one line per finished one."""
+    """Run every target in order and print one line per target as it finishes.
+
+    With ``progress`` the lines scroll above a live bar; without (a CI log) they are the only
+    output until the table, so a long run shows where it is (rich flushes each line).
+    """
     if not progress:
-        return [runner(target) for target in targets]
+        outcomes = []
+        for index, target in enumerate(targets, start=1):
+            outcome = runner(target)
+            outcomes.append(outcome)
+            console.print(_finished_line(outcome, f"[{index}/{len(targets)}] "))
+        return outcomes
     outcomes = []
     columns = (
         SpinnerColumn(),
@@ -277,12 +357,16 @@ def _run_all(
             bar.update(task, description=target.name)
             outcome = runner(target)
             outcomes.append(outcome)
-            mark = Text("✓ ", style="green") if outcome.passed else Text("✗ ", style="red")
-            bar.console.print(
-                mark + Text(f"{target.name}: {outcome.verdict} ({outcome.seconds:.1f} s)")
-            )
+            bar.console.print(_finished_line(outcome))
             bar.advance(task)
     return outcomes
+
+
+def _finished_line(outcome: Outcome, prefix: str = "") -> Text:
+    mark = Text("✓ ", style="green") if outcome.passed else Text("✗ ", style="red")
+    return (
+        Text(prefix) + mark + Text(f"{outcome.target}: {outcome.verdict} ({outcome.seconds:.1f} s)")
+    )
 
 
 def _print_detail(console: Console, outcome: Outcome) -> None:
@@ -295,40 +379,25 @@ def _print_detail(console: Console, outcome: Outcome) -> None:
     console.print()
 
 
-def _number(value: int | float | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
-
-
-def _outcomes_table(outcomes: Sequence[Outcome], *, title: str) -> Table:
-    table = Table(title=title)
-    table.add_column("target", no_wrap=True)
-    table.add_column("kind", no_wrap=True)
-    for heading in ("states", "transitions", "depth", "seconds", "states/s"):
-        table.add_column(heading, justify="right", no_wrap=True)
-    table.add_column("result", no_wrap=True)
-    for o in outcomes:
-        table.add_row(
-            o.target,
-            o.kind.value,
-            _number(o.states, ","),
-            _number(o.transitions, ","),
-            _number(o.depth, "d"),
-            f"{o.seconds:.2f}",
-            _number(o.states_per_second, ",.0f"),
-            Text(o.verdict, style="green" if o.passed else "bold red"),
-        )
-    return table
-
-
-def _targets_table(targets: Sequence[Target]) -> Table:
-    table = Table(title=f"{len(targets)} target(s)")
-    table.add_column("target", no_wrap=True)
-    table.add_column("kind", no_wrap=True)
-    table.add_column("tier", no_wrap=True)
-    table.add_column("what it checks")
-    for t in targets:
-        table.add_row(t.name, t.kind.value, t.tier.value, t.description)
-    return table
+def _check_writable(option: str, path: str | None) -> None:
+    """Fail fast (a usage error) when a report could not be written to ``path`` after a run:
+    its folder is missing or read-only, or it names a folder or a read-only file. Writes
+    nothing."""
+    if path is None or path == "-":
+        return
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    problem = None
+    if target.is_dir():
+        problem = "it is a folder"
+    elif not folder.is_dir():
+        problem = f"the folder {folder} does not exist"
+    elif target.exists() and not os.access(target, os.W_OK):
+        problem = "the file is not writable"
+    elif not target.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        problem = f"the folder {folder} is not writable"
+    if problem is not None:
+        raise click.BadParameter(f"cannot write {path}: {problem}", param_hint=option)
 
 
 def _write(path: str, text: str) -> None:
@@ -339,106 +408,6 @@ def _write(path: str, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise click.ClickException(f"cannot write {path}: {exc.strerror}") from exc
-
-
-# --- reports --------------------------------------------------------------------------------------
-
-
-def _plain(value: object) -> Any:
-    """A JSON-safe copy of a trace value (tuples become lists; anything exotic its repr)."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, tuple | list):
-        return [_plain(item) for item in value]
-    return repr(value)
-
-
-def _violations(result: CheckResult | None) -> list[dict[str, Any]]:
-    if result is None:
-        return []
-    return [
-        {
-            "kind": v.kind.value,
-            "name": v.name,
-            "cites": v.cites,
-            "detail": v.detail,
-            "actions": [[action, _plain(args)] for action, args in v.actions],
-        }
-        for v in result.violations
-    ]
-
-
-def json_report(outcomes: Sequence[Outcome], seconds: float, *, mode: str) -> dict[str, Any]:
-    """The ``--json`` document: totals, then one object per target in run order.
-
-    Each target object has ``name``, ``kind``, ``tier``, ``passed``, ``result`` (the verdict),
-    ``seconds``, the counts (``null`` for proofs), ``message``, ``counterexample`` (the printed
-    text or ``null``) and ``violations`` (kind, name, cites, detail and the replayable
-    ``[action, args]`` list of each).
-    """
-    failed = sum(not o.passed for o in outcomes)
-    return {
-        "mode": mode,
-        "ok": failed == 0,
-        "seconds": round(seconds, 3),
-        "passed": len(outcomes) - failed,
-        "failed": failed,
-        "targets": [
-            {
-                "name": o.target,
-                "kind": o.kind.value,
-                "tier": o.tier.value,
-                "passed": o.passed,
-                "result": o.verdict,
-                "seconds": round(o.seconds, 3),
-                "states": o.states,
-                "transitions": o.transitions,
-                "depth": o.depth,
-                "states_per_second": None
-                if o.states_per_second is None
-                else round(o.states_per_second, 1),
-                "message": o.message,
-                "counterexample": o.report or None,
-                "violations": _violations(o.result),
-            }
-            for o in outcomes
-        ],
-    }
-
-
-def junit_report(outcomes: Sequence[Outcome], seconds: float, *, name: str) -> str:
-    """The ``--junit`` document: one ``testcase`` per target (``classname`` ``tent.<kind>``).
-
-    A failed target carries a ``failure`` element (an ``error`` element when it raised) whose
-    ``message`` is the verdict and one-line reason and whose text is the counterexample.
-    """
-    failures = sum(not o.passed and o.verdict != "error" for o in outcomes)
-    errors = sum(o.verdict == "error" for o in outcomes)
-    counts = {
-        "name": name,
-        "tests": str(len(outcomes)),
-        "failures": str(failures),
-        "errors": str(errors),
-        "time": f"{seconds:.3f}",
-    }
-    root = ET.Element("testsuites", counts)
-    suite = ET.SubElement(root, "testsuite", counts)
-    for o in outcomes:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            {"classname": f"tent.{o.kind.value}", "name": o.target, "time": f"{o.seconds:.3f}"},
-        )
-        summary = o.verdict + (f": {o.message}" if o.message else "")
-        if not o.passed:
-            element = "error" if o.verdict == "error" else "failure"
-            failure = ET.SubElement(case, element, {"message": summary, "type": o.verdict})
-            failure.text = o.report or o.message
-        else:
-            out = ET.SubElement(case, "system-out")
-            out.text = summary if o.states is None else f"{summary}, {o.states:,} states"
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
 # --- tent manifest ------------------------------------------------------------------------------
@@ -459,11 +428,18 @@ def manifest_group() -> None:
     "--manifest",
     "manifest_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=manifest_file.DEFAULT_PATH,
-    show_default="the packaged manifest.json",
+    default=None,
+    show_default="the packaged manifest.json, or [tool.tent] manifest for a project's models",
 )
+@_model_options
 def manifest_update(
-    *, only: tuple[str, ...], deep: bool, workers: int, manifest_path: Path
+    *,
+    only: tuple[str, ...],
+    deep: bool,
+    workers: int,
+    manifest_path: Path | None,
+    model_specs: tuple[str, ...],
+    project_file: Path | None,
 ) -> None:
     """Re-measure the tiny and ci models (and deep with --deep) and rewrite the manifest.
 
@@ -472,7 +448,14 @@ def manifest_update(
     at a violation) is not recorded, and the command exits 1.
     """
     console = _console()
-    catalogue = registry.catalogue()
+    source = _source(model_specs, project_file, manifest_path)
+    if source.manifest is None:
+        raise click.UsageError(
+            'your models need a manifest file: pass --manifest FILE or set manifest = "..." '
+            "in [tool.tent]"
+        )
+    manifest_path = source.manifest
+    catalogue = source.targets
     targets = [
         t
         for t in registry.select(catalogue, only=only or ("*",), deep=deep)
@@ -493,8 +476,9 @@ def manifest_update(
     updates: dict[str, Counts] = {}
     unrecorded = 0
     for target in targets:
-        assert target.model is not None  # every model target has its factory
-        result = check(target.model(), workers=workers, progress=console.is_terminal)
+        # The target's own run: a project model's symmetry and deadlock settings apply.
+        result = target.run(RunOptions(workers=workers, progress=console.is_terminal)).result
+        assert result is not None  # a model target always carries its check result
         previous = old.models.get(target.name)
         before = "-" if previous is None else previous.describe()
         if not result.exhaustive:
@@ -546,23 +530,29 @@ def spec_group() -> None:
     help="Write nothing; exit 1 when the checked-in pages are stale.",
 )
 @click.option(
-    "--out",
-    "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=diagrams.DEFAULT_DIRECTORY,
-    show_default=True,
-    help="Folder of the generated pages (relative to the repository root).",
+    "--docs",
+    "docs",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The docs folder whose diagrams/ to generate (default: the project root's docs/, "
+    "found from the installed package or above the working folder).",
 )
-def spec_diagram(*, check_only: bool, directory: Path) -> None:
-    """Generate Mermaid state diagrams (MyST pages) from the spec's transition tables."""
+def spec_diagram(*, check_only: bool, docs: Path | None) -> None:
+    """Generate the state diagrams (MyST pages, Graphviz DOT) from the spec's transition tables."""
     console = _console()
+    if docs is None:
+        try:
+            docs = diagrams.project_root() / "docs"
+        except FileNotFoundError as exc:
+            raise click.UsageError(str(exc)) from exc
+    directory = docs / "diagrams"
     if check_only:
         stale = diagrams.stale(directory)
         if stale:
             console.print(
                 Text(
                     f"stale diagram page(s) in {directory}: {', '.join(stale)}; "
-                    "regenerate with `tent spec diagram`",
+                    f"regenerate with `tent spec diagram --docs {docs}`",
                     style="red",
                 )
             )

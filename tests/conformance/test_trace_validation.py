@@ -297,4 +297,16 @@ def test_trace_validate_command_exits_non_zero_on_a_rejected_trace(tmp_path: Pat
     bad = tmp_path / "bad.cbor"
     bad.write_bytes(b"\xff")
     result = CliRunner().invoke(trace_cli, ["validate", str(bad)])
-    assert result.exit_code == 1 and "Error" in result.output
+    assert result.exit_code == 1 and f"{bad}: UNREADABLE: not a CBOR sequence" in result.output
+
+
+def test_trace_validate_goes_on_past_unreadable_files_and_names_each(tmp_path: Path) -> None:
+    bad, missing = tmp_path / "bad.cbor", tmp_path / "missing.cbor"
+    bad.write_bytes(b"\xff")
+    good = str(TRACES / sorted(GOLDEN)[0])
+    result = CliRunner().invoke(trace_cli, ["validate", str(bad), str(missing), good])
+    assert result.exit_code == 1
+    assert f"{bad}: UNREADABLE" in result.output
+    assert f"{missing}: UNREADABLE: No such file or directory" in result.output
+    assert f"{good}: valid (" in result.output  # validated after the two bad ones
+    assert "2 of 3 trace(s) unreadable or rejected" in result.output

@@ -4,9 +4,11 @@ The build runs Sphinx in a subprocess with ``-W`` (warnings are errors): a broke
 a page left out of every toctree, a code block that does not lex, or a missing include fails it.
 The doctests of ``docs/*.md`` run separately (``--doctest-glob=*.md`` in pyproject).
 
-The diagram test parses the ``stateDiagram-v2`` block of ``docs/credit_protocol.md`` and compares
-its edges with :data:`tent_credit._negotiation.TRANSITIONS`, both ways, so the page cannot go
-stale when the table changes.
+The diagram test parses the ``{graphviz}`` (DOT) block of ``docs/credit_protocol.md`` and
+compares its edges with :data:`tent_credit._negotiation.TRANSITIONS`, both ways, so the page
+cannot go stale when the table changes. The built HTML is checked for what an air-gapped reader
+needs: no external URL anywhere, and every diagram rendered to SVG (no DOT or mermaid source
+left as text).
 """
 
 from __future__ import annotations
@@ -16,42 +18,45 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tent_credit._negotiation import TRANSITIONS, NegotiationState
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 CREDIT_PAGE = DOCS / "credit_protocol.md"
 
-_FENCE = re.compile(r"^```mermaid[ \t]*\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-_EDGE = re.compile(r"^\s*(?P<src>\[\*\]|\w+)\s*-->\s*(?P<dst>\w+)\s*(?::\s*(?P<label>\w+))?\s*$")
+_FENCE = re.compile(r"^```\{graphviz\}[ \t]*\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+_EDGE = re.compile(
+    r'^\s*(?P<src>\w+)\s*->\s*(?P<dst>\w+)\s*(?:\[label="(?P<label>\w+(?:\\n\w+)*)"\])?;$'
+)
+# The block's header: the directive's options, the graph and its default styles, the start point.
+_HEADER = re.compile(r"^\s*(:\w+:.*|digraph \w+ \{|\}|(graph|node|edge|start) \[.*\];)$")
 
 Edge = tuple[str, str, str]
 
 
 def state_diagram_edges(markdown: str) -> set[Edge]:
-    """The labelled ``(source, event, target)`` edges of the page's one ``stateDiagram-v2``.
+    """The labelled ``(source, event, target)`` edges of the page's one graphviz diagram.
 
-    The start arrow (``[*] --> X``) carries no event and is left out. Any other line of the
-    diagram that is not an edge with an event label is an error: the diagram must stay a plain
-    rendering of the table.
+    The start arrow (``start -> X``) carries no event and is left out. Any other line of the
+    diagram that is neither the header nor an edge with an event label is an error: the diagram
+    must stay a plain rendering of the table.
     """
-    diagrams = [
-        m.group("body")
-        for m in _FENCE.finditer(markdown)
-        if m.group("body").lstrip().startswith("stateDiagram-v2")
-    ]
-    assert len(diagrams) == 1, f"expected one stateDiagram-v2 block, found {len(diagrams)}"
+    diagrams = [m.group("body") for m in _FENCE.finditer(markdown)]
+    assert len(diagrams) == 1, f"expected one graphviz block, found {len(diagrams)}"
     edges: set[Edge] = set()
-    for line in diagrams[0].splitlines()[1:]:
-        if not line.strip():
+    for line in diagrams[0].splitlines():
+        if not line.strip() or _HEADER.match(line):
             continue
         match = _EDGE.match(line)
         assert match is not None, f"not an edge line: {line!r}"
-        if match.group("src") == "[*]":
+        if match.group("src") == "start":
             continue
         label = match.group("label")
         assert label is not None, f"edge without an event label: {line!r}"
-        edges.add((match.group("src"), label, match.group("dst")))
+        for event in label.split("\\n"):  # parallel edges share an arrow, one event a line
+            edges.add((match.group("src"), event, match.group("dst")))
     return edges
 
 
@@ -68,7 +73,7 @@ def test_negotiation_diagram_has_exactly_the_edges_of_the_transition_table() -> 
 
 def test_negotiation_diagram_starts_in_disabled_and_names_every_state() -> None:
     text = CREDIT_PAGE.read_text(encoding="utf-8")
-    assert re.search(r"^\s*\[\*\]\s*-->\s*DISABLED\s*$", text, re.MULTILINE)
+    assert re.search(r"^\s*start -> DISABLED;$", text, re.MULTILINE)
     drawn_states = {s for src, _, dst in state_diagram_edges(text) for s in (src, dst)}
     assert drawn_states == {state.name for state in NegotiationState}
 
@@ -76,14 +81,17 @@ def test_negotiation_diagram_starts_in_disabled_and_names_every_state() -> None:
 def test_diagram_parser_reports_a_dropped_edge() -> None:
     # The comparison above is only as good as the parser: removing one edge line must show.
     text = CREDIT_PAGE.read_text(encoding="utf-8")
-    line = "    FENCING --> ACTIVE : FENCE_DRAINED\n"
+    line = '    FENCING -> ACTIVE [label="FENCE_DRAINED"];\n'
     assert line in text
     drawn = state_diagram_edges(text.replace(line, ""))
     assert table_edges() - drawn == {("FENCING", "FENCE_DRAINED", "ACTIVE")}
 
 
-def test_docs_build_as_html_with_warnings_as_errors(tmp_path: Path) -> None:
-    out = tmp_path / "html"
+@pytest.fixture(scope="module")
+def html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The docs built once as HTML with ``-W`` (warnings are errors)."""
+    tmp = tmp_path_factory.mktemp("docs")
+    out = tmp / "html"
     result = subprocess.run(
         [
             sys.executable,
@@ -96,7 +104,7 @@ def test_docs_build_as_html_with_warnings_as_errors(tmp_path: Path) -> None:
             "-b",
             "html",
             "-d",
-            str(tmp_path / "doctrees"),
+            str(tmp / "doctrees"),
             str(DOCS),
             str(out),
         ],
@@ -106,13 +114,84 @@ def test_docs_build_as_html_with_warnings_as_errors(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_docs_build_as_html_with_warnings_as_errors(html: Path) -> None:
     # Every page became HTML (a page outside every toctree is already a warning above).
     for page in DOCS.rglob("*.md"):
         if "_build" in page.parts:
             continue
-        built = out / page.relative_to(DOCS).with_suffix(".html")
+        built = html / page.relative_to(DOCS).with_suffix(".html")
         assert built.is_file(), f"{page.relative_to(DOCS)} was not built"
-    # The negotiation diagram reaches the HTML as a mermaid block, not as a code listing.
-    html = (out / "credit_protocol.html").read_text(encoding="utf-8")
-    assert 'class="mermaid"' in html
-    assert "FENCING --&gt; ACTIVE : FENCE_DRAINED" in html
+
+
+# An XML namespace or a DOCTYPE's DTD names a vocabulary; no browser fetches it.
+_NAMESPACE = re.compile(r'xmlns(?::\w+)?="http://www\.w3\.org/[^"]*"|<!DOCTYPE[^>]*>')
+_URL = re.compile(r"(?:https?:)?//[\w.-]+\.[a-z]{2,}[^\s\"'<>)]*", re.IGNORECASE)
+_CSS_REMOTE = re.compile(r"(?:url\(\s*['\"]?|@import\s+['\"]?)(?:https?:)?//", re.IGNORECASE)
+
+
+def external_urls(text: str) -> list[str]:
+    """Every external URL of an HTML or SVG text (XML namespaces aside)."""
+    return _URL.findall(_NAMESPACE.sub("", text))
+
+
+def test_the_built_html_names_no_external_url(html: Path) -> None:
+    pages = [*html.rglob("*.html"), *html.rglob("*.svg")]
+    assert len(pages) > 20
+    found = {str(p.relative_to(html)): external_urls(p.read_text("utf-8")) for p in pages}
+    assert {page: urls for page, urls in found.items() if urls} == {}
+    for sheet in html.rglob("*.css"):  # stylesheets load nothing remote either
+        assert not _CSS_REMOTE.search(sheet.read_text("utf-8")), sheet.name
+
+
+def test_the_url_check_sees_a_cdn_script() -> None:
+    page = '<svg xmlns="http://www.w3.org/2000/svg"/><script src="https://cdn.jsdelivr.net/x.js">'
+    assert external_urls(page) == ["https://cdn.jsdelivr.net/x.js"]
+    assert external_urls('<link href="//fonts.googleapis.com/css?family=A">') == [
+        "//fonts.googleapis.com/css?family=A"
+    ]
+
+
+# DOT or mermaid source that reached the page as text instead of a rendered image.
+_RAW_DIAGRAM = re.compile(
+    r'digraph\s+"?\w+"?\s*\{|stateDiagram|class="mermaid"|"?\w+"? -&gt; "?\w+"? \[label='
+)
+
+
+def test_the_raw_source_check_sees_unrendered_dot_and_mermaid() -> None:
+    assert _RAW_DIAGRAM.search('<pre>digraph "negotiation" {</pre>')
+    assert _RAW_DIAGRAM.search('<pre>    "A" -&gt; "B" [label="x"];</pre>')
+    assert _RAW_DIAGRAM.search('<div class="mermaid">stateDiagram-v2</div>')
+    assert not _RAW_DIAGRAM.search("<p>ACTIVE --&gt; STALE in prose</p>")
+
+
+def test_every_diagram_is_rendered_svg_and_no_source_is_left_as_text(html: Path) -> None:
+    pages = {
+        "credit_protocol.html": {"FENCING", "FENCE_DRAINED"},
+        "diagrams/negotiation.html": {"FENCING", "NEGOTIATING"},
+        "diagrams/owner_lifecycle.html": {"QUEUED", "DISPATCHING", "TERMINAL"},
+    }
+    for name, labels in pages.items():
+        text = (html / name).read_text("utf-8")
+        assert not _RAW_DIAGRAM.search(text), f"{name} shows diagram source as text"
+        (image,) = re.findall(r'<object data="([^"]+\.svg)" type="image/svg\+xml"', text)
+        svg = (html / name).parent / image
+        drawn = set(re.findall(r"<text[^>]*>([^<]+)</text>", svg.read_text("utf-8")))
+        assert labels <= drawn, (name, labels - drawn)
+    for page in html.rglob("*.html"):
+        assert not _RAW_DIAGRAM.search(page.read_text("utf-8")), page.name
+
+
+def test_the_api_reference_documents_every_public_name(html: Path) -> None:
+    import tent_models
+
+    import tent_credit
+    import tent_sched
+
+    text = (html / "api.html").read_text("utf-8")
+    for package in (tent_credit, tent_sched, tent_models):
+        for name in package.__all__:
+            assert f'id="{package.__name__}.{name}"' in text, f"{package.__name__}.{name}"
+    assert 'id="tent_credit._' not in text and 'id="tent_sched._' not in text

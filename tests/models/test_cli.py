@@ -106,7 +106,7 @@ def test_known_bad_variant_is_reported_refuted_and_its_trace_shown_only_on_reque
     name = "credit/bad/partial_reserve"
     quiet = invoke("check", "--only", name)
     assert quiet.exit_code == 0, quiet.output
-    row = next(line for line in quiet.output.splitlines() if name in line)
+    row = next(line for line in quiet.output.splitlines() if name in line and "│" in line)
     assert "known-bad" in row
     assert "refuted" in row
     assert "violated: dispatch_holds_full_charge" not in quiet.output

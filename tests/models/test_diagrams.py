@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,15 +15,32 @@ from tent_spec.negotiation import MODES, TRANSITIONS
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "diagrams"
 
 
+_EDGE = re.compile(r'^\s*"(?P<src>[^"]+)" -> "(?P<dst>[^"]+)"(?: \[label="(?P<label>[^"]*)"\])?;$')
+_FINAL = re.compile(r'^\s*"(?P<state>[^"]+)" \[peripheries=2\];$')
+
+
 def arrows(diagram_name: str) -> dict[tuple[str, str], list[str]]:
-    """``(source, target) -> labels`` of every arrow in the generated mermaid source."""
+    """``(source, target) -> labels`` of every arrow in the generated DOT source; a final
+    state ``X`` (double border) is reported as an arrow ``X -> [*]`` with no label."""
     (diagram,) = (d for d in diagrams.diagrams() if d.name == diagram_name)
     out: dict[tuple[str, str], list[str]] = {}
-    for line in diagrams.mermaid(diagram).splitlines()[1:]:
-        edge, _, label = line.strip().partition(" : ")
-        source, _, target = edge.partition(" --> ")
-        assert (source, target) not in out, f"two arrows {source} --> {target}"
-        out[source, target] = label.split(" / ") if label else []
+    for line in diagrams.dot(diagram).splitlines():
+        final = _FINAL.match(line)
+        if final is not None:
+            out[final.group("state"), "[*]"] = []
+            continue
+        edge = _EDGE.match(line)
+        if edge is None:
+            continue
+        source, target, label = edge.group("src", "dst", "label")
+        assert (source, target) not in out, f"two arrows {source} -> {target}"
+        labels: list[str] = []
+        for line_of_label in label.split("\\n") if label else []:
+            if line_of_label.startswith("(") and labels:  # a mode qualifier, folded
+                labels[-1] += f" {line_of_label}"
+            else:
+                labels.append(line_of_label)
+        out[source, target] = labels
     return out
 
 
@@ -78,12 +96,13 @@ def test_start_and_final_states_follow_the_tables() -> None:
             assert nxt == state
 
 
-def test_pages_are_myst_with_a_title_and_a_mermaid_fence_and_the_index_lists_them() -> None:
+def test_pages_are_myst_with_a_title_and_a_graphviz_directive_and_the_index_lists_them() -> None:
     pages = diagrams.pages()
     for item in diagrams.diagrams():
         text = pages[f"{item.name}.md"]
         assert text.startswith(f"# {item.title}\n")
-        assert f"```mermaid\n{diagrams.mermaid(item)}\n```\n" in text
+        assert f"```{{graphviz}}\n:alt: {item.title}: " in text
+        assert f"\n\n{diagrams.dot(item)}\n```\n" in text
         assert item.source in text
         assert f"\n{item.name}\n" in pages["index.md"]
 
@@ -108,9 +127,9 @@ def test_stale_pages_are_found_and_write_fixes_them(tmp_path: Path) -> None:
 @pytest.mark.parametrize("damage", ["edit", "delete"])
 def test_spec_diagram_check_exits_nonzero_when_stale(tmp_path: Path, damage: str) -> None:
     runner = CliRunner()
-    out = str(tmp_path / "diagrams")
-    assert runner.invoke(main, ["spec", "diagram", "--out", out]).exit_code == 0
-    fresh = runner.invoke(main, ["spec", "diagram", "--check", "--out", out])
+    out = str(tmp_path)  # --docs: the pages go to its diagrams/ folder
+    assert runner.invoke(main, ["spec", "diagram", "--docs", out]).exit_code == 0
+    fresh = runner.invoke(main, ["spec", "diagram", "--check", "--docs", out])
     assert fresh.exit_code == 0, fresh.output
     assert "up to date" in fresh.output
 
@@ -120,12 +139,23 @@ def test_spec_diagram_check_exits_nonzero_when_stale(tmp_path: Path, damage: str
     else:
         page.unlink()
     before = {p.name: p.read_bytes() for p in (tmp_path / "diagrams").iterdir()}
-    result = runner.invoke(main, ["spec", "diagram", "--check", "--out", out])
+    result = runner.invoke(main, ["spec", "diagram", "--check", "--docs", out])
     assert result.exit_code == 1
     assert "owner_lifecycle.md" in result.output
     assert "tent spec diagram" in result.output
     # --check writes nothing.
     assert {p.name: p.read_bytes() for p in (tmp_path / "diagrams").iterdir()} == before
 
-    assert runner.invoke(main, ["spec", "diagram", "--out", out]).exit_code == 0
-    assert runner.invoke(main, ["spec", "diagram", "--check", "--out", out]).exit_code == 0
+    assert runner.invoke(main, ["spec", "diagram", "--docs", out]).exit_code == 0
+    assert runner.invoke(main, ["spec", "diagram", "--check", "--docs", out]).exit_code == 0
+
+
+def test_spec_diagram_check_resolves_the_project_root_from_any_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # From a package folder of the checkout, the checked-in pages are found (not "all stale").
+    monkeypatch.chdir(DOCS.parents[1] / "tent_credit")
+    result = CliRunner().invoke(main, ["spec", "diagram", "--check"])
+    assert result.exit_code == 0, result.output
+    assert f"{DOCS}: {len(diagrams.pages())} page(s) up to date" in result.output.replace("\n", "")
+    assert diagrams.project_root() == DOCS.parents[1]

@@ -109,9 +109,15 @@ def test_a_whole_engine_config_loads_and_foreign_keys_are_ignored() -> None:
     assert load_config(json.dumps(engine).encode()) == config
 
 
-def test_unknown_runtime_queue_key_is_named() -> None:
-    with pytest.raises(ConfigError, match=r"runtime_queue/max_dispatch_byte$"):
+def test_unknown_runtime_queue_key_is_named_with_the_key_it_resembles() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown key runtime_queue/max_dispatch_byte; "
+        r"did you mean runtime_queue/max_dispatch_bytes\?$",
+    ):
         load_config({"runtime_queue": {"max_dispatch_byte": 1}})
+    with pytest.raises(ConfigError, match=r"unknown key runtime_queue/zzz$"):  # nothing close
+        load_config({"runtime_queue": {"zzz": 1}})
 
 
 @pytest.mark.parametrize(

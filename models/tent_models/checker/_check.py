@@ -23,7 +23,7 @@ from tent_models.checker._result import (
     ViolationKind,
     WitnessResult,
 )
-from tent_models.checker._trace import rebuild_trace, trace_steps
+from tent_models.checker._trace import compared_values, rebuild_trace, trace_steps
 from tent_models.model_api import SpecModel
 
 __all__ = ["check"]
@@ -52,6 +52,8 @@ def check(
        satisfied somewhere, and per-action coverage (an action that never fired fails unless
        declared in ``unreachable_actions``; a declared-unreachable action that fired fails too).
 
+    A model whose ``declares_recovery`` attribute is false (a :class:`~tent_models.Model` that
+    does not override ``recovered``) has no recovery goal: recoverability is then not judged.
     ``symmetry`` canonicalises each state before fingerprinting; ``workers > 1`` shards the seen
     set over that many processes (identical result); ``max_states`` stops after that many
     distinct states (the result is then not exhaustive); ``progress`` shows a rich progress bar.
@@ -62,6 +64,7 @@ def check(
         raise InvalidArgument(f"workers must be >= 1, got {workers}")
     if max_states is not None and max_states < 1:
         raise InvalidArgument(f"max_states must be >= 1 when given, got {max_states}")
+    check_recoverability = check_recoverability and declares_recovery(model)
     with _progress_hook(model.name, enabled=progress) as hook, cyclic_gc_paused():
         if workers == 1:
             record = explore_serial(
@@ -89,6 +92,11 @@ def check(
         workers=workers,
         check_recoverability=check_recoverability,
     )
+
+
+def declares_recovery(model: SpecModel[Any]) -> bool:
+    """Whether ``model`` has a recovery goal (true unless it says ``declares_recovery = False``)."""
+    return bool(getattr(model, "declares_recovery", True))
 
 
 @contextmanager
@@ -130,19 +138,19 @@ def build_result(
 ) -> CheckResult:
     """Turn an exploration record into a :class:`CheckResult` (counterexamples rebuilt here)."""
     violations: list[CounterExample] = []
-    cites = {inv.name: inv.cites for inv in model.invariants()}
     for inv in model.invariants():  # in the model's order
         if inv.name in record.invariant_hits:
-            steps, actions, _ = _trace_to(
+            steps, actions, last = _trace_to(
                 model, record, record.invariant_hits[inv.name], symmetry=symmetry
             )
             violations.append(
                 CounterExample(
                     kind=ViolationKind.INVARIANT,
                     name=inv.name,
-                    cites=cites[inv.name],
+                    cites=inv.cites,
                     steps=steps,
                     actions=actions,
+                    compared=compared_values(inv.holds, last),
                 )
             )
     if record.deadlock is not None:

@@ -16,7 +16,14 @@ def format_counterexample(violation: CounterExample) -> str:
     lines = [heading]
     if violation.detail:
         lines.append(f"    {violation.detail}")
-    lines.append(format_trace(violation.steps, violated=violation.name, cites=violation.cites))
+    lines.append(
+        format_trace(
+            violation.steps,
+            violated=violation.name,
+            cites=violation.cites,
+            compared=violation.compared,
+        )
+    )
     return "\n".join(lines)
 
 

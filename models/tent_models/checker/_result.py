@@ -66,7 +66,9 @@ class CounterExample:
 
     ``actions`` is the trace as ``(action, args)`` pairs from ``steps[0]``'s initial state (what
     :func:`~tent_models.checker.replay` and conformance replay consume); it is empty for witness
-    and coverage failures, which have no trace. ``detail`` adds context in words.
+    and coverage failures, which have no trace. ``detail`` adds context in words. ``compared``
+    holds the values a violated invariant reported comparing in the last state (an invariant
+    that returns a :class:`~tent_models.Verdict`); it is empty for a plain ``bool`` invariant.
     """
 
     kind: ViolationKind
@@ -75,6 +77,7 @@ class CounterExample:
     steps: tuple[TraceStep, ...] = ()
     actions: tuple[tuple[str, tuple[Hashable, ...]], ...] = ()
     detail: str = ""
+    compared: Mapping[str, object] = attrs.field(factory=dict, converter=_freeze_mapping)
 
 
 @attrs.frozen(kw_only=True)

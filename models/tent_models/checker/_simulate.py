@@ -18,7 +18,13 @@ from tent_models.checker._result import (
     ViolationKind,
     WitnessResult,
 )
-from tent_models.checker._trace import ActionInstance, minimise, replay, trace_steps
+from tent_models.checker._trace import (
+    ActionInstance,
+    compared_values,
+    minimise,
+    replay,
+    trace_steps,
+)
 from tent_models.model_api import SpecModel
 
 __all__ = ["simulate"]
@@ -133,6 +139,12 @@ def simulate(
         template, start, trace, violates = found
         actions = minimise(model, start, trace, violates)
         states = replay(model, actions, initial=start)
+        holds = {inv.name: inv.holds for inv in invariants}
+        compared = (
+            compared_values(holds[template.name], states[-1])
+            if template.kind is ViolationKind.INVARIANT
+            else {}
+        )
         violations.append(
             CounterExample(
                 kind=template.kind,
@@ -141,6 +153,7 @@ def simulate(
                 detail=template.detail,
                 steps=trace_steps(model, states, actions),
                 actions=actions,
+                compared=compared,
             )
         )
     witnesses = []

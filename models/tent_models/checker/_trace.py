@@ -14,7 +14,7 @@ Only the fields a step changed are printed after step 0.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from tent_models.checker._errors import InvalidArgument, ModelContractError, ReplayError
@@ -24,6 +24,7 @@ from tent_models.model_api import SpecModel
 
 __all__ = [
     "ActionInstance",
+    "compared_values",
     "format_action",
     "format_trace",
     "minimise",
@@ -224,12 +225,24 @@ def _show(value: object) -> str:
     return ABSENT if value is ABSENT else repr(value)
 
 
+def compared_values(holds: Callable[[Any], object], state: Any) -> Mapping[str, object]:
+    """The values an invariant reports comparing in ``state``: the ``compared`` mapping of
+    what it returns (a :class:`~tent_models.Verdict`), or an empty one for a plain bool."""
+    compared = getattr(holds(state), "compared", None)
+    return dict(compared) if isinstance(compared, Mapping) else {}
+
+
 def format_trace(
-    steps: Sequence[TraceStep], *, violated: str | None = None, cites: str = ""
+    steps: Sequence[TraceStep],
+    *,
+    violated: str | None = None,
+    cites: str = "",
+    compared: Mapping[str, object] | None = None,
 ) -> str:
     """Render numbered steps: step 0 with all fields, later steps with only changed fields.
 
-    With ``violated`` a final ``violated: <name>`` line (and the ``cites`` text) is added.
+    With ``violated`` a final ``violated: <name>`` line (and the ``cites`` text) is added, and
+    with ``compared`` a ``compared: name=value, ...`` line of the values the invariant read.
     """
     lines: list[str] = []
     for step in steps:
@@ -247,4 +260,7 @@ def format_trace(
         lines.append(f"violated: {violated}")
         if cites:
             lines.append(f"    cites: {cites}")
+        if compared:
+            shown = ", ".join(f"{key}={_show(value)}" for key, value in compared.items())
+            lines.append(f"    compared: {shown}")
     return "\n".join(lines)
