@@ -1,0 +1,1 @@
+"""RDMA verbs: the verbs Device over the pyverbs API, the soft RC device for tests, the probe."""
