@@ -100,15 +100,15 @@ class GlobalRoute:
 class AHAttr:
     """An address vector (``struct ibv_ah_attr``); a RoCE path sets ``is_global`` and ``gr``."""
 
-    def __init__(  # noqa: PLR0917 (pyverbs takes these positionally)
+    def __init__(  # noqa: PLR0917 (pyverbs takes these positionally, in this order)
         self,
-        gr: GlobalRoute | None = None,
-        is_global: int = 0,
         dlid: int = 0,
         sl: int = 0,
         src_path_bits: int = 0,
         static_rate: int = 0,
+        is_global: int = 0,
         port_num: int = 1,
+        gr: GlobalRoute | None = None,
     ) -> None:
         self.is_global = is_global
         self.dlid = dlid
