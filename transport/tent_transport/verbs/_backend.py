@@ -86,6 +86,8 @@ class VerbsBackend:
     """Memory a peer can reach once registered: anonymous pages (pyverbs) or the fabric (soft)."""
     set_cq_notify: Callable[[Any, Callable[[], None] | None], bool]
     """Install a completion callback; False when the backend has none (poll on a timer)."""
+    arm_cq_notify: Callable[[Any], None]
+    """Re-arm the one-shot callback (before polling, so no completion is missed)."""
 
 
 def _flat_enums(*modules: types.ModuleType) -> types.SimpleNamespace:
@@ -109,6 +111,10 @@ def _anonymous_buffer(_context: Any, length: int) -> memoryview:
 
 def _no_notify(_cq: Any, _callback: Callable[[], None] | None) -> bool:
     return False
+
+
+def _no_arm(_cq: Any) -> None:
+    """pyverbs without a completion channel has nothing to arm."""
 
 
 def load_pyverbs() -> VerbsBackend:
@@ -154,6 +160,7 @@ def load_pyverbs() -> VerbsBackend:
         open_context=open_context,
         alloc_buffer=_anonymous_buffer,
         set_cq_notify=_no_notify,
+        arm_cq_notify=_no_arm,
     )
 
 
@@ -191,6 +198,7 @@ def soft_backend(fabric: Path | None = None, config: Any = None) -> VerbsBackend
         open_context=open_context,
         alloc_buffer=alloc_buffer,
         set_cq_notify=set_notify,
+        arm_cq_notify=lambda cq: cq.req_notify(),
     )
 
 

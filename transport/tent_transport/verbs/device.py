@@ -105,7 +105,12 @@ class VerbsDevice:
         self._synthetic: list[SliceCompletion] = []
         self._recv_wr_ids = 0
         self.exposures = Exposures(backend, self._pd)
+        # where post_send reports the first refused WR of a chain (reused: one per device)
+        self._bad_wr = backend.SendWR(
+            wr_id=0, num_sge=1, sg=[backend.SGE(self._sink.buf, 1, self._sink.lkey)]
+        )
         self._closed = False
+        self._wakeup = False
 
     # -- Device protocol ---------------------------------------------------------------------
     @property
@@ -168,8 +173,8 @@ class VerbsDevice:
         for entry in posted:
             self._posted[entry.request.wr_id] = entry
         state.outstanding += len(posted)
-        sink = self._b.SGE(self._sink.buf, 1, self._sink.lkey)
-        bad = self._b.SendWR(wr_id=0, num_sge=1, sg=[sink])
+        bad = self._bad_wr
+        bad.wr_id = 0
         try:
             state.qp.post_send(wrs[0], bad)
         except self._b.rdma_error as exc:
@@ -198,6 +203,8 @@ class VerbsDevice:
         del self._synthetic[: len(out)]
         if self._closed or len(out) >= max_entries:
             return out
+        if self._wakeup:
+            self._b.arm_cq_notify(self._scq)  # armed before polling: nothing slips between
         _, wcs = self._scq.poll(max_entries - len(out))
         for wc in wcs:
             entry = self._posted.get(wc.wr_id)
@@ -225,7 +232,7 @@ class VerbsDevice:
     def set_wakeup(self, callback: Callable[[], None] | None) -> None:
         """Install the completion callback; on pyverbs (no CQ event fd before rdma-core 57) the
         engine's progress fallback timer polls instead."""
-        self._b.set_cq_notify(self._scq, callback)
+        self._wakeup = self._b.set_cq_notify(self._scq, callback) and callback is not None
         self._b.set_cq_notify(self._rcq, callback)
 
     def close(self) -> None:
@@ -383,6 +390,8 @@ class VerbsDevice:
     def poll_arrivals(self, max_entries: int) -> list[WriteArrival]:
         """Completed WRITE_WITH_IMMs into this rail: (peer, write id, length); receives are
         reposted. Flushed receives of retired peers are consumed silently."""
+        if self._wakeup:
+            self._b.arm_cq_notify(self._rcq)
         _, wcs = self._rcq.poll(max_entries)
         out: list[WriteArrival] = []
         for wc in wcs:

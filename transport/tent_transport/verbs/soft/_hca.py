@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CQ", "MR", "PD", "Context", "SoftConfig", "SoftDevice", "default_fabric"]
 
+_PACE_BURST_NS = 1_000_000
 _GID_PREFIX = "fe80:0000:0000:0000:5654"  # "VT": the soft device's GIDs
 
 
@@ -198,10 +199,19 @@ class CQ:
         self._recv_qps: list[QP] = []
         self.overrun = False
         self._notify: Callable[[], None] | None = None
+        self._armed = False
 
     def set_notify(self, callback: Callable[[], None] | None) -> None:
-        """Soft-only: call ``callback`` (from the worker thread) when a completion is pushed."""
-        self._notify = callback
+        """Soft-only (the completion channel): call ``callback``, from the worker thread, for the
+        next completion after :meth:`req_notify` armed the CQ. Installing it arms the CQ."""
+        with self.context._lock:
+            self._notify = callback
+            self._armed = callback is not None
+
+    def req_notify(self, solicited_only: bool = False) -> None:
+        """Arm the CQ: the next completion calls the callback once (``ibv_req_notify_cq``)."""
+        with self.context._lock:
+            self._armed = True
 
     def _push(self, wc: WC, qp: QP | None, recv: bool) -> bool:
         """Append a completion (caller holds the context lock); False if the CQ overran."""
@@ -210,7 +220,8 @@ class CQ:
             return False
         self._entries.append((wc, qp, recv))
         notify = self._notify
-        if notify is not None:
+        if notify is not None and self._armed:
+            self._armed = False  # one-shot, as ibv_req_notify_cq: the poller re-arms
             notify()
         return True
 
@@ -378,7 +389,9 @@ class Context:
         if rate <= 0 or self.config.step_mode:
             return
         now = time.monotonic_ns()
-        self._port_free_ns = max(now, self._port_free_ns) + int(nbytes * 1e9 / rate)
+        # a token bucket with a 1 ms burst: an oversleep is made up, an idle port saves nothing
+        start = max(self._port_free_ns, now - _PACE_BURST_NS)
+        self._port_free_ns = start + int(nbytes * 1e9 / rate)
         wait = self._port_free_ns - now
         if wait > 0:
             time.sleep(wait / 1e9)
