@@ -179,6 +179,19 @@ def test_posts_are_refused_until_connected_and_for_mixed_or_duplicate_batches(
     assert [c.wr_id for c in rig.drain(1)] == [5]
 
 
+def test_an_unregistrable_local_buffer_refuses_the_whole_post(rig: Rig) -> None:
+    rig.expose()
+    strided = memoryview(bytearray(32))[::2]  # 16 bytes, not contiguous
+    bad = SliceRequest(wr_id=2, opcode=Opcode.WRITE, peer=RECEIVER, local=strided,
+                       remote_segment=SEGMENT, remote_offset=64, length=16, write_id=2)
+    with pytest.raises(PostRefused) as info:
+        rig.tx.post([_write(1, b"first", 0), bad], 0)
+    assert info.value.ready
+    assert rig.tx.post_budget(RECEIVER) == 8  # nothing posted, nothing outstanding
+    assert rig.tx.poll(4, 0) == []
+    assert not rig.tx.context.release()
+
+
 def test_a_fenced_sessions_write_fails_with_remote_access_error(rig: Rig) -> None:
     rig.expose(session=SESSION)
     rig.tx.post([_write(1, b"old-session", 0)], 0)

@@ -141,7 +141,8 @@ class VerbsDevice:
         batch, several peers, more than :meth:`post_budget`, a ``wr_id`` already outstanding, or
         a remote segment range no region of that peer starts in. If the provider still refuses
         mid-chain, the WRs before the refused one stay posted and the rest complete as
-        ``TRANSPORT_ERROR`` at the next :meth:`poll`.
+        ``TRANSPORT_ERROR`` at the next :meth:`poll`. A local buffer that cannot be registered
+        (not C-contiguous, or refused by the HCA) is a malformed post too.
         """
         if not slices:
             raise PostRefused("empty post", ready=True)
@@ -163,7 +164,7 @@ class VerbsDevice:
                 self._work_request(s, route, posted)
                 for s, route in zip(slices, routes, strict=True)
             ]
-        except self._b.rdma_error as exc:
+        except (self._b.rdma_error, InvalidArgument) as exc:
             for entry in posted:
                 if entry.mr is not None:
                     entry.mr.close()
