@@ -378,3 +378,24 @@ def test_rkey_of_another_protection_domain_is_a_remote_access_error(fabric: Path
         foreign.close()
     finally:
         pair.close()
+
+
+def test_completion_callback_is_one_shot_until_rearmed(fabric: Path) -> None:
+    pair = _step_pair(fabric)
+    calls: list[int] = []
+    try:
+        pair.init.scq.set_notify(lambda: calls.append(1))  # installing arms it
+        for wr_id in (1, 2, 3):
+            pair.init.qp.post_send(write_wr(pair.backend, wr_id, pair.src, 8, pair.dst.rkey,
+                                            pair.dst.buf))
+        assert calls == []  # nothing completed yet
+        assert pair.init.ctx.release()
+        assert pair.init.ctx.release()
+        assert calls == [1]  # two completions, one call: ibv_req_notify_cq is one-shot
+        pair.init.scq.req_notify()
+        assert pair.init.ctx.release()
+        assert calls == [1, 1]
+        assert pair.init.scq.poll(8)[0] == 3
+    finally:
+        pair.init.scq.set_notify(None)
+        pair.close()

@@ -279,3 +279,53 @@ def test_asynchronous_mode_wakes_the_engine(fabric: Path) -> None:
         r.tx.set_wakeup(None)
         r.tx.close()
         r.rx.close()
+
+
+def test_two_processes_exchange_over_cbor_write_and_fence(fabric: Path) -> None:
+    """Sender and receiver Devices in two processes; the receiver fences, the next write fails."""
+    import hashlib
+    import multiprocessing
+
+    from verbs_rc import receiver_device_main
+
+    spawn = multiprocessing.get_context("spawn")
+    parent, child = spawn.Pipe()
+    proc = spawn.Process(target=receiver_device_main, args=(child, str(fabric), SEG_BYTES),
+                         daemon=True)
+    proc.start()
+    tx = VerbsDevice(soft_backend(fabric), VerbsDeviceConfig(device_name="soft0", cq_depth=64,
+                     max_send_wr=32, max_recv_wr=8), name="tx")
+    try:
+        assert parent.poll(POLL_TIMEOUT_S * 3)
+        remote = decode_verbs_message(parent.recv())
+        parent.send(encode_verbs_message(tx.endpoint(RECEIVER)))
+        tx.connect(RECEIVER, remote)  # type: ignore[arg-type]
+        tx.add_region(RECEIVER, decode_verbs_message(parent.recv()))  # type: ignore[arg-type]
+        payload = os.urandom(SEG_BYTES)
+        tx.post([
+            SliceRequest(wr_id=i, opcode=Opcode.WRITE, peer=RECEIVER,
+                         local=memoryview(payload)[i * 4096:(i + 1) * 4096], remote_segment=9,
+                         remote_offset=i * 4096, length=4096, write_id=100 + i)
+            for i in range(SEG_BYTES // 4096)
+        ], 0)
+        rig = Rig(tx=tx, rx=tx, segment=memoryview(b""), step=False)
+        done = rig.drain(SEG_BYTES // 4096)
+        assert [c.status for c in done] == [SliceStatus.SUCCESS] * (SEG_BYTES // 4096)
+        parent.send("arrivals")
+        arrivals, digest = parent.recv()
+        assert arrivals == [(100 + i, 4096) for i in range(SEG_BYTES // 4096)]
+        assert digest == hashlib.sha256(payload).hexdigest()
+        parent.send("fence")
+        assert parent.recv() == 1
+        tx.post([attrs.evolve(_write(99, b"after the fence", 9000), remote_segment=9)], 0)
+        assert [c.status for c in rig.drain(1)] == [SliceStatus.REMOTE_ACCESS_ERROR]
+        parent.send("arrivals")
+        arrivals, after = parent.recv()
+        assert arrivals == []
+        assert after == digest  # not a byte of the fenced session's write landed
+        parent.send("exit")
+    finally:
+        proc.join(POLL_TIMEOUT_S)
+        if proc.is_alive():
+            proc.kill()
+        tx.close()

@@ -403,3 +403,41 @@ def target_main(conn: Any, fabric: str, length: int) -> None:
         if command == "digest":
             conn.send(hashlib.sha256(mr.read(length, 0)).hexdigest())
     side.close()
+
+
+def receiver_device_main(conn: Any, fabric: str, segment_bytes: int) -> None:
+    """A receiver process running a VerbsDevice; the pipe stands in for the control connection.
+
+    Sends its encoded endpoint, takes the sender's, exposes the whole segment to (1, session 5)
+    and sends the encoded region. Then serves: ``"arrivals"`` → ``[(write_id, length), ...]``
+    and the SHA-256 of the segment; ``"fence"`` → fences session 5 and answers the MR count;
+    ``"exit"``.
+    """
+    import hashlib
+    from pathlib import Path
+
+    from tent_transport.verbs import (
+        VerbsDevice,
+        VerbsDeviceConfig,
+        decode_verbs_message,
+        encode_verbs_message,
+        soft_backend,
+    )
+
+    rx = VerbsDevice(soft_backend(Path(fabric)), VerbsDeviceConfig(device_name="soft0",
+                     cq_depth=64, max_send_wr=8, max_recv_wr=32), name="rx")
+    segment = rx.allocate(segment_bytes)
+    conn.send(encode_verbs_message(rx.endpoint(1)))
+    rx.connect(1, decode_verbs_message(conn.recv()))  # type: ignore[arg-type]
+    region = rx.exposures.expose(1, 5, 9, segment, offset=0, length=segment_bytes)
+    conn.send(encode_verbs_message(region))
+    while (command := conn.recv()) != "exit":
+        if command == "arrivals":
+            arrivals = rx.poll_arrivals(64)
+            conn.send((
+                [(a.write_id, a.length) for a in arrivals],
+                hashlib.sha256(bytes(segment)).hexdigest(),
+            ))
+        elif command == "fence":
+            conn.send(rx.exposures.fence(1, 5))
+    rx.close()

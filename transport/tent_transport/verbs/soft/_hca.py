@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["CQ", "MR", "PD", "Context", "SoftConfig", "SoftDevice", "default_fabric"]
 
 _PACE_BURST_NS = 1_000_000
+_MODERATION_WRS = 4
+_REACHABLE_RECHECK_NS = 10_000_000  # a vanished target is noticed within 10 ms
 _GID_PREFIX = "fe80:0000:0000:0000:5654"  # "VT": the soft device's GIDs
 
 
@@ -222,7 +224,7 @@ class CQ:
         notify = self._notify
         if notify is not None and self._armed:
             self._armed = False  # one-shot, as ibv_req_notify_cq: the poller re-arms
-            notify()
+            self.context._to_fire.append(notify)
         return True
 
     def poll(self, num_entries: int = 1) -> tuple[int, list[WC]]:
@@ -239,7 +241,8 @@ class CQ:
                 if owner is not None:
                     owner._completion_polled(recv)
                 out.append(wc)
-            return len(out), out
+        ctx._fire()
+        return len(out), out
 
     def close(self) -> None:
         """Drop pending completions."""
@@ -275,6 +278,9 @@ class Context:
         self._seq = itertools.count()
         self._port_free_ns = 0
         self._remotes: dict[int, RemoteNode] = {}
+        # completion callbacks due; called by _fire() outside the lock, so a woken poller never
+        # waits for the thread that woke it
+        self._to_fire: list[Callable[[], None]] = []
         self._closed = False
         self._worker: threading.Thread | None = None
         if not self.config.step_mode:
@@ -331,6 +337,15 @@ class Context:
             self._remotes[node_id] = node
         return node if node.reachable() else None
 
+    def _fire(self) -> None:
+        """Call the completion callbacks that became due (caller does not hold the lock)."""
+        if not self._to_fire:
+            return
+        with self._lock:
+            due, self._to_fire = self._to_fire, []
+        for callback in due:
+            callback()
+
     # the engine --------------------------------------------------------------------------------
     def _schedule(self, pending: PendingWR, due_ns: int) -> None:
         """Queue a WR for execution (caller holds the lock)."""
@@ -364,7 +379,15 @@ class Context:
         return True
 
     def _run(self) -> None:
+        executed = 0
         while True:
+            with self._lock:
+                due_now = bool(self._heap) and self._heap[0][0] <= time.monotonic_ns()
+            if not due_now or executed >= _MODERATION_WRS:
+                # interrupt moderation: wake the poller every few WRs or when the engine runs
+                # out of due work, not per completion (each is pollable at once regardless)
+                self._fire()
+                executed = 0
             with self._lock:
                 while not self._closed and not self._heap:
                     self._wake.wait()
@@ -379,6 +402,7 @@ class Context:
                 if not pending.live():
                     continue
             retry_at = pending.qp._execute(pending, step=False)
+            executed += 1
             if retry_at is not None:
                 with self._lock:
                     heapq.heappush(self._heap, (retry_at, seq, pending))
@@ -435,9 +459,16 @@ class RemoteNode:
         self.keys = KeyTable(node.path / "keys", create=False)
         self._qps: dict[int, QPFile] = {}
         self._buffers: dict[int, SharedBuffer] = {}
+        self._reachable = True
+        self._checked_ns = 0
 
     def reachable(self) -> bool:
-        return node_alive(self.pid) and self.node.path.is_dir()
+        """Whether the owner lives and its node exists, checked at most every 10 ms."""
+        now = time.monotonic_ns()
+        if now - self._checked_ns > _REACHABLE_RECHECK_NS:
+            self._reachable = node_alive(self.pid) and os.path.isdir(self.node.path)
+            self._checked_ns = now
+        return self._reachable
 
     def qp(self, qpn: int) -> QPFile | None:
         qp = self._qps.get(qpn)

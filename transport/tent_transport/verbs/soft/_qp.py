@@ -211,6 +211,7 @@ class QP:
                 self._sq_outstanding = self._rq_outstanding = 0
                 with self._shared.locked():
                     self._shared.reset_rings()
+        ctx._fire()
 
     def to_init(self, qp_attr: QPAttr) -> None:
         qp_attr.qp_state = e.IBV_QPS_INIT
@@ -277,6 +278,7 @@ class QP:
                     self._last_due_ns = pending.due_ns
                     ctx._schedule(pending, pending.due_ns)
                 current = current.next_wr
+        ctx._fire()
 
     def post_recv(self, wr: RecvWR, bad_wr: RecvWR | None = None) -> None:
         """Post a chain of receive WRs; EINVAL in RESET or with too many SGEs, ENOMEM when the
@@ -303,6 +305,7 @@ class QP:
                     with self._shared.locked():
                         self._shared.push_recv(current.wr_id)
                 current = current.next_wr
+        ctx._fire()
 
     # completions -------------------------------------------------------------------------------
     def _completion_polled(self, recv: bool) -> None:
@@ -401,6 +404,8 @@ class QP:
                 self._sq_outstanding -= 1
             if status != e.IBV_WC_SUCCESS:
                 self._enter_error_locked()
+        if step:
+            ctx._fire()  # the worker coalesces its own (Context._run)
         return None
 
     def _perform(self, pending: PendingWR) -> tuple[int, int]:
@@ -482,6 +487,7 @@ class QP:
             del ctx._qps[self.qp_num]
             self._shared.set_header(e.IBV_QPS_ERR, 0, 0, 0, 0)
             (ctx.node.path / f"qp-{self.qp_num}").unlink(missing_ok=True)
+        ctx._fire()
 
 
 def _gather(sges: list[tuple[int, int, int]], where: int) -> None:
