@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CQ", "MR", "PD", "Context", "SoftConfig", "SoftDevice", "default_fabric"]
 
-_PACE_BURST_NS = 1_000_000
+_PACE_BURST_NS = 5_000_000
 _MODERATION_WRS = 4
 _REACHABLE_RECHECK_NS = 10_000_000  # a vanished target is noticed within 10 ms
 _GID_PREFIX = "fe80:0000:0000:0000:5654"  # "VT": the soft device's GIDs
@@ -413,7 +413,7 @@ class Context:
         if rate <= 0 or self.config.step_mode:
             return
         now = time.monotonic_ns()
-        # a token bucket with a 1 ms burst: an oversleep is made up, an idle port saves nothing
+        # a token bucket with a 5 ms burst: an oversleep is made up, an idle port saves nothing
         start = max(self._port_free_ns, now - _PACE_BURST_NS)
         self._port_free_ns = start + int(nbytes * 1e9 / rate)
         wait = self._port_free_ns - now
