@@ -329,3 +329,21 @@ def test_two_processes_exchange_over_cbor_write_and_fence(fabric: Path) -> None:
         if proc.is_alive():
             proc.kill()
         tx.close()
+
+
+def test_a_peer_cannot_grow_the_region_table_without_bound(rig: Rig) -> None:
+    from tent_transport.errors import TooManyRequests
+    from tent_transport.verbs import VerbsRegion
+    from tent_transport.verbs.device import MAX_REGIONS_PER_PEER
+
+    for i in range(MAX_REGIONS_PER_PEER):
+        rig.tx.add_region(RECEIVER, VerbsRegion(segment=1000 + i, session=1, offset=0, length=1,
+                                                addr=0, rkey=0, readable=False))
+    with pytest.raises(TooManyRequests):
+        rig.tx.add_region(RECEIVER, VerbsRegion(segment=1, session=1, offset=0, length=1,
+                                                addr=0, rkey=0, readable=False))
+    rig.tx.drop_regions(RECEIVER)
+    rig.expose()  # room again after the peer's regions were dropped
+    with pytest.raises(InvalidEntry):
+        rig.tx.add_region(12345, VerbsRegion(segment=1, session=1, offset=0, length=1, addr=0,
+                                             rkey=0, readable=False))

@@ -146,3 +146,24 @@ def test_non_canonical_and_oversized_bytes_are_refused() -> None:
         decode_verbs_message("text")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         encode_verbs_message("text")  # type: ignore[arg-type]
+
+
+def test_newer_pyverbs_enum_classes_flatten_into_one_namespace() -> None:
+    """rdma-core >= 50 groups constants in IntEnum classes (``ibv_access_flags.IBV_...``)."""
+    import enum
+    import types
+
+    from tent_transport.verbs._backend import _flat_enums
+
+    class ibv_access_flags(enum.IntEnum):  # noqa: N801 (pyverbs' own class name)
+        IBV_ACCESS_LOCAL_WRITE = 1
+        IBV_ACCESS_REMOTE_WRITE = 2
+
+    new = types.ModuleType("pyverbs.libibverbs_enums")
+    new.ibv_access_flags = ibv_access_flags  # type: ignore[attr-defined]
+    old = types.ModuleType("pyverbs.enums")
+    old.IBV_WC_SUCCESS = 0  # type: ignore[attr-defined]
+    flat = _flat_enums(old, new)
+    assert (flat.IBV_ACCESS_LOCAL_WRITE, flat.IBV_ACCESS_REMOTE_WRITE, flat.IBV_WC_SUCCESS) == (
+        1, 2, 0
+    )

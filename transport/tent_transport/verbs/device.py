@@ -22,13 +22,14 @@ from typing import Any
 import attrs
 
 from ..devices import Opcode, SliceCompletion, SliceRequest, SliceStatus
-from ..errors import InvalidArgument, InvalidEntry, PostRefused
+from ..errors import InvalidArgument, InvalidEntry, PostRefused, TooManyRequests
 from ._backend import VerbsBackend
 from ._exchange import VerbsEndpoint, VerbsRegion
 from ._protection import Exposures, WriteArrival, buffer_address
 
-__all__ = ["VerbsDevice", "VerbsDeviceConfig"]
+__all__ = ["MAX_REGIONS_PER_PEER", "VerbsDevice", "VerbsDeviceConfig"]
 
+MAX_REGIONS_PER_PEER = 4096
 _RECV_SINK_BYTES = 64  # the dummy SGE a receive needs before rdma-core 57
 _CLOSE_DRAIN_S = 2.0  # bounded wait for a real HCA's flush completions at close
 
@@ -357,10 +358,17 @@ class VerbsDevice:
 
     # -- the sender's view of the receiver's regions -----------------------------------------
     def add_region(self, peer: int, region: VerbsRegion) -> None:
-        """Record a region ``peer`` exposed to us (from its :class:`VerbsRegion` message)."""
+        """Record a region ``peer`` exposed to us (from its :class:`VerbsRegion` message).
+
+        Raises :class:`InvalidEntry` for an unknown peer and :class:`TooManyRequests` beyond
+        :data:`MAX_REGIONS_PER_PEER` (a peer cannot grow our tables without bound); nothing is
+        recorded then.
+        """
         state = self._peers.get(peer)
         if state is None:
             raise InvalidEntry(f"unknown peer {peer} on {self._name}")
+        if sum(len(r) for r in state.regions.values()) >= MAX_REGIONS_PER_PEER:
+            raise TooManyRequests(f"peer {peer} exposed more than {MAX_REGIONS_PER_PEER} regions")
         state.regions.setdefault(region.segment, []).append(region)
 
     def drop_regions(self, peer: int, session: int | None = None) -> None:
@@ -390,7 +398,10 @@ class VerbsDevice:
     # -- the receiver side ---------------------------------------------------------------------
     def poll_arrivals(self, max_entries: int) -> list[WriteArrival]:
         """Completed WRITE_WITH_IMMs into this rail: (peer, write id, length); receives are
-        reposted. Flushed receives of retired peers are consumed silently."""
+        reposted. Flushed receives of retired peers are consumed silently. Raises
+        :class:`InvalidArgument` for ``max_entries`` < 1."""
+        if max_entries < 1:
+            raise InvalidArgument("max_entries must be >= 1")
         if self._wakeup:
             self._b.arm_cq_notify(self._rcq)
         _, wcs = self._rcq.poll(max_entries)
