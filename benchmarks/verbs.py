@@ -41,6 +41,14 @@ e = soft.enums
 ALL = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
 
 
+_BASE: list[str] = []  # the run's directory under /dev/shm, removed when the run ends
+
+
+def _fabric() -> Path:
+    """A fresh soft fabric for one measurement, inside the run's directory."""
+    return Path(tempfile.mkdtemp(dir=_BASE[0]))
+
+
 # -- 1. one-sided write across processes ----------------------------------------------------
 
 
@@ -83,7 +91,7 @@ def one_sided_write(quick: bool) -> dict[str, Any]:
     region = (16 if quick else 64) * MIB
     total = (128 if quick else 512) * MIB
     reps = 5 if quick else 9
-    fabric = tempfile.mkdtemp(prefix="tent-bench-", dir="/dev/shm")
+    fabric = str(_fabric())
     spawn = multiprocessing.get_context("spawn")
     parent, child = spawn.Pipe()
     proc = spawn.Process(target=_target, args=(child, fabric, region), daemon=True)
@@ -169,7 +177,7 @@ def _device_pair(fabric: Path, config: soft.SoftConfig, **kw: Any) -> tuple[Verb
 
 
 def posting_cost(quick: bool) -> list[dict[str, Any]]:
-    fabric = Path(tempfile.mkdtemp(prefix="tent-bench-", dir="/dev/shm"))
+    fabric = _fabric()
     tx, rx = _device_pair(fabric, soft.SoftConfig(step_mode=True), cq_depth=4096,
                           max_send_wr=256, max_recv_wr=256)
     segment = rx.allocate(MIB)
@@ -248,7 +256,7 @@ def transmit_meter(quick: bool) -> list[dict[str, Any]]:
     })
     out = []
     for depth in (1, 16, 256):
-        fabric = Path(tempfile.mkdtemp(prefix="tent-bench-", dir="/dev/shm"))
+        fabric = _fabric()
         tx, rx = _device_pair(fabric, soft.SoftConfig(rate_bytes_per_s=rate),
                               cq_depth=max(64, 2 * depth), max_send_wr=depth, max_recv_wr=512,
                               link_speed_gbps=seed_gbps)
@@ -297,17 +305,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
     args = parser.parse_args()
-    result = {
-        "benchmark": "verbs",
-        "python": platform.python_version(),
-        "quick": args.quick,
-        "one_sided_write": one_sided_write(args.quick),
-        "posting_cost": posting_cost(args.quick),
-        "transmit_meter": transmit_meter(args.quick),
-    }
+    shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    with tempfile.TemporaryDirectory(prefix="tent-bench-", dir=shm) as base:
+        _BASE.append(base)
+        result = _run(args.quick)
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
+
+
+def _run(quick: bool) -> dict[str, Any]:
+    return {
+        "benchmark": "verbs",
+        "python": platform.python_version(),
+        "quick": quick,
+        "one_sided_write": one_sided_write(quick),
+        "posting_cost": posting_cost(quick),
+        "transmit_meter": transmit_meter(quick),
+    }
 
 
 if __name__ == "__main__":
