@@ -347,3 +347,27 @@ def test_a_peer_cannot_grow_the_region_table_without_bound(rig: Rig) -> None:
     with pytest.raises(InvalidEntry):
         rig.tx.add_region(12345, VerbsRegion(segment=1, session=1, offset=0, length=1, addr=0,
                                              rkey=0, readable=False))
+
+
+def test_another_peers_rkey_is_useless_through_this_peers_qp(rig: Rig, fabric: Path) -> None:
+    """Each peer has its own PD: a stolen or guessed rkey fails with a remote access error."""
+    other = VerbsDevice(soft_backend(fabric, soft.SoftConfig(step_mode=True)),
+                        VerbsDeviceConfig(device_name="soft0", cq_depth=64, max_send_wr=8,
+                                          max_recv_wr=16), name="other")
+    try:
+        a, b = other.endpoint(RECEIVER), rig.rx.endpoint(3)
+        other.connect(RECEIVER, b)
+        rig.rx.connect(3, a)
+        theirs = rig.rx.exposures.expose(3, 77, SEGMENT, rig.segment, offset=0, length=4096)
+        rig.tx.add_region(RECEIVER, theirs)  # peer 1 learned peer 3's rkey and address
+        rig.tx.post([_write(1, b"stolen-rkey", 0)], 0)
+        assert [c.status for c in rig.drain(1)] == [SliceStatus.REMOTE_ACCESS_ERROR]
+        assert bytes(rig.segment[:11]) == b"\0" * 11
+        other.add_region(RECEIVER, theirs)  # through its rightful peer's QP it works
+        other.post([attrs.evolve(_write(2, b"rightful", 0))], 0)
+        while other.context.release():
+            pass
+        assert [c.status for c in other.poll(4, 0)] == [SliceStatus.SUCCESS]
+        assert bytes(rig.segment[:8]) == b"rightful"
+    finally:
+        other.close()

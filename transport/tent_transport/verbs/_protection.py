@@ -2,7 +2,9 @@
 
 A one-sided WRITE runs no receiver code, so the only gate is the memory registration: every
 region exposed to a (peer, session) gets an MR of its own (regions may be discontiguous, so one
-MR per region), with REMOTE_WRITE (and REMOTE_READ if asked). Its rkey travels to that peer in a
+MR per region), with REMOTE_WRITE (and REMOTE_READ if asked), in that peer's own protection
+domain: rkeys are PD-scoped, so another peer that learns or guesses the rkey still cannot use
+it through its own QP. Its rkey travels to that peer in a
 :class:`VerbsRegion` only when the receiver decides to (under credit). :meth:`Exposures.fence`
 deregisters every MR of the session; from that instant the HCA refuses the old session's writes
 with ``IBV_WC_REM_ACCESS_ERR`` before they touch memory (RFC: "do not reuse old target resources
@@ -14,6 +16,7 @@ WRITE_WITH_IMM), which the engine checks against the credit core.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -50,9 +53,9 @@ class WriteArrival:
 class Exposures:
     """The MRs of the regions a receiver exposed, by (peer, session)."""
 
-    def __init__(self, backend: VerbsBackend, pd: Any) -> None:
+    def __init__(self, backend: VerbsBackend, pd_of: Callable[[int], Any]) -> None:
         self._b = backend
-        self._pd = pd
+        self._pd_of = pd_of  # the peer's own PD (raises InvalidEntry for an unknown peer)
         self._by_session: dict[tuple[int, int], list[tuple[VerbsRegion, Any]]] = {}
 
     def expose(
@@ -69,8 +72,10 @@ class Exposures:
         """Register ``buffer[offset : offset + length]`` (``buffer`` is the whole segment) for
         (``peer``, ``session``) and return the :class:`VerbsRegion` to send it.
 
+        The MR lives in the peer's own PD, so its rkey works only through that peer's QP.
         Raises :class:`InvalidArgument` (nothing registered) for a range outside ``buffer`` or a
-        read-only buffer, and the backend's ``PyverbsRDMAError`` if the HCA refuses the MR.
+        read-only buffer, :class:`InvalidEntry` for a peer without a live QP, and the backend's
+        ``PyverbsRDMAError`` if the HCA refuses the MR.
         """
         if type(offset) is not int or type(length) is not int or offset < 0 or length < 1:
             raise InvalidArgument(f"bad range offset={offset!r} length={length!r}")
@@ -81,7 +86,7 @@ class Exposures:
         if readable:
             access |= e.IBV_ACCESS_REMOTE_READ
         address = buffer_address(buffer) + offset
-        mr = self._b.MR(self._pd, length, access, address=address)
+        mr = self._b.MR(self._pd_of(peer), length, access, address=address)
         region = VerbsRegion(
             segment=segment,
             session=session,
@@ -121,6 +126,10 @@ class Exposures:
         for _, mr in entries:
             mr.close()
         return len(entries)
+
+    def forget_peer(self, peer: int) -> int:
+        """Deregister every session's MRs of ``peer`` (its PD is about to go); returns how many."""
+        return sum(self.fence(p, s) for p, s in list(self._by_session) if p == peer)
 
     def close(self) -> None:
         for entries in self._by_session.values():

@@ -54,6 +54,8 @@ class VerbsDeviceConfig:
 
 @attrs.define
 class _Peer:
+    pd: Any  # this peer's own protection domain: its QP, its exposures, our MRs it uses
+    sink: Any  # the receives' dummy SGE memory
     qp: Any
     psn: int
     connected: bool = False
@@ -61,6 +63,7 @@ class _Peer:
     retired: bool = False
     outstanding: int = 0
     regions: dict[int, list[VerbsRegion]] = attrs.field(factory=dict)
+    local: list[tuple[int, int, Any]] = attrs.field(factory=list)  # register_local in this PD
 
 
 @attrs.define
@@ -92,24 +95,20 @@ class VerbsDevice:
                 raise InvalidArgument(f"cq_depth above max_cqe {limits.max_cqe}")
             self._port = self._ctx.query_port(config.port_num)
             self._gid = self._ctx.query_gid(config.port_num, config.gid_index)
-            self._pd = backend.PD(self._ctx)
             self._scq = backend.CQ(self._ctx, config.cq_depth, None, None, 0)
             self._rcq = backend.CQ(self._ctx, config.cq_depth, None, None, 0)
-            self._sink = backend.MR(self._pd, _RECV_SINK_BYTES, self._e.IBV_ACCESS_LOCAL_WRITE)
         except BaseException:
             self._ctx.close()
             raise
         self._peers: dict[int, _Peer] = {}
         self._by_qpn: dict[int, int] = {}
         self._posted: dict[int, _Posted] = {}
-        self._local: list[tuple[int, int, Any]] = []  # (address, length, MR) of register_local
+        self._local: list[memoryview] = []  # register_local's buffers (an MR per peer PD)
         self._synthetic: list[SliceCompletion] = []
         self._recv_wr_ids = 0
-        self.exposures = Exposures(backend, self._pd)
-        # where post_send reports the first refused WR of a chain (reused: one per device)
-        self._bad_wr = backend.SendWR(
-            wr_id=0, num_sge=1, sg=[backend.SGE(self._sink.buf, 1, self._sink.lkey)]
-        )
+        self.exposures = Exposures(backend, self._pd_of)
+        # where post_send reports the first refused WR of a chain (reused, never posted)
+        self._bad_wr = backend.SendWR(wr_id=0, num_sge=1, sg=[backend.SGE(0, 1, 0)])
         self._closed = False
         self._wakeup = False
 
@@ -162,7 +161,7 @@ class VerbsDevice:
         posted: list[_Posted] = []
         try:
             wrs = [
-                self._work_request(s, route, posted)
+                self._work_request(state, s, route, posted)
                 for s, route in zip(slices, routes, strict=True)
             ]
         except (self._b.rdma_error, InvalidArgument) as exc:
@@ -260,11 +259,8 @@ class VerbsDevice:
                 )
             )
         self.exposures.close()
-        for _, _, mr in self._local:
-            mr.close()
         for state in self._peers.values():
-            state.qp.close()
-        self._sink.close()
+            self._destroy(state)
         self._ctx.close()
         self._closed = True
 
@@ -293,8 +289,18 @@ class VerbsDevice:
             attr.qp_access_flags = (
                 e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
             )
-            qp = self._b.QP(self._pd, init, attr)
-            state = _Peer(qp=qp, psn=secrets.randbits(24))
+            # One PD per peer (RFC protection): an rkey is PD-scoped, so an rkey of a region
+            # exposed to another peer is a remote access error through this peer's QP.
+            pd = self._b.PD(self._ctx)
+            try:
+                sink = self._b.MR(pd, _RECV_SINK_BYTES, e.IBV_ACCESS_LOCAL_WRITE)
+                qp = self._b.QP(pd, init, attr)
+                state = _Peer(pd=pd, sink=sink, qp=qp, psn=secrets.randbits(24))
+                for buffer in self._local:
+                    self._register_in(state, buffer)
+            except BaseException:
+                pd.close()
+                raise
             self._peers[peer] = state
             self._by_qpn[qp.qp_num] = peer
         return VerbsEndpoint(
@@ -331,7 +337,7 @@ class VerbsDevice:
         attr.ah_attr = b.AHAttr(port_num=c.port_num, is_global=1, gr=route, dlid=remote.lid)
         state.qp.to_rts(attr)
         for _ in range(c.max_recv_wr):
-            self._post_receive(state.qp)
+            self._post_receive(state)
         state.connected = True
 
     def retire(self, peer: int) -> None:
@@ -352,9 +358,10 @@ class VerbsDevice:
         state = self._peers.get(peer)
         if state is None or not state.retired or state.outstanding:
             raise InvalidEntry(f"peer {peer} is not retired and drained on {self._name}")
-        state.qp.close()
+        self.exposures.forget_peer(peer)
         del self._by_qpn[state.qp.qp_num]
         del self._peers[peer]
+        self._destroy(state)
 
     # -- the sender's view of the receiver's regions -----------------------------------------
     def add_region(self, peer: int, region: VerbsRegion) -> None:
@@ -385,11 +392,32 @@ class VerbsDevice:
 
     # -- local memory -------------------------------------------------------------------------
     def register_local(self, buffer: memoryview) -> None:
-        """Register long-lived local memory (e.g. a KV cache) once, so slices inside it post
-        without a per-slice registration. ``buffer`` must be writable and contiguous."""
+        """Register long-lived local memory (e.g. a KV cache) once per peer PD, so slices inside
+        it post without a per-slice registration. Raises :class:`InvalidArgument` for a buffer
+        that is read-only or not contiguous (nothing registered)."""
+        buffer_address(buffer)  # validates before anything is registered
+        for state in self._peers.values():
+            self._register_in(state, buffer)
+        self._local.append(buffer)
+
+    def _register_in(self, state: _Peer, buffer: memoryview) -> None:
         address = buffer_address(buffer)
-        mr = self._b.MR(self._pd, buffer.nbytes, self._e.IBV_ACCESS_LOCAL_WRITE, address=address)
-        self._local.append((address, buffer.nbytes, mr))
+        e = self._e
+        mr = self._b.MR(state.pd, buffer.nbytes, e.IBV_ACCESS_LOCAL_WRITE, address=address)
+        state.local.append((address, buffer.nbytes, mr))
+
+    def _pd_of(self, peer: int) -> Any:
+        state = self._peers.get(peer)
+        if state is None or state.retired:
+            raise InvalidEntry(f"no live QP for peer {peer} on {self._name}: endpoint() first")
+        return state.pd
+
+    def _destroy(self, state: _Peer) -> None:
+        state.qp.close()
+        for _, _, mr in state.local:
+            mr.close()
+        state.sink.close()
+        state.pd.close()
 
     def allocate(self, length: int) -> memoryview:
         """Memory a peer can reach once exposed (anonymous pages on a NIC, the soft fabric)."""
@@ -415,14 +443,14 @@ class VerbsDevice:
             )
             state = self._peers[peer]
             if not state.retired:
-                self._post_receive(state.qp)
+                self._post_receive(state)
         return out
 
     # -- internals -----------------------------------------------------------------------------
-    def _post_receive(self, qp: Any) -> None:
+    def _post_receive(self, state: _Peer) -> None:
         self._recv_wr_ids += 1
-        sge = self._b.SGE(self._sink.buf, _RECV_SINK_BYTES, self._sink.lkey)
-        qp.post_recv(self._b.RecvWR(wr_id=self._recv_wr_ids, num_sge=1, sg=[sge]))
+        sge = self._b.SGE(state.sink.buf, _RECV_SINK_BYTES, state.sink.lkey)
+        state.qp.post_recv(self._b.RecvWR(wr_id=self._recv_wr_ids, num_sge=1, sg=[sge]))
 
     def _route(self, state: _Peer, request: SliceRequest) -> VerbsRegion:
         for region in state.regions.get(request.remote_segment, ()):
@@ -439,7 +467,7 @@ class VerbsDevice:
         )
 
     def _work_request(
-        self, request: SliceRequest, region: VerbsRegion, posted: list[_Posted]
+        self, state: _Peer, request: SliceRequest, region: VerbsRegion, posted: list[_Posted]
     ) -> Any:
         b, e = self._b, self._e
         local, keep, mr, lkey = request.local, None, None, 0
@@ -447,12 +475,12 @@ class VerbsDevice:
             keep = bytearray(local)  # a bounce copy: registration needs writable memory
             local = memoryview(keep)
         address = buffer_address(local)
-        for base, length, local_mr in self._local:
+        for base, length, local_mr in state.local:
             if base <= address and address + request.length <= base + length:
                 lkey = local_mr.lkey
                 break
         else:
-            mr = b.MR(self._pd, request.length, e.IBV_ACCESS_LOCAL_WRITE, address=address)
+            mr = b.MR(state.pd, request.length, e.IBV_ACCESS_LOCAL_WRITE, address=address)
             lkey = mr.lkey
         posted.append(_Posted(request=request, peer=request.peer, mr=mr, keep=keep))
         sge = b.SGE(address, request.length, lkey)
