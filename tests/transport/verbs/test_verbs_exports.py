@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import tent_transport.verbs as verbs
+from tent_transport import verbs
 from tent_transport.verbs import soft
 
 
