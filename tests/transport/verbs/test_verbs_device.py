@@ -371,3 +371,41 @@ def test_another_peers_rkey_is_useless_through_this_peers_qp(rig: Rig, fabric: P
         assert bytes(rig.segment[:8]) == b"rightful"
     finally:
         other.close()
+
+
+def test_a_provider_refusal_mid_chain_keeps_posting_order(fabric: Path) -> None:
+    """The HCA posts a prefix and refuses the rest (bad_wr): the prefix completes first, then
+    the refused slices as TRANSPORT_ERROR, and the peer reads not ready."""
+    import errno as errno_module
+
+    class PrefixQP(soft.QP):  # fault injection through the backend seam
+        def post_send(self, wr: soft.SendWR, bad_wr: soft.SendWR | None = None) -> None:
+            second = wr.next_wr
+            wr.next_wr = None
+            super().post_send(wr, bad_wr)
+            if second is not None:
+                if bad_wr is not None:
+                    bad_wr.wr_id = second.wr_id
+                raise soft.PyverbsRDMAError("Failed to post send", errno_module.ENOMEM)
+
+    backend = attrs.evolve(soft_backend(fabric, soft.SoftConfig(step_mode=True)), QP=PrefixQP)
+    tx = VerbsDevice(backend, VerbsDeviceConfig(device_name="soft0", cq_depth=64,
+                     max_send_wr=8, max_recv_wr=8), name="tx")
+    rx = VerbsDevice(soft_backend(fabric), VerbsDeviceConfig(device_name="soft0", cq_depth=64,
+                     max_send_wr=8, max_recv_wr=8), name="rx")
+    try:
+        _connect(tx, rx)
+        r = Rig(tx=tx, rx=rx, segment=rx.allocate(SEG_BYTES), step=True)
+        r.expose()
+        tx.post([_write(i, b"p", i) for i in (5, 6, 7)], 0)
+        assert tx.post_budget(RECEIVER) == 0
+        assert tx.poll(8, 0) == []  # the refused ones wait behind the posted prefix
+        done = r.drain(3)
+        assert [(c.wr_id, c.status) for c in done] == [
+            (5, SliceStatus.SUCCESS),
+            (6, SliceStatus.TRANSPORT_ERROR),
+            (7, SliceStatus.TRANSPORT_ERROR),
+        ]
+    finally:
+        tx.close()
+        rx.close()

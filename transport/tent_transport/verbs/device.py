@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from ..devices import Opcode, SliceCompletion, SliceRequest, SliceStatus
+from ..devices._base import U64_MAX
 from ..errors import InvalidArgument, InvalidEntry, PostRefused, TooManyRequests
 from ._backend import VerbsBackend
 from ._exchange import VerbsEndpoint, VerbsRegion
@@ -64,6 +65,8 @@ class _Peer:
     outstanding: int = 0
     regions: dict[int, list[VerbsRegion]] = attrs.field(factory=dict)
     local: list[tuple[int, int, Any]] = attrs.field(factory=list)  # register_local in this PD
+    # completions of WRs the provider refused mid-chain: reported after the posted prefix's
+    deferred: list[SliceCompletion] = attrs.field(factory=list)
 
 
 @attrs.define
@@ -175,14 +178,15 @@ class VerbsDevice:
             self._posted[entry.request.wr_id] = entry
         state.outstanding += len(posted)
         bad = self._bad_wr
-        bad.wr_id = 0
+        unset = next(v for v in range(U64_MAX, U64_MAX - len(ids) - 1, -1) if v not in ids)
+        bad.wr_id = unset
         try:
             state.qp.post_send(wrs[0], bad)
         except self._b.rdma_error as exc:
             refused_from = ids.index(bad.wr_id) if bad.wr_id in ids else 0
             for entry in posted[refused_from:]:
                 self._finish(entry)
-                self._synthetic.append(
+                state.deferred.append(
                     SliceCompletion(
                         wr_id=entry.request.wr_id,
                         status=SliceStatus.TRANSPORT_ERROR,
@@ -191,6 +195,7 @@ class VerbsDevice:
                     )
                 )
             state.errored = True
+            self._release_deferred(state)
 
     def poll(self, max_entries: int, now_ns: int) -> list[SliceCompletion]:
         """Up to ``max_entries`` send completions, in posting order per peer; never blocks.
@@ -213,10 +218,9 @@ class VerbsDevice:
                 continue  # not ours (cannot happen: every signaled WR is a posted slice)
             self._finish(entry)
             status, detail = self._status(wc.status)
-            if status is not SliceStatus.SUCCESS:
-                state = self._peers.get(entry.peer)
-                if state is not None:
-                    state.errored = True
+            state = self._peers.get(entry.peer)
+            if status is not SliceStatus.SUCCESS and state is not None:
+                state.errored = True
             out.append(
                 SliceCompletion(
                     wr_id=entry.request.wr_id,
@@ -225,6 +229,12 @@ class VerbsDevice:
                     detail=detail,
                 )
             )
+            if state is not None and state.deferred:
+                self._release_deferred(state)
+        room = max_entries - len(out)
+        if room > 0 and self._synthetic:
+            out.extend(self._synthetic[:room])
+            del self._synthetic[:room]
         return out
 
     def next_completion_ns(self) -> int | None:
@@ -503,6 +513,12 @@ class VerbsDevice:
             )
         wr.set_wr_rdma(region.rkey, region.addr + (request.remote_offset - region.offset))
         return wr
+
+    def _release_deferred(self, state: _Peer) -> None:
+        """Queue a peer's refused-WR completions once its posted prefix has completed."""
+        if state.outstanding == 0:
+            self._synthetic.extend(state.deferred)
+            state.deferred.clear()
 
     def _finish(self, entry: _Posted) -> None:
         self._posted.pop(entry.request.wr_id, None)
