@@ -25,6 +25,7 @@ import mmap
 import os
 import secrets
 import struct
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,7 +130,8 @@ class KeyTable:
         finally:
             os.close(fd)
         self._generation = [0] * KEY_SLOTS if create else []
-        self._free = list(range(KEY_SLOTS - 1, -1, -1)) if create else []
+        # FIFO reuse: a freed slot comes back only after every other free slot was used
+        self._free: deque[int] = deque(range(KEY_SLOTS) if create else ())
 
     def allocate(  # noqa: PLR0917 (the entry's fields, in its layout's order)
         self, access: int, pd: int, buf: int, base: int, length: int, offset: int
@@ -137,8 +139,9 @@ class KeyTable:
         """Write a valid entry and return its rkey; raises ``MemoryError`` if every slot is used."""
         if not self._free:
             raise MemoryError("soft key table full")
-        slot = self._free.pop()
-        # A slot's next rkey differs from every earlier one: a stale rkey never revives.
+        slot = self._free.popleft()
+        # A 20-bit generation per slot and FIFO reuse: a stale rkey revives only after 2**20
+        # reuses of its slot, each after all other free slots.
         self._generation[slot] = (self._generation[slot] + 1) & 0xFFFFF
         rkey = (self._generation[slot] << _KEY_INDEX_BITS) | slot
         where = slot * KEY_ENTRY.size
