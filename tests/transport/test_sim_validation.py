@@ -58,3 +58,15 @@ def test_the_seeds_three_slices(arbitration: bool, order: str) -> None:
     assert "".join(n for _, n in ends) == order
     # 32 MiB ahead, then one slice per slot, back to back on the link
     assert [end for end, _ in ends] == [3 * slot, 4 * slot, 5 * slot]
+
+
+def test_a_workload_is_deterministic_for_its_seed() -> None:
+    import attrs
+    from tent_transport.sim._scenarios import theta_sweep
+
+    workload = theta_sweep(load=1.0, horizon_ns=30 * MS)
+    first = simulate(workload, theta=1.2)
+    again = simulate(workload, theta=1.2)
+    other = simulate(attrs.evolve(workload, seed=workload.seed + 1), theta=1.2)
+    assert first.outcomes == again.outcomes and first.rail_samples == again.rail_samples
+    assert first.outcomes != other.outcomes

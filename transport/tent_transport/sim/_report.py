@@ -130,10 +130,10 @@ def transmit_follow_ns(
 
 
 def table_rows(summaries: Sequence[Summary]) -> list[list[str]]:
-    """The issue's table as strings, one row per run (header first)."""
+    """The issue's table as strings, one row per run (header first; the workload is the
+    table's title)."""
     rows = [
         [
-            "workload",
             "θ",
             "arb",
             "offered",
@@ -152,7 +152,6 @@ def table_rows(summaries: Sequence[Summary]) -> list[list[str]]:
         hist = " ".join(f"≤{b}:{c}" for b, c in s.mlu_histogram if c)
         rows.append(
             [
-                s.workload,
                 f"{s.theta:g}",
                 "on" if s.arbitration else "off",
                 str(s.offered),

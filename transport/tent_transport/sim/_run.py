@@ -47,6 +47,7 @@ class Outcome:
     reason: str
     companion: bool = False  # the staged owner a mixed submit carried
     dropped_mlu: float | None = None  # the predicted MLU of a dropped request
+    closed_loop: bool = False  # a thread's request: its timing depends on earlier outcomes
 
     @property
     def on_time(self) -> bool:
@@ -256,6 +257,7 @@ def simulate(
                 reason=event.reason.value,
                 companion=companion,
                 dropped_mlu=event.dropped_mlu,
+                closed_loop=flow.arrival == "closed",
             )
         )
         if companion or flow.arrival != "closed" or arrival.seq + 1 >= flow.requests:
@@ -340,6 +342,7 @@ def simulate(
                 status="pending",
                 reason=state.phase.value,
                 companion=companion,
+                closed_loop=workload.flows[arrival.flow].arrival == "closed",
             )
         )
     buckets = tuple(

@@ -202,7 +202,7 @@ def arbitration_2792() -> Workload:
                 streams=12,
                 requests=1_000_000,
                 size_bytes=8 * MIB,
-                window_ns=100 * MS,
+                window_ns=20 * MS,
             ),
         ),
         horizon_ns=60 * MS,
