@@ -1,4 +1,7 @@
-"""Fixtures of the verbs tests: a private soft fabric per test, removed afterwards."""
+"""Fixtures of the verbs tests: a private soft fabric per test, removed afterwards.
+
+Every test here drives the RDMA transport (soft verbs across processes, the real pyverbs API):
+marked ``transport``, stage 6 of ``.ci/run`` after ``tent check`` (``-m transport``)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.transport)
 
 
 @pytest.fixture
