@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from ._admission import WriteAdmission
 from ._allocator import AllocationClass, AllocatorConfig, ReceiverCreditAllocator
 from ._arith import U64_MAX, check_u64, checked_add
 from ._backpressure import BackpressureInfo, BackpressureSource
@@ -1200,6 +1201,37 @@ class CreditReceiver:
         """The receiver's transport saw a sender's data arrive (see the allocator)."""
         self._allocator.data_landed(sender_peer, qos_class, epoch, amounts)
         self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+
+    def admit_write(
+        self,
+        sender_peer: int,
+        qos_class: int,
+        epoch: int,
+        amounts: Mapping[CreditResource, int],
+    ) -> WriteAdmission:
+        """Admit or refuse a credited write before it touches memory (CONTRACT "Write admission").
+
+        See :meth:`ReceiverCreditAllocator.admit_write`: accepted means counted as landed (call
+        it *instead of* :meth:`data_landed`, then :meth:`release` once consumed). A refusal counts
+        a protocol violation and quarantines the key: its endpoint is closed (the transport should
+        drop the connection), what it held and never landed is reclaimed at once and pushed to
+        stalled senders. Never raises, whatever the peer put in the lease.
+        """
+        quarantined_before = self._allocator.quarantined_keys
+        admission = self._allocator.admit_write(sender_peer, qos_class, epoch, amounts)
+        if admission.accepted:
+            self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+            return admission
+        if self._allocator.quarantined_keys != quarantined_before:
+            endpoint = self._endpoints.get((sender_peer, qos_class))
+            if endpoint is not None:
+                endpoint.close()
+            if self._trace is not None:
+                self._trace.record(
+                    "receiver", "quarantine", {"peer": sender_peer, "qos": qos_class}
+                )
+            self._capacity_freed()
+        return admission
 
     def release(
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
