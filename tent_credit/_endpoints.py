@@ -919,10 +919,20 @@ class ReceiverEndpoint:
             else {}
         )
         returned = {a.resource: a.amount for a in usage.returned_totals}
+        target = (
+            {a.resource: a.amount for a in usage.pending_demand}
+            if isinstance(usage, SenderCreditUsage)
+            else None
+        )
         allocator = self._receiver.allocator
         modelled = allocator.config.capacity
+        # DESIGN principle 5: the whole report is validated before any of it applies (issue 10
+        # item 4: a report refused for its demand had already reclaimed its returns, and the
+        # stalled senders were never pushed the capacity those returns freed).
         if any(r not in modelled for r in (*consumed, *returned)):
             return [self._violation("usage names a resource this receiver does not model")]
+        if target is not None and any(r not in modelled for r in target):
+            return [self._violation("demand names a resource this receiver does not model")]
         try:
             reclaimed = allocator.on_usage(
                 self._sender_peer,
@@ -936,11 +946,7 @@ class ReceiverEndpoint:
         self._usage_sequence = usage.sequence
         self._usage_applied += 1
         events = [EndpointEvent(kind="usage_applied")]
-        if isinstance(usage, SenderCreditUsage):
-            target = {a.resource: a.amount for a in usage.pending_demand}
-            if any(r not in modelled for r in target):
-                events.append(self._violation("demand names an unmodelled resource"))
-                return events
+        if target is not None:
             self._demand_target = target
             if any(target.values()):
                 # A sender that still asks evidently lacks the vector that covers it (the update
