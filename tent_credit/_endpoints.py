@@ -972,6 +972,8 @@ class ReceiverEndpoint:
     def _grant_outstanding_demand(self) -> list[EndpointEvent]:
         demand = self._outstanding_demand()
         if not demand:
+            # withdrawn or met: the key leaves the fair split, and freed capacity goes elsewhere
+            self._receiver.allocator.withdraw_demand(self._sender_peer, self._qos_class)
             self._stalled = False
             return []
         return self._grant(demand)
