@@ -26,6 +26,7 @@ The allocator is sans-IO: it never reads a clock; the endpoint turns its decisio
 from __future__ import annotations
 
 import enum
+import math
 import types
 from collections.abc import Callable, Mapping
 
@@ -799,25 +800,42 @@ class ReceiverCreditAllocator:
     def _grantable(
         self, key: tuple[int, int], allocation_class: AllocationClass, demand: ResourceVector
     ) -> dict[CreditResource, int]:
-        """Per resource, the most one grant to ``key`` may take (see :meth:`grant`)."""
+        """Per resource, the most one grant to ``key`` may take (see :meth:`grant`).
+
+        The fair split is taken in whole *units* of the demand (the demand vector divided by the
+        gcd of its amounts, e.g. one transfer's charge when the demand is k equal charges):
+        splitting each resource on its own would hand out fragments that cover no charge, and
+        fragments held by every key deadlock them all (found by tests/gate/test_incast.py).
+        """
         config = self._config
         held = self._key_outstanding[key]
+        pools = {r: self.free_for(r, allocation_class) for r in self._resources}
         out: dict[CreditResource, int] = {}
         for r in self._resources:
-            pool = self.free_for(r, allocation_class)
-            wanted = self._capped_want(key, r, demand.get(r, 0))
             cap = config.max_key_outstanding.get(r)
-            room = pool if cap is None else min(pool, max(0, cap - held[r]))
-            if wanted and room > 0 and config.grant_split is GrantSplit.MAX_MIN_FAIR:
-                others = (
-                    (self._key_outstanding[k][r], self._capped_want(k, r, want.get(r, 0)))
-                    for k, want in self._live_demand.items()
-                    if k != key
-                )
-                share = max_min_share(pool, (held[r], wanted), others)
-                minimum = max(1, min(config.min_grant.get(r, 0), demand.get(r, 0)))
-                room = min(room, max(share, minimum))
-            out[r] = room
+            out[r] = pools[r] if cap is None else min(pools[r], max(0, cap - held[r]))
+        wanted = {r: w for r, w in demand.items() if w > 0}
+        contended = any(k != key for k in self._live_demand)
+        if config.grant_split is not GrantSplit.MAX_MIN_FAIR or not wanted or not contended:
+            return out  # nobody else waits: the split is first-come, as it always was
+        scale = math.gcd(*wanted.values())
+        unit = {r: w // scale for r, w in wanted.items()}
+        units = scale
+        for r, w in wanted.items():
+            others = (
+                (self._key_outstanding[k][r], self._capped_want(k, r, want.get(r, 0)))
+                for k, want in self._live_demand.items()
+                if k != key
+            )
+            share = max_min_share(pools[r], (held[r], self._capped_want(key, r, w)), others)
+            units = min(units, share // unit[r])
+        # Never below the grant's minimum (all-or-nothing), and at least one unit: while free
+        # capacity covers it, somebody always makes progress.
+        for r, w in wanted.items():
+            minimum = max(1, min(config.min_grant.get(r, 0), w))
+            units = max(units, -(-minimum // unit[r]))
+        for r in wanted:
+            out[r] = min(out[r], units * unit[r])
         return out
 
     def _capped_want(self, key: tuple[int, int], r: CreditResource, want: int) -> int:
