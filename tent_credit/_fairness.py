@@ -39,18 +39,30 @@ def max_min_share(free: int, me: tuple[int, int], others: Iterable[tuple[int, in
     post: __return__ <= free
     """
     entries = [me, *(entry for entry in others if entry[1] > 0)]
-
-    def rise(level: int) -> int:
-        return sum(min(want, max(0, level - held)) for held, want in entries)
-
-    low, high = 0, max(held for held, _ in entries) + free + 1  # rise(high) > free unless all met
-    if rise(high) <= free:
-        return me[1]
-    while high - low > 1:  # invariant: rise(low) <= free < rise(high)
-        mid = (low + high) // 2
-        if rise(mid) <= free:
-            low = mid
-        else:
-            high = mid
+    level = _water_level(free, entries)
+    if level is None:
+        return me[1]  # the free capacity covers everyone's whole want
     held, want = me
-    return min(want, max(0, low - held))
+    return min(want, max(0, level - held))
+
+
+def _water_level(free: int, entries: list[tuple[int, int]]) -> int | None:
+    """The highest integer level whose total rise ``Σ clamp(L − held, 0, want)`` fits ``free``
+    (``None`` if even full wants fit). The rise is piecewise linear in ``L``: its slope goes up
+    by one at each ``held`` and down by one at each ``held + want``; one sweep over those
+    breakpoints finds the level (O(n log n))."""
+    steps: dict[int, int] = {}
+    for held, want in entries:
+        if want > 0:
+            steps[held] = steps.get(held, 0) + 1
+            steps[held + want] = steps.get(held + want, 0) - 1
+    rise = 0  # the total rise at `at`
+    slope = 0
+    at = 0
+    for point in sorted(steps):
+        if slope and rise + slope * (point - at) > free:
+            return at + (free - rise) // slope
+        rise += slope * (point - at)
+        at = point
+        slope += steps[point]
+    return None  # past the last breakpoint the slope is 0: everything fits

@@ -198,6 +198,22 @@ class LoopbackNetwork:
             self._up[peer], self._down[peer] = self._channels()
             sender.reconnect(now_ns)
 
+    def calm(self, now_ns: int, rates: FaultRates) -> None:
+        """Change every control channel's fault rates from now on (e.g. "the faults stop").
+
+        Messages still in flight move to the new channels, due at once, in their old order; a
+        message the old channel had decided to drop or delay further is not resurrected or
+        held back (the new channel decides afresh).
+        """
+        self._rates = rates
+        for table in (self._up, self._down):
+            for peer, old in list(table.items()):
+                pending = [m.data for m in old._in_flight]  # pending order (same package)
+                new = self._channels()[0]
+                for data in pending:
+                    new.send(data, now_ns)
+                table[peer] = new
+
     # ------------------------------------------------------------------ payload
 
     def try_send(self, peer: int, charge: CreditCharge, now_ns: int) -> bool:

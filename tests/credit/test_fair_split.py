@@ -197,3 +197,21 @@ def test_unfenced_capacity_is_a_metric() -> None:
     rx.fence_complete(1, 0, 1)
     assert sample("tent_credit_receiver_unfenced", {"resource": "REQUEST_SLOTS"}) == 0
     assert sample("tent_credit_receiver_keys_quarantined", {}) == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    free=st.integers(0, 60), me=st.tuples(st.integers(0, 20), st.integers(0, 30)), others=_ENTRIES
+)
+def test_share_matches_a_brute_force_water_level(
+    free: int, me: tuple[int, int], others: list[tuple[int, int]]
+) -> None:
+    entries = [me, *others]
+
+    def rise(level: int) -> int:
+        return sum(min(w, max(0, level - h)) for h, w in entries)
+
+    top = max(h + w for h, w in entries)
+    level = max(lv for lv in range(top + 1) if rise(lv) <= free)
+    expected = me[1] if rise(top) <= free else min(me[1], max(0, level - me[0]))
+    assert max_min_share(free, me, others) == expected
