@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tent_spec.credit import AdversarialCreditSpec, CreditBounds, CreditSpec
+from tent_spec.credit import CreditBounds, CreditSpec
+from tent_spec.credit_adversarial import AdversarialCreditSpec
 from tent_spec.negotiation import NegotiationBounds, NegotiationSpec
 from tent_spec.variants import KNOWN_BAD
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from .credit import (
     RECLAIMED,
-    AdversarialCreditSpec,
     Books,
     CreditSpec,
     CreditState,
@@ -25,6 +24,7 @@ from .credit import (
     _vadd,
     _vsub,
 )
+from .credit_adversarial import AdversarialCreditSpec
 
 __all__ = [
     "KNOWN_BAD",

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from tent_models.configs import ADVERSARIAL_BOUNDS, CREDIT_BOUNDS, KNOWN_BAD_BOUNDS
 from tent_spec.credit import (
-    AdversarialCreditSpec,
     CreditSpec,
     CreditState,
     _in_flight_messages,
     _pack_peer,
     _renumber,
 )
+from tent_spec.credit_adversarial import AdversarialCreditSpec
 from tent_spec.variants import KNOWN_BAD
 
 _SEED = 20261130

@@ -19,7 +19,6 @@ from tent_spec.credit import (
     UPDATE,
     USAGE,
     Activation,
-    AdversarialCreditSpec,
     CreditBounds,
     CreditSpec,
     CreditState,
@@ -27,6 +26,7 @@ from tent_spec.credit import (
     Update,
     Usage,
 )
+from tent_spec.credit_adversarial import AdversarialCreditSpec
 from tent_spec.variants import KNOWN_BAD
 
 

@@ -31,10 +31,10 @@ from tent_spec.credit import (
     FENCING,
     RECLAIMED,
     USAGE,
-    AdversarialCreditSpec,
     CreditBounds,
     CreditState,
 )
+from tent_spec.credit_adversarial import AdversarialCreditSpec
 
 from tent_credit import (
     AllocatorConfig,
