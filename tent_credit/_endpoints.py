@@ -878,6 +878,9 @@ class ReceiverEndpoint:
             trace.record(
                 "receiver", "receive", {"peer": self._sender_peer, "msg": message_fields(message)}
             )
+        if self._receiver.allocator.is_quarantined(self._sender_peer, self._qos_class):
+            # RFC rule 4: nothing of a quarantined key is applied or answered (docs/abuse.md)
+            return [EndpointEvent(kind="update_ignored", detail="key quarantined")]
         if isinstance(message, CapabilityOffer):
             return self._on_offer(message)
         if isinstance(message, SenderCreditUsage | CreditReturn | Heartbeat):
@@ -1006,7 +1009,8 @@ class ReceiverEndpoint:
         return []
 
     def _capacity_freed(self) -> None:
-        if self._stalled and not self._closed:
+        quarantined = self._receiver.allocator.is_quarantined(self._sender_peer, self._qos_class)
+        if self._stalled and not self._closed and not quarantined:
             self._grant_outstanding_demand()
 
     def _update(self) -> ReceiverCreditUpdate:
