@@ -6,6 +6,7 @@ The public face of the package; implementation lives in private ``_*.py`` module
 
 from __future__ import annotations
 
+from ._admission import WriteAdmission, WriteRefusal
 from ._allocator import (
     AllocationClass,
     AllocatorConfig,
@@ -26,6 +27,7 @@ from ._endpoints import (
     SenderEndpoint,
     SenderEndpointStatistics,
 )
+from ._fairness import GrantSplit
 from ._gate import (
     DEFAULT_STALL_BUCKETS_NS,
     GATE_POLICY,
@@ -132,6 +134,7 @@ __all__ = [
     "GateToken",
     "GatedOwner",
     "GrantDecision",
+    "GrantSplit",
     "Heartbeat",
     "InboxOutcome",
     "InboxStatistics",
@@ -160,6 +163,8 @@ __all__ = [
     "TokenState",
     "UpdateDisposition",
     "WireErrorCode",
+    "WriteAdmission",
+    "WriteRefusal",
     "charge_for_plan",
     "check_u64",
     "checked_add",

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from ._admission import WriteAdmission
 from ._allocator import AllocationClass, AllocatorConfig, ReceiverCreditAllocator
 from ._arith import U64_MAX, check_u64, checked_add
 from ._backpressure import BackpressureInfo, BackpressureSource
@@ -460,6 +461,10 @@ class SenderEndpoint:
         if disposition is UpdateDisposition.DUPLICATE_OR_OLD:
             return [EndpointEvent(kind="update_ignored", detail="duplicate or old")]
         self._retry_after_us = update.retry_after_us
+        if update.retry_after_us and not self._demand_unmet():
+            # The receiver still holds a demand this sender withdrew (the report that said so
+            # was lost): report again, or freed capacity keeps going to work that is gone.
+            self._usage_dirty = True
         # after a disconnect, STALE waits for the reconnect's activation, not for an update
         with contextlib.suppress(LocalProtocolError):
             self._negotiation.on_update_accepted(
@@ -536,8 +541,12 @@ class SenderEndpoint:
         owners of this key in the admission queue).
 
         The demand target becomes ``consumed + returned + waiting`` per resource, i.e. the
-        cumulative grant under which all that work would fit; it never moves down within an
-        epoch (targets are absolute, like grants, so a duplicated report cannot over-ask).
+        cumulative grant under which all that work would fit. It moves down as well as up
+        (issue 10 item 7, docs/abuse.md "Demand withdrawal"): a resource ``waiting`` omits has
+        nothing waiting, and ``set_pending_demand({})`` withdraws the demand, so the receiver
+        gives freed capacity to keys whose work is still there. Targets stay absolute, and the
+        receiver applies only a report newer than the last one it applied, so a duplicated or
+        reordered report can neither over-ask nor resurrect a withdrawn demand.
         Raises :class:`InvalidEntry` before activation and :class:`InvalidArgument` for a
         malformed amount; a failure changes nothing.
         """
@@ -551,10 +560,13 @@ class SenderEndpoint:
             check_u64(amount, f"waiting[{resource.name}]")
             base = checked_add(entry.consumed[resource], entry.returned[resource])
             targets[resource] = checked_add(base, amount)
-        for resource, target in targets.items():
-            if target > self._demand_target.get(resource, 0):
-                self._demand_target[resource] = target
-                self._usage_dirty = True
+        for resource in self._demand_target:
+            if resource not in targets:  # nothing of it waits any more
+                targets[resource] = entry.consumed[resource] + entry.returned[resource]
+        targets = {r: t for r, t in targets.items() if t}
+        if targets != self._demand_target:
+            self._demand_target = targets
+            self._usage_dirty = True
 
     def _raise_demand(self, key: CreditKey, charge: CreditCharge) -> None:
         entry = self._ledger.entry(key)
@@ -866,6 +878,9 @@ class ReceiverEndpoint:
             trace.record(
                 "receiver", "receive", {"peer": self._sender_peer, "msg": message_fields(message)}
             )
+        if self._receiver.allocator.is_quarantined(self._sender_peer, self._qos_class):
+            # RFC rule 4: nothing of a quarantined key is applied or answered (docs/abuse.md)
+            return [EndpointEvent(kind="update_ignored", detail="key quarantined")]
         if isinstance(message, CapabilityOffer):
             return self._on_offer(message)
         if isinstance(message, SenderCreditUsage | CreditReturn | Heartbeat):
@@ -918,10 +933,20 @@ class ReceiverEndpoint:
             else {}
         )
         returned = {a.resource: a.amount for a in usage.returned_totals}
+        target = (
+            {a.resource: a.amount for a in usage.pending_demand}
+            if isinstance(usage, SenderCreditUsage)
+            else None
+        )
         allocator = self._receiver.allocator
         modelled = allocator.config.capacity
+        # DESIGN principle 5: the whole report is validated before any of it applies (issue 10
+        # item 4: a report refused for its demand had already reclaimed its returns, and the
+        # stalled senders were never pushed the capacity those returns freed).
         if any(r not in modelled for r in (*consumed, *returned)):
             return [self._violation("usage names a resource this receiver does not model")]
+        if target is not None and any(r not in modelled for r in target):
+            return [self._violation("demand names a resource this receiver does not model")]
         try:
             reclaimed = allocator.on_usage(
                 self._sender_peer,
@@ -935,11 +960,7 @@ class ReceiverEndpoint:
         self._usage_sequence = usage.sequence
         self._usage_applied += 1
         events = [EndpointEvent(kind="usage_applied")]
-        if isinstance(usage, SenderCreditUsage):
-            target = {a.resource: a.amount for a in usage.pending_demand}
-            if any(r not in modelled for r in target):
-                events.append(self._violation("demand names an unmodelled resource"))
-                return events
+        if target is not None:
             self._demand_target = target
             if any(target.values()):
                 # A sender that still asks evidently lacks the vector that covers it (the update
@@ -965,6 +986,8 @@ class ReceiverEndpoint:
     def _grant_outstanding_demand(self) -> list[EndpointEvent]:
         demand = self._outstanding_demand()
         if not demand:
+            # withdrawn or met: the key leaves the fair split, and freed capacity goes elsewhere
+            self._receiver.allocator.withdraw_demand(self._sender_peer, self._qos_class)
             self._stalled = False
             return []
         return self._grant(demand)
@@ -986,7 +1009,8 @@ class ReceiverEndpoint:
         return []
 
     def _capacity_freed(self) -> None:
-        if self._stalled and not self._closed:
+        quarantined = self._receiver.allocator.is_quarantined(self._sender_peer, self._qos_class)
+        if self._stalled and not self._closed and not quarantined:
             self._grant_outstanding_demand()
 
     def _update(self) -> ReceiverCreditUpdate:
@@ -1200,6 +1224,37 @@ class CreditReceiver:
         """The receiver's transport saw a sender's data arrive (see the allocator)."""
         self._allocator.data_landed(sender_peer, qos_class, epoch, amounts)
         self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+
+    def admit_write(
+        self,
+        sender_peer: int,
+        qos_class: int,
+        epoch: int,
+        amounts: Mapping[CreditResource, int],
+    ) -> WriteAdmission:
+        """Admit or refuse a credited write before it touches memory (CONTRACT "Write admission").
+
+        See :meth:`ReceiverCreditAllocator.admit_write`: accepted means counted as landed (call
+        it *instead of* :meth:`data_landed`, then :meth:`release` once consumed). A refusal counts
+        a protocol violation and quarantines the key: its endpoint is closed (the transport should
+        drop the connection), what it held and never landed is reclaimed at once and pushed to
+        stalled senders. Never raises, whatever the peer put in the lease.
+        """
+        quarantined_before = self._allocator.quarantined_keys
+        admission = self._allocator.admit_write(sender_peer, qos_class, epoch, amounts)
+        if admission.accepted:
+            self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+            return admission
+        if self._allocator.quarantined_keys != quarantined_before:
+            endpoint = self._endpoints.get((sender_peer, qos_class))
+            if endpoint is not None:
+                endpoint.close()
+            if self._trace is not None:
+                self._trace.record(
+                    "receiver", "quarantine", {"peer": sender_peer, "qos": qos_class}
+                )
+            self._capacity_freed()
+        return admission
 
     def release(
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
