@@ -1,0 +1,21 @@
+"""Rails: the :class:`Device` protocol and its values (implementations live in subpackages)."""
+
+from __future__ import annotations
+
+from ._base import (
+    Device,
+    Opcode,
+    SliceCompletion,
+    SliceRequest,
+    SliceStatus,
+    WriteLease,
+)
+
+__all__ = [
+    "Device",
+    "Opcode",
+    "SliceCompletion",
+    "SliceRequest",
+    "SliceStatus",
+    "WriteLease",
+]

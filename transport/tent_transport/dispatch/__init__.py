@@ -1,0 +1,27 @@
+"""The sans-IO dispatch core (CONTRACT.md "The dispatch core"): one per engine.
+
+Submit → admission queue → dispatch gate → rail selection → per-rail arbitration and the QP
+budget → ``Device.post`` → completions → meters, queue and gate settlement, metrics. Driven by
+the asyncio engine (real clock) or the simulator (virtual clock): there is never a second
+pipeline.
+"""
+
+from __future__ import annotations
+
+from ._types import (
+    EndReason,
+    TransferEvent,
+    TransferPhase,
+    TransferPlan,
+    TransferRequest,
+    TransferState,
+)
+
+__all__ = [
+    "EndReason",
+    "TransferEvent",
+    "TransferPhase",
+    "TransferPlan",
+    "TransferRequest",
+    "TransferState",
+]
