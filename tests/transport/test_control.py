@@ -9,17 +9,6 @@ from collections.abc import Awaitable
 
 import pytest
 import trustme
-from tent_credit import (
-    AllocatorConfig,
-    CreditMode,
-    CreditReceiver,
-    CreditResource,
-    NegotiationState,
-    SenderEndpoint,
-    SessionId,
-)
-from tent_credit.testing import FaultRates, FaultyChannel
-
 from tent_transport.control import (
     AuthenticatedPeer,
     ControlClient,
@@ -34,6 +23,17 @@ from tent_transport.control import (
     TlsIdentity,
     encode_frame,
 )
+
+from tent_credit import (
+    AllocatorConfig,
+    CreditMode,
+    CreditReceiver,
+    CreditResource,
+    NegotiationState,
+    SenderEndpoint,
+    SessionId,
+)
+from tent_credit.testing import FaultRates, FaultyChannel
 
 from .conftest import run, until
 
@@ -273,7 +273,9 @@ def test_disconnect_stale_reconnect_fence_complete_after_retire() -> None:
         server, port = await _server(psk(2, p1=KEY_12), credit, hooks)
         endpoint = SenderEndpoint(sender_peer=1)
         sender = _SenderHooks()
-        client = ControlClient(psk(1, p2=KEY_12), "127.0.0.1", port, endpoint=endpoint, hooks=sender)
+        client = ControlClient(
+            psk(1, p2=KEY_12), "127.0.0.1", port, endpoint=endpoint, hooks=sender
+        )
         await client.start()
         await until(lambda: endpoint.available()[R.DATA_BYTES] == 4096, what="grant")
         hooks.gate = asyncio.Event()  # hold the retirement: data "still in flight"
@@ -316,7 +318,11 @@ def test_credit_survives_a_faulty_control_channel() -> None:
         _, port = await server.listen("127.0.0.1", 0)
         endpoint = SenderEndpoint(sender_peer=1, usage_interval_ns=1_000_000)
         client = ControlClient(
-            psk(1, p2=KEY_12), "127.0.0.1", port, endpoint=endpoint, hooks=_SenderHooks(),
+            psk(1, p2=KEY_12),
+            "127.0.0.1",
+            port,
+            endpoint=endpoint,
+            hooks=_SenderHooks(),
             faults=faults,
         )
         await client.start()
@@ -324,9 +330,7 @@ def test_credit_survives_a_faulty_control_channel() -> None:
         # ask for more than the initial grant: demand is re-reported until a grant arrives
         endpoint.set_pending_demand({R.DATA_BYTES: 65536, R.REQUEST_SLOTS: 2, R.CONSUMER_SLOTS: 2})
         client.flush()
-        await until(
-            lambda: endpoint.available()[R.DATA_BYTES] >= 65536, timeout=20, what="grant"
-        )
+        await until(lambda: endpoint.available()[R.DATA_BYTES] >= 65536, timeout=20, what="grant")
         stats = [c.statistics() for c in channels.values()]
         assert sum(s.dropped + s.duplicated + s.reordered for s in stats) > 0  # faults happened
         await client.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ._bootstrap import BootstrapError, SessionBootstrap
 from ._connection import CONTROL_SO_PRIORITY, ControlConnection, ControlStatistics, tune_socket
-from ._errors import ConnectionClosed, FrameError, HandshakeFailed, NetError
+from ._errors import ConnectionLost, FrameError, HandshakeFailed
 from ._frames import FRAME_BOUNDS, FrameDecoder, FrameKind, encode_frame
 from ._handshake import (
     BIND,
@@ -40,7 +40,7 @@ __all__ = [
     "FRAME_BOUNDS",
     "AuthenticatedPeer",
     "BootstrapError",
-    "ConnectionClosed",
+    "ConnectionLost",
     "ControlClient",
     "ControlConnection",
     "ControlServer",
@@ -50,7 +50,6 @@ __all__ = [
     "FrameKind",
     "HandshakeFailed",
     "HandshakeMode",
-    "NetError",
     "PeerSession",
     "PskIdentity",
     "ReceiverHooks",

@@ -35,7 +35,7 @@ from tent_credit.testing import FaultyChannel
 
 from ._bootstrap import BootstrapError, SessionBootstrap
 from ._connection import ControlConnection
-from ._errors import ConnectionClosed, HandshakeFailed
+from ._errors import ConnectionLost, HandshakeFailed
 from ._frames import FrameKind
 from ._handshake import (
     AuthenticatedPeer,
@@ -409,10 +409,10 @@ class ControlClient:
 
     @property
     def peer(self) -> int:
-        """The receiver's authenticated peer id. Raises :class:`ConnectionClosed` before the
+        """The receiver's authenticated peer id. Raises :class:`ConnectionLost` before the
         first connection."""
         if self._auth is None:
-            raise ConnectionClosed("not connected yet")
+            raise ConnectionLost("not connected yet")
         return self._auth.peer
 
     @property
