@@ -7,7 +7,6 @@ import os
 import socket
 
 import pytest
-
 from tent_transport.control import BIND, CHALLENGE_BYTES, data_bind_proof
 from tent_transport.devices import Opcode, SliceRequest, SliceStatus, WriteLease
 from tent_transport.devices.tcp import (
@@ -313,7 +312,7 @@ def test_checksum_mismatch_fails_the_write() -> None:
 
 def test_retire_closes_the_sessions_connections_and_flushes_the_sender() -> None:
     async def scenario() -> None:
-        server, rail, _memory, seg, _ = await _setup(Plane())
+        server, rail, _memory, _seg, _ = await _setup(Plane())
         assert server.connections(SENDER, SESSION) == 1 or await _bound(server)
         await server.retire(SENDER, SESSION)
         assert server.connections(SENDER, SESSION) == 0
