@@ -6,6 +6,7 @@ The public face of the package; implementation lives in private ``_*.py`` module
 
 from __future__ import annotations
 
+from ._admission import WriteAdmission, WriteRefusal
 from ._allocator import (
     AllocationClass,
     AllocatorConfig,
@@ -160,6 +161,8 @@ __all__ = [
     "TokenState",
     "UpdateDisposition",
     "WireErrorCode",
+    "WriteAdmission",
+    "WriteRefusal",
     "charge_for_plan",
     "check_u64",
     "checked_add",

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from ._admission import WriteAdmission
 from ._allocator import AllocationClass, AllocatorConfig, ReceiverCreditAllocator
 from ._arith import U64_MAX, check_u64, checked_add
 from ._backpressure import BackpressureInfo, BackpressureSource
@@ -918,10 +919,20 @@ class ReceiverEndpoint:
             else {}
         )
         returned = {a.resource: a.amount for a in usage.returned_totals}
+        target = (
+            {a.resource: a.amount for a in usage.pending_demand}
+            if isinstance(usage, SenderCreditUsage)
+            else None
+        )
         allocator = self._receiver.allocator
         modelled = allocator.config.capacity
+        # DESIGN principle 5: the whole report is validated before any of it applies (issue 10
+        # item 4: a report refused for its demand had already reclaimed its returns, and the
+        # stalled senders were never pushed the capacity those returns freed).
         if any(r not in modelled for r in (*consumed, *returned)):
             return [self._violation("usage names a resource this receiver does not model")]
+        if target is not None and any(r not in modelled for r in target):
+            return [self._violation("demand names a resource this receiver does not model")]
         try:
             reclaimed = allocator.on_usage(
                 self._sender_peer,
@@ -935,11 +946,7 @@ class ReceiverEndpoint:
         self._usage_sequence = usage.sequence
         self._usage_applied += 1
         events = [EndpointEvent(kind="usage_applied")]
-        if isinstance(usage, SenderCreditUsage):
-            target = {a.resource: a.amount for a in usage.pending_demand}
-            if any(r not in modelled for r in target):
-                events.append(self._violation("demand names an unmodelled resource"))
-                return events
+        if target is not None:
             self._demand_target = target
             if any(target.values()):
                 # A sender that still asks evidently lacks the vector that covers it (the update
@@ -1200,6 +1207,37 @@ class CreditReceiver:
         """The receiver's transport saw a sender's data arrive (see the allocator)."""
         self._allocator.data_landed(sender_peer, qos_class, epoch, amounts)
         self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+
+    def admit_write(
+        self,
+        sender_peer: int,
+        qos_class: int,
+        epoch: int,
+        amounts: Mapping[CreditResource, int],
+    ) -> WriteAdmission:
+        """Admit or refuse a credited write before it touches memory (CONTRACT "Write admission").
+
+        See :meth:`ReceiverCreditAllocator.admit_write`: accepted means counted as landed (call
+        it *instead of* :meth:`data_landed`, then :meth:`release` once consumed). A refusal counts
+        a protocol violation and quarantines the key: its endpoint is closed (the transport should
+        drop the connection), what it held and never landed is reclaimed at once and pushed to
+        stalled senders. Never raises, whatever the peer put in the lease.
+        """
+        quarantined_before = self._allocator.quarantined_keys
+        admission = self._allocator.admit_write(sender_peer, qos_class, epoch, amounts)
+        if admission.accepted:
+            self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+            return admission
+        if self._allocator.quarantined_keys != quarantined_before:
+            endpoint = self._endpoints.get((sender_peer, qos_class))
+            if endpoint is not None:
+                endpoint.close()
+            if self._trace is not None:
+                self._trace.record(
+                    "receiver", "quarantine", {"peer": sender_peer, "qos": qos_class}
+                )
+            self._capacity_freed()
+        return admission
 
     def release(
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]

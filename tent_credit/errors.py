@@ -25,6 +25,7 @@ __all__ = [
     "InsufficientCredit",
     "InvalidArgument",
     "InvalidEntry",
+    "KeyQuarantined",
     "LocalProtocolError",
     "NegotiationFailed",
     "RemoteProtocolError",
@@ -97,3 +98,11 @@ class GrantDecreased(RemoteProtocolError, InvalidArgument):
 
 class NegotiationFailed(RemoteProtocolError):
     """REQUIRED mode and the peer offers no common protocol version (state FAILED)."""
+
+
+class KeyQuarantined(RemoteProtocolError):
+    """The credit key was quarantined for a protocol violation (RFC rule 4, docs/abuse.md).
+
+    A quarantined key gets no further grants, no new epoch and no admitted write for the rest of
+    the receiver session; what it held came back through fencing. The call changed nothing.
+    """
