@@ -87,6 +87,9 @@ class _Hooks:
     def session_opened(self, session: PeerSession) -> None:
         self.opened.append(session)
 
+    def admit_peer(self, peer: int) -> bool:
+        return True
+
     def retire_session(self, peer: int, session: int) -> Awaitable[None]:
         async def retire() -> None:
             self.log.append(f"retire-start {peer}/{session}")

@@ -158,6 +158,9 @@ class ReceiverHooks(Protocol):
         """Close the session's data connections and revoke its exposures; resolve once no byte
         of it can still land."""
 
+    def admit_peer(self, peer: int) -> bool:
+        """Whether an authenticated peer may open a session (``False``: quarantined)."""
+
 
 class ControlServer:
     """The receiver's control listener (one :class:`PeerSession` per connected sender).
@@ -226,6 +229,10 @@ class ControlServer:
             )
         except (HandshakeFailed, TimeoutError, ConnectionError, OSError):
             # rule 3: closed before any frame of it is decoded
+            self._counters.handshakes_failed += 1
+            writer.close()
+            return
+        if not self._hooks.admit_peer(auth.peer):
             self._counters.handshakes_failed += 1
             writer.close()
             return
