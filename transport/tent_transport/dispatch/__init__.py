@@ -8,6 +8,8 @@ pipeline.
 
 from __future__ import annotations
 
+from ._core import DispatchCore, DispatchStatistics, DropHook
+from ._rails import RailStatistics
 from ._types import (
     EndReason,
     TransferEvent,
@@ -18,7 +20,11 @@ from ._types import (
 )
 
 __all__ = [
+    "DispatchCore",
+    "DispatchStatistics",
+    "DropHook",
     "EndReason",
+    "RailStatistics",
     "TransferEvent",
     "TransferPhase",
     "TransferPlan",
