@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, start_http_server
+
 from tent_credit import (
     BackpressureInfo,
     CreditMode,
@@ -39,8 +40,7 @@ from ..control import (
     TlsIdentity,
 )
 from ..devices.tcp import TcpDataServer, TcpRail
-from ..dispatch import TransferEvent, TransferRequest, TransferState
-from ..dispatch._core import DispatchCore
+from ..dispatch import DispatchCore, TransferEvent, TransferRequest, TransferState
 from ..errors import InvalidArgument, LocalProtocolError, RemoteProtocolError
 from ..segments import (
     Access,
@@ -116,17 +116,16 @@ class Engine:
             TcpRail(f"tcp{i}", rail=i, link_speed_gbps=speed, ssl_context=data_ssl[1])
             for i, speed in enumerate(speeds)
         ]
-        self.core = DispatchCore(
-            config, self.rails, gate=self.gate, metrics_registry=self.registry
-        )
+        self.core = DispatchCore(config, self.rails, gate=self.gate, metrics_registry=self.registry)
         self.receiver = ReceiverSide(
             credit=self.credit,
             segments=self.segments,
             release_on_landing=options.release_on_landing,
         )
         self._data_servers = [
-            TcpDataServer(rail=i, segments=self.segments, plane=self.receiver,
-                          ssl_context=data_ssl[0])
+            TcpDataServer(
+                rail=i, segments=self.segments, plane=self.receiver, ssl_context=data_ssl[0]
+            )
             for i in range(len(options.rail_addresses))
         ]
         self.receiver.data = self._data_servers
@@ -283,8 +282,12 @@ class Engine:
         for rail, (host, port) in zip(self.rails, bootstrap.rails, strict=False):
             with contextlib.suppress(Exception):
                 await rail.attach(
-                    link.peer, host, port, local_peer=self.options.peer_id,
-                    session=bootstrap.session, data_key=key,
+                    link.peer,
+                    host,
+                    port,
+                    local_peer=self.options.peer_id,
+                    session=bootstrap.session,
+                    data_key=key,
                 )
         link.attached.set()
         self._wake()
@@ -296,9 +299,7 @@ class Engine:
         for rail in self.rails:
             rail.detach(link.peer)
         loop = asyncio.get_running_loop()
-        link.death_timer = loop.call_later(
-            self.options.peer_dead_after_s, self._declare_dead, link
-        )
+        link.death_timer = loop.call_later(self.options.peer_dead_after_s, self._declare_dead, link)
         self._wake()
 
     def _declare_dead(self, link: _Link) -> None:

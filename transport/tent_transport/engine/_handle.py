@@ -11,9 +11,11 @@ flight, whether the peer's control session is up), so "slow" and "dead" read dif
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 import attrs
+
 from tent_credit import BackpressureInfo
 from tent_sched import TaskStatus
 
@@ -121,10 +123,8 @@ class TransferHandle:
         if timeout is None:
             await self._done.wait()
         else:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._done.wait(), timeout)
-            except TimeoutError:
-                pass
         return self.status()
 
     async def result(self, timeout: float | None = None) -> HandleState:
@@ -135,7 +135,8 @@ class TransferHandle:
             raise TimeoutError(f"{state.transfers - state.ended} transfers still pending")
         if state.status is not TaskStatus.COMPLETED:
             raise TransferFailed(
-                f"transfer ended {state.status.name}", status=state.status.name.lower(),
+                f"transfer ended {state.status.name}",
+                status=state.status.name.lower(),
                 detail=state.detail,
             )
         return state

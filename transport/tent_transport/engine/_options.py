@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import attrs
+
 from tent_credit._trace import TraceSink
 
 from ..control import PskIdentity, TlsIdentity

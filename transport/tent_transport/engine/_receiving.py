@@ -28,6 +28,7 @@ import itertools
 from collections.abc import Awaitable, Callable
 
 import attrs
+
 from tent_credit import CreditReceiver, CreditResource
 from tent_credit.errors import CreditError
 
@@ -194,9 +195,7 @@ class ReceiverSide:
         self._release(held.peer, held.qos, held.epoch, held.amounts)
         return True
 
-    def _release(
-        self, peer: int, qos: int, epoch: int, amounts: dict[CreditResource, int]
-    ) -> None:
+    def _release(self, peer: int, qos: int, epoch: int, amounts: dict[CreditResource, int]) -> None:
         amounts = {r: a for r, a in amounts.items() if a}
         if self.credit is None or not amounts:
             return

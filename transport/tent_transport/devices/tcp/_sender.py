@@ -8,9 +8,9 @@ received straight into the slice's local buffer and verified. Every posted slice
 exactly once: a lost connection completes all of its outstanding slices as FLUSHED.
 
 Budgets (TRANSPORT rule 7): ``post_budget(peer) = min(free completion slots, max_qp_wr -
-outstanding on that connection)``, and 0 while the connection is not ready or its write buffer
-is above the high-water mark (the socket is the bottleneck; more queued bytes would only hide
-the rail's real rate from the transmit meter).
+outstanding on that connection)``, and 0 while the connection is not ready. Posted payloads are
+not copied: the connection keeps views of the callers' buffers until the bytes are sent (the
+handle holds the buffer until the acknowledgement anyway, rule 5).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class _Pending:
 
 
 _CHALLENGE, _ACKS, _READ_PAYLOAD, _DEAD = range(4)
+_CHUNK = 1 << 20
 
 
 class _ClientProtocol(asyncio.BufferedProtocol):
@@ -74,6 +75,10 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         self.challenge: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.outstanding: collections.deque[_Pending] = collections.deque()
+        # our own send queue of views into the callers' buffers: asyncio's transport buffer
+        # is a bytearray that copies and memmoves what it holds, so it is fed in chunks only
+        # while it is nearly empty (no copy at all when the socket takes the chunk at once)
+        self._sendq: collections.deque[memoryview] = collections.deque()
         self.paused = False
         self.ready = False
         self._read_ack: Ack | None = None
@@ -83,7 +88,7 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         tune_socket(transport, 0)
-        transport.set_write_buffer_limits(high=self._rail.high_water_bytes)
+        transport.set_write_buffer_limits(high=_CHUNK, low=_CHUNK // 4)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._state == _READ_PAYLOAD:
@@ -149,7 +154,21 @@ class _ClientProtocol(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self.paused = False
-        self._rail._wake()
+        self._pump_send()
+
+    def _pump_send(self) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        queue = self._sendq
+        while queue and not self.paused:
+            head = queue[0]
+            if len(head) <= _CHUNK:
+                queue.popleft()
+                transport.write(head)
+            else:
+                queue[0] = head[_CHUNK:]
+                transport.write(head[:_CHUNK])
 
     def eof_received(self) -> bool | None:
         return None
@@ -171,8 +190,11 @@ class _ClientProtocol(asyncio.BufferedProtocol):
             self._transport.close()
 
     def write(self, data: bytes | memoryview) -> None:
-        assert self._transport is not None
-        self._transport.write(data)
+        """Queue ``data`` (a view is kept, not copied: the slice owns the buffer until its
+        completion) and send what the socket takes now."""
+        self._sendq.append(data if isinstance(data, memoryview) else memoryview(data))
+        if not self.paused:
+            self._pump_send()
 
     def close(self) -> None:
         self._fail("closed locally")
@@ -190,7 +212,6 @@ class TcpRail:
         link_speed_gbps: float = 0.0,
         max_qp_wr: int = 256,
         cq_slots: int = 4096,
-        high_water_bytes: int = 64 << 20,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._name = name
@@ -198,7 +219,6 @@ class TcpRail:
         self._speed = link_speed_gbps
         self._max_qp_wr = max_qp_wr
         self._cq_slots = cq_slots
-        self.high_water_bytes = high_water_bytes
         self._ssl = ssl_context
         self._peers: dict[int, _ClientProtocol] = {}
         self._sessions: dict[int, int] = {}
@@ -224,7 +244,7 @@ class TcpRail:
 
     def post_budget(self, peer: int) -> int:
         protocol = self._peers.get(peer)
-        if protocol is None or not protocol.ready or protocol.paused:
+        if protocol is None or not protocol.ready:
             return 0
         cq_free = self._cq_slots - self._in_flight - len(self._completions)
         return max(0, min(cq_free, self._max_qp_wr - len(protocol.outstanding)))
