@@ -7,6 +7,7 @@ import os
 import socket
 
 import pytest
+from net_helpers import run, until
 from tent_transport.control import BIND, CHALLENGE_BYTES, data_bind_proof
 from tent_transport.devices import Opcode, SliceRequest, SliceStatus, WriteLease
 from tent_transport.devices.tcp import (
@@ -21,8 +22,6 @@ from tent_transport.devices.tcp import (
     checksum,
 )
 from tent_transport.segments import Access, SegmentTable
-
-from .conftest import run, until
 
 KEY = os.urandom(32)
 SENDER, SESSION = 1, 5

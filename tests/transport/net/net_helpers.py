@@ -1,4 +1,4 @@
-"""Transport tests: stage 6 of the pipeline (``pytest -m transport``), after ``tent check``."""
+"""Helpers of the real-socket transport tests (stage 6: ``pytest -m transport``)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-import pytest
-
 T = TypeVar("T")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/transport/" in str(item.fspath).replace("\\", "/"):
-            item.add_marker(pytest.mark.transport)
 
 
 def run(coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:

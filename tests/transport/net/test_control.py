@@ -9,6 +9,7 @@ from collections.abc import Awaitable
 
 import pytest
 import trustme
+from net_helpers import run, until
 from tent_transport.control import (
     AuthenticatedPeer,
     ControlClient,
@@ -34,8 +35,6 @@ from tent_credit import (
     SessionId,
 )
 from tent_credit.testing import FaultRates, FaultyChannel
-
-from .conftest import run, until
 
 R = CreditResource
 KEY_12 = b"k" * 32
