@@ -339,3 +339,26 @@ def test_credit_survives_a_faulty_control_channel() -> None:
         await server.close()
 
     run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("mode", "state"),
+    [
+        (CreditMode.OPTIONAL, NegotiationState.LEGACY),
+        (CreditMode.REQUIRED, NegotiationState.FAILED),
+    ],
+)
+def test_old_peer_without_credit_capability(mode: CreditMode, state: NegotiationState) -> None:
+    async def scenario() -> None:
+        hooks = _Hooks()
+        server, port = await _server(psk(2, p1=KEY_12), None, hooks)  # credit off: an old peer
+        endpoint = SenderEndpoint(sender_peer=1, mode=mode)
+        client = ControlClient(
+            psk(1, p2=KEY_12), "127.0.0.1", port, endpoint=endpoint, hooks=_SenderHooks()
+        )
+        await client.start()
+        await until(lambda: endpoint.state is state, what=state.name)
+        await client.close()
+        await server.close()
+
+    run(scenario())

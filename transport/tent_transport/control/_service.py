@@ -29,7 +29,17 @@ from typing import Protocol
 
 import attrs
 
-from tent_credit import CreditReceiver, EndpointEvent, ReceiverEndpoint, SenderEndpoint
+from tent_credit import (
+    SUPPORTED_VERSIONS,
+    CapabilityActivation,
+    CreditReceiver,
+    EndpointEvent,
+    NegotiationState,
+    ReceiverEndpoint,
+    SenderEndpoint,
+    SessionId,
+    encode,
+)
 from tent_credit.errors import CreditError, LocalProtocolError
 from tent_credit.testing import FaultyChannel
 
@@ -121,6 +131,19 @@ class _Counters:
 
 def _count_violations(counters: _Counters, events: Sequence[EndpointEvent]) -> None:
     counters.violations += sum(1 for e in events if e.kind == "protocol_violation")
+
+
+def _no_credit_activation(endpoint: SenderEndpoint) -> bytes:
+    versions = tuple(v for v in (0xFFFF,) if v not in SUPPORTED_VERSIONS) or (0xFFFE,)
+    return encode(
+        CapabilityActivation(
+            versions=versions,
+            selected_version=0,
+            receiver_session_id=SessionId(1),
+            epoch=0,
+            qos_class=endpoint.qos_class,
+        )
+    )
 
 
 async def _open_stream(
@@ -524,6 +547,13 @@ class ControlClient:
                 # DISABLED / LEGACY / FAILED have nothing to renegotiate
                 with contextlib.suppress(LocalProtocolError):
                     endpoint.reconnect(now)
+            if not bootstrap.credit_versions and endpoint.state is NegotiationState.NEGOTIATING:
+                # An old peer: its bootstrap has no credit capability and it will never
+                # answer an offer. Tell the endpoint what such a peer's answer would be, an
+                # activation with no common version: OPTIONAL falls back to the bounded legacy
+                # window, REQUIRED fails explicitly (the core decides which).
+                events = endpoint.receive_message(_no_credit_activation(endpoint), now)
+                _count_violations(self._counters, events)
         self._started_once = True
         self._hooks.session_started(self, bootstrap, auth)
         self.flush()
