@@ -112,7 +112,6 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         identity=identity(spec.get("peer_id", 100), spec["senders"]),
         control_address=(spec.get("host", "127.0.0.1"), ports[0]),
         rail_addresses=tuple((h, p) for h, p in spec.get("rails", [("127.0.0.1", ports[1])])),
-        release_on_landing=spec.get("release") == "landing",
     )
     engine = Engine(config, options)
     memory = bytearray(spec["segment_bytes"])
@@ -124,6 +123,15 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     exposed: set[tuple[int, int]] = set()
     regions: dict[int, tuple[int, int]] = {int(k): tuple(v) for k, v in spec["regions"].items()}
     delay_s = spec.get("release_delay_s", 0.0)
+    policy = spec.get("release", "landing")
+
+    def release_mode(peer: int) -> str:
+        return (
+            str(policy.get(str(peer), policy.get(peer, "landing")))
+            if isinstance(policy, dict)
+            else str(policy)
+        )
+
     loop = asyncio.get_running_loop()
     commands = _Commands(conn, loop)
 
@@ -149,10 +157,13 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
             landed.append(
                 (event.sender, event.offset, event.length, checksum(view), time.monotonic_ns())
             )
-            if spec.get("release") == "manual":
+            mode = release_mode(event.sender)
+            if mode == "manual":
                 held.append(event)
-            elif spec.get("release") == "delay":
+            elif mode == "delay":
                 release_later(event)
+            else:
+                engine.release(event)
 
     tasks = [asyncio.ensure_future(expose_new_sessions()), asyncio.ensure_future(consume())]
     try:
@@ -161,10 +172,11 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
             if command[0] == "exit":
                 break
             if command[0] == "release_all":
+                t_release = time.monotonic_ns()
                 for event in held:
                     engine.release(event)
                 held.clear()
-                conn.send(("released",))
+                conn.send(("released", t_release))
             elif command[0] == "stats":
                 conn.send(("stats", _receiver_stats(engine, landed)))
     finally:
@@ -215,6 +227,8 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     report: dict[str, Any] = {"phases": []}
     for phase in spec["phases"]:
         need = phase.get("region_session_not")
+        if need == "previous":
+            need = report["phases"][-1]["session"]
         descriptors = await engine.wait_regions(
             peer,
             lambda d, need=need: bool(d.regions) and (need is None or d.session != need),
@@ -234,13 +248,13 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
                 length=length,
                 deadline_ns=phase.get("deadline_ns", 0),
             )
-            submitted.append((engine.submit([request]), time.monotonic_ns(), data))
-        stalls = 0
+            handle = engine.submit([request])
+            # the submit's own dispatch pass already asked the gate: a stall shows at once
+            stalled = handle.status().backpressure is not None
+            submitted.append((handle, time.monotonic_ns(), stalled))
+        stalls = sum(1 for *_, stalled in submitted if stalled)
         results = []
-        for handle, t0, _data in submitted:
-            state = handle.status()
-            if state.backpressure is not None:
-                stalls += 1
+        for handle, t0, stalled in submitted:
             state = await handle.wait(phase.get("timeout_s", 60))
             end = handle.events()[-1].end_ns if handle.events() else 0
             results.append(
@@ -249,7 +263,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
                     "detail": state.detail,
                     "t0": t0,
                     "end": end,
-                    "stalled": state.backpressure is not None,
+                    "stalled": stalled,
                 }
             )
         report["phases"].append(
@@ -305,3 +319,77 @@ class Proc:
     def kill(self) -> None:
         self.process.kill()
         self.process.join(5)
+
+
+# ------------------------------------------------------------------------------ liars
+
+
+def liar(conn: Connection, spec: dict[str, Any]) -> None:
+    asyncio.run(_liar(conn, spec))
+
+
+async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
+    """A sender that writes around the rules: outside its region (``how="region"``) or past
+    its credit with a forged lease, posted on the rail behind the gate's back
+    (``how="overcredit"``)."""
+    from tent_transport.devices import SliceRequest, WriteLease
+
+    config = load_engine_config(spec["config"])
+    me = spec["peer_id"]
+    engine = Engine(config, EngineOptions(peer_id=me, identity=identity(me, [100])))
+    await engine.start()
+    peer = await engine.connect(*spec["receiver"])
+    await engine.wait_regions(peer, lambda d: bool(d.regions), timeout=30)
+    data = block_bytes(99, spec["length"])
+    if spec["how"] == "region":
+        request = TransferRequest(
+            opcode=Opcode.WRITE,
+            local=data,
+            peer=peer,
+            remote_segment=spec["segment"],
+            remote_offset=spec["offset"],
+            length=len(data),
+        )
+        state = await engine.submit([request]).wait(30)
+        outcome = [state.status.name, state.detail]
+    else:
+        endpoint = engine._links[peer].endpoint
+        assert endpoint is not None and endpoint.key is not None
+        for _ in range(500):
+            if endpoint.state.name == "ACTIVE":
+                break
+            await asyncio.sleep(0.01)
+        lease = WriteLease(
+            session=endpoint.key.receiver_session.value,
+            epoch=endpoint.epoch,
+            qos_class=0,
+            charge=((1, len(data)), (2, 1), (4, 1)),
+        )
+        rail = engine.rails[0]
+        done: list[Any] = []
+        rail.set_wakeup(lambda: done.extend(rail.poll(16, 0)))
+        rail.post(
+            [
+                SliceRequest(
+                    wr_id=1,
+                    opcode=Opcode.WRITE,
+                    peer=peer,
+                    local=memoryview(data),
+                    remote_segment=spec["segment"],
+                    remote_offset=spec["offset"],
+                    length=len(data),
+                    lease=lease,
+                    write_id=1,
+                )
+            ],
+            0,
+        )
+        for _ in range(1000):
+            if done:
+                break
+            await asyncio.sleep(0.01)
+        outcome = [done[0].status.name if done else "NONE", ""]
+    conn.send(("done", outcome))
+    with contextlib.suppress(EOFError, OSError):
+        conn.recv()
+    await engine.close()

@@ -216,7 +216,9 @@ class ControlServer:
         self._max_queued = max_queued
         self._clock = clock
         self._sessions: dict[int, PeerSession] = {}
-        self._ids = itertools.count(1)
+        # session numbers grow across restarts too (microseconds of wall clock at start), so
+        # a sender tells a restarted receiver's session from the one it lost
+        self._ids = itertools.count(max(1, time.time_ns() // 1000))
         self._server: asyncio.Server | None = None
         self._timer = _Timer(self.flush)
         self._tasks: set[asyncio.Task[None]] = set()
