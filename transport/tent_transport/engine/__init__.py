@@ -6,6 +6,7 @@ from ._engine import Engine
 from ._handle import HandleState, TransferHandle
 from ._options import EngineOptions
 from ._receiving import DataLanded, ReceiverSide, ReceiverStatistics
+from ._sync import SyncEngine, SyncHandle
 
 __all__ = [
     "DataLanded",
@@ -14,5 +15,7 @@ __all__ = [
     "HandleState",
     "ReceiverSide",
     "ReceiverStatistics",
+    "SyncEngine",
+    "SyncHandle",
     "TransferHandle",
 ]
