@@ -112,6 +112,9 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         identity=identity(spec.get("peer_id", 100), spec["senders"]),
         control_address=(spec.get("host", "127.0.0.1"), ports[0]),
         rail_addresses=tuple((h, p) for h, p in spec.get("rails", [("127.0.0.1", ports[1])])),
+        trace=spec.get("trace"),
+        credit_session=spec.get("credit_session"),
+        release_on_landing=spec.get("release") == "landing",
     )
     engine = Engine(config, options)
     memory = bytearray(spec["segment_bytes"])
@@ -182,6 +185,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     finally:
         for task in tasks:
             task.cancel()
+        _stop_trace(spec)
         await engine.close()
 
 
@@ -219,6 +223,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             identity=identity(me, [spec.get("receiver_id", 100)]),
             rail_addresses=tuple(tuple(a) for a in spec.get("rails", [("127.0.0.1", 0)])),
             peer_dead_after_s=spec.get("peer_dead_after_s", 5.0),
+            trace=spec.get("trace"),
         ),
     )
     await engine.start()
@@ -282,7 +287,15 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     conn.send(("done", report))
     with contextlib.suppress(EOFError, OSError):
         conn.recv()
+    _stop_trace(spec)
     await engine.close()
+
+
+def _stop_trace(spec: dict[str, Any]) -> None:
+    # a trace ends with the run, before teardown's disconnects
+    trace = spec.get("trace")
+    if trace is not None:
+        trace.stop()
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -393,3 +406,58 @@ async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
     with contextlib.suppress(EOFError, OSError):
         conn.recv()
     await engine.close()
+
+
+# ------------------------------------------------------------------------------ traces
+
+
+class HandshakeSkippingRecorder:
+    """A trace sink that starts its :class:`TraceRecorder` once the handshake is over.
+
+    A trace starts at the spec's initial state, where the sender is already active at epoch 1
+    (docs/traces.md): the receiver's activation send and the sender's activation receive are
+    the handshake leading there, so recording begins right after them.
+    """
+
+    def __init__(self, recorder: Any, node: str) -> None:
+        self.recorder = recorder
+        self._node = node
+        self._started = False
+        self._stopped = False
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    def record(self, node: str, kind: str, fields: Any) -> None:
+        if self._stopped:
+            return
+        if self._started:
+            self.recorder.record(node, kind, fields)
+            return
+        message = fields.get("msg", {}) if hasattr(fields, "get") else {}
+        if node == self._node and message.get("type") == "CapabilityActivation":
+            self._started = True
+            self.recorder.begin()
+
+
+def traced(target: str, conn: Connection, spec: dict[str, Any]) -> None:
+    """Run ``receiver`` or ``sender`` with a per-node trace written to ``spec["trace_path"]``."""
+    from tent_models.trace import TraceRecorder
+    from tent_spec.credit import CreditBounds
+
+    bounds = CreditBounds(**spec["bounds"])
+    node = "receiver" if target == "receiver" else f"sender:{spec['peer_id']}"
+    recorder = TraceRecorder(bounds, senders=tuple(spec["trace_senders"]), nodes=(node,))
+    spec = {**spec, "trace": HandshakeSkippingRecorder(recorder, node)}
+    try:
+        (receiver if target == "receiver" else sender)(conn, spec)
+    finally:
+        recorder.write(spec["trace_path"])
+
+
+def traced_receiver(conn: Connection, spec: dict[str, Any]) -> None:
+    traced("receiver", conn, spec)
+
+
+def traced_sender(conn: Connection, spec: dict[str, Any]) -> None:
+    traced("sender", conn, spec)

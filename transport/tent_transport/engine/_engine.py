@@ -100,7 +100,9 @@ class Engine:
         if credit.enabled:
             self.credit = CreditReceiver(
                 credit.allocator_config(),
-                _new_session(),
+                _new_session()
+                if options.credit_session is None
+                else SessionId(options.credit_session),
                 freshness_ttl_ms=credit.freshness_ttl_ms,
                 refresh_interval_ns=credit.refresh_interval_ns,
                 initial_grant=credit.grant.initial_grant,

@@ -40,6 +40,8 @@ class EngineOptions:
     8. ``control_faults``: a fault channel per peer for control frames (tests).
     9. ``trace``: a ``tent_credit`` trace sink for the credit endpoints (``tent trace``).
     10. ``metrics_port``: serve the engine's registry over HTTP (``prometheus_client``).
+    11. ``credit_session``: this receiver's credit session id (default: minted from the wall
+        clock, so a restart gets a larger one; a fixed value is for traces and tests).
     """
 
     peer_id: int
@@ -55,6 +57,7 @@ class EngineOptions:
     control_faults: FaultFactory | None = None
     trace: TraceSink | None = None
     metrics_port: int | None = None
+    credit_session: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.identity.local_peer != self.peer_id:

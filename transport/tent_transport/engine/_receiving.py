@@ -11,9 +11,10 @@ transport's part of a lease (TRANSPORT "Leases"):
 2. An uncredited write is admitted only where no credit protocol was negotiated for the
    session (credit off here, or the legacy fallback): a sender that negotiated credit and
    then writes around it is refused like any other liar.
-3. A landed write's REQUEST_SLOTS come back when its acknowledgement is sent (the request is
-   done); its DATA_BYTES and CONSUMER_SLOTS only when the application calls
-   :meth:`ReceiverSide.release` (its consumer is done). A write that will never land whole
+3. A landed write's charge (DATA_BYTES, CONSUMER_SLOTS and its REQUEST_SLOTS) comes back only
+   when the application calls :meth:`ReceiverSide.release` (its consumer is done): landed
+   data holds its request until it is consumed, as the spec's ``consumer_release`` frees all
+   that landed. A write that will never land whole
    (integrity failure, connection lost mid-payload) is released by the transport at once,
    since no consumer will ever see it.
 4. A refused write quarantines the sender: its data connections and its control connection
@@ -156,8 +157,6 @@ class ReceiverSide:
         landed_id = next(self._ids)
         if request.flags & Flags.CREDITED:
             amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
-            slots = amounts.pop(_R.REQUEST_SLOTS, 0)
-            self._release(peer, request.qos_class, request.epoch, {_R.REQUEST_SLOTS: slots})
             self._held[landed_id] = _Held(
                 peer=peer, qos=request.qos_class, epoch=request.epoch, amounts=amounts
             )
