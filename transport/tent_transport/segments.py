@@ -20,6 +20,7 @@ message is harmless (the newest generation wins), like the credit messages.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import itertools
 import threading
@@ -256,13 +257,18 @@ class SegmentTable:
         return segment
 
     def unregister(self, segment_id: int) -> None:
-        """Raises :class:`SegmentError` for an unknown id or one with live exposures."""
+        """Forget a segment and release its buffer view. Raises :class:`SegmentError` for an
+        unknown id or one with live exposures (nothing changes then)."""
         with self._lock:
             if segment_id not in self._segments:
                 raise SegmentError(f"unknown segment {segment_id}")
             if any(e.segment_id == segment_id for e in self._exposures.values()):
                 raise SegmentError(f"segment {segment_id} still has exposed regions")
-            del self._segments[segment_id]
+            segment = self._segments.pop(segment_id)
+        # give the buffer back (an mmap can be closed); a view the caller still holds of it
+        # keeps it exported, and then it is released when that view goes
+        with contextlib.suppress(BufferError):
+            segment.view.release()
 
     # ------------------------------------------------------------------ exposures
 
