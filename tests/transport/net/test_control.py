@@ -115,6 +115,9 @@ class _SenderHooks:
     def descriptors(self, client: ControlClient, payload: bytes) -> None:
         pass
 
+    def credit_received(self, client: ControlClient) -> None:
+        self.credit_messages = getattr(self, "credit_messages", 0) + 1
+
 
 def _receiver() -> CreditReceiver:
     config = AllocatorConfig(
@@ -284,13 +287,15 @@ def test_disconnect_stale_reconnect_fence_complete_after_retire() -> None:
         client.drop_connection()
         await until(lambda: len(sender.sessions) == 2, what="reconnect")
         assert endpoint.statistics().stale_transitions == 1
-        await until(lambda: "retire-start 1/1" in hooks.log, what="retire start")
+        first = f"1/{hooks.opened[0].session}"
+        await until(lambda: f"retire-start {first}" in hooks.log, what="retire start")
         totals = credit.allocator.key_totals(1, 0, 1)
         assert totals.state.name == "FENCING"  # not reclaimed while the session may land
         assert credit.allocator.outstanding(R.DATA_BYTES) >= 4096
         hooks.gate.set()
         await until(lambda: server.statistics().fences_completed == 1, what="fence_complete")
-        assert hooks.log.index("retire-done 1/1") >= 0
+        assert hooks.log.index(f"retire-done {first}") >= 0
+        assert hooks.opened[1].session > hooks.opened[0].session
         await until(lambda: endpoint.state is NegotiationState.ACTIVE, what="new epoch active")
         assert endpoint.epoch == 2
         await client.close()

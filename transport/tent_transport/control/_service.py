@@ -393,6 +393,9 @@ class SenderHooks(Protocol):
     def descriptors(self, client: ControlClient, payload: bytes) -> None:
         """A DESCRIPTORS frame arrived (decode it; a bad one is a peer fault)."""
 
+    def credit_received(self, client: ControlClient) -> None:
+        """A credit message was applied to the endpoint: stalled work may now be eligible."""
+
 
 class ControlClient:
     """The sender's control connection to one receiver, with reconnects.
@@ -529,6 +532,7 @@ class ControlClient:
             events = self.endpoint.receive_message(payload, self._clock())
             _count_violations(self._counters, events)
             self.flush()
+            self._hooks.credit_received(self)
         elif kind is FrameKind.DESCRIPTORS:
             self._hooks.descriptors(self, payload)
         else:

@@ -322,6 +322,9 @@ class Engine:
             link.regions = message
             link.regions_changed.set()
 
+    def credit_received(self, client: ControlClient) -> None:
+        self._wake()  # a grant may make a stalled owner eligible: refill now, not at the timer
+
     def regions(self, peer: int) -> SegmentDescriptors | None:
         """The latest descriptors the peer exposed to this engine (``None``: none yet)."""
         link = self._links.get(peer)
