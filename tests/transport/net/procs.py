@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import os
 import random
 import socket
 import threading
@@ -100,7 +101,23 @@ class _Commands:
 # ------------------------------------------------------------------------------ receiver
 
 
+def enter_netns(name: str | None) -> None:
+    """Move this (still single-threaded) process into network namespace ``name``."""
+    if name is None:
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+            raise OSError(ctypes.get_errno(), f"setns({name}) failed")
+    finally:
+        os.close(fd)
+
+
 def receiver(conn: Connection, spec: dict[str, Any]) -> None:
+    enter_netns(spec.get("netns"))
     asyncio.run(_receiver(conn, spec))
 
 
@@ -210,6 +227,7 @@ def _receiver_stats(engine: Engine, landed: list[tuple[int, int, int, int, int]]
 
 
 def sender(conn: Connection, spec: dict[str, Any]) -> None:
+    enter_netns(spec.get("netns"))
     asyncio.run(_sender(conn, spec))
 
 
@@ -274,6 +292,10 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
         report["phases"].append(
             {"results": results, "stalls": stalls, "session": descriptors.session}
         )
+    report["rails"] = [
+        {"name": r.name, "completed_bytes": r.nic.completed_bytes, "completions": r.completions}
+        for r in engine.core.rail_statistics()
+    ]
     link_stats = engine._links[peer].client.statistics()
     report["reconnects"] = link_stats.reconnects
     report["endpoint"] = None
