@@ -145,3 +145,34 @@ def test_metrics_are_served_over_http_from_real_completions() -> None:
     finally:
         tx.close()
         rx.close()
+
+
+def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:
+    rx, tx, peer = _pair("required", slots=4)
+    try:
+        memory = bytearray(4 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        first = tx.wait_regions(peer, lambda d: bool(d.regions))
+        tx.submit([_write(peer, segment.segment_id, 0, b"a" * BLOCK)]).result(10)
+        rx.release(rx.next_landed(10))
+        # the network drops the data connection (the control connection stays up)
+        tx._call(tx.engine.rails[0]._peers[peer].close)
+        for _ in range(500):
+            if (
+                1 in rx.sender_sessions()
+                and rx.engine.control.session_of(1).session != first.session
+            ):  # type: ignore[union-attr]
+                break
+            time.sleep(0.01)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: d.session != first.session and bool(d.regions))
+        data = os.urandom(BLOCK)
+        assert (
+            tx.submit([_write(peer, segment.segment_id, BLOCK, data)]).result(10).status
+            is TaskStatus.COMPLETED
+        )
+        assert memory[BLOCK : 2 * BLOCK] == data
+    finally:
+        tx.close()
+        rx.close()

@@ -163,6 +163,7 @@ class Engine:
         self._loop = asyncio.get_running_loop()
         for rail in self.rails:
             rail.set_wakeup(self._wake)
+            rail.on_lost = self._data_lost
         for server, (host, port) in zip(
             self._data_servers, self.options.rail_addresses, strict=True
         ):
@@ -303,6 +304,14 @@ class Engine:
         loop = asyncio.get_running_loop()
         link.death_timer = loop.call_later(self.options.peer_dead_after_s, self._declare_dead, link)
         self._wake()
+
+    def _data_lost(self, peer: int) -> None:
+        # A data connection closed under a live control session: the receiver retired the
+        # session or the network failed. Restart the whole session (new data binds, the old
+        # session's unposted slices failed) rather than leave the rail without a connection.
+        link = self._links.get(peer)
+        if link is not None and not self._closed and link.attached.is_set():
+            link.client.drop_connection()
 
     def _declare_dead(self, link: _Link) -> None:
         link.dead = True

@@ -225,6 +225,8 @@ class TcpRail:
         self._completions: collections.deque[SliceCompletion] = collections.deque()
         self._in_flight = 0
         self._wakeup: Callable[[], None] | None = None
+        self.on_lost: Callable[[int], None] | None = None
+        """Called with the peer when an attached data connection closed on its own."""
         self._posted = 0
         self._completed = 0
         self._failed = 0
@@ -397,7 +399,10 @@ class TcpRail:
 
     def _lost(self, protocol: _ClientProtocol) -> None:
         if self._peers.get(protocol.peer) is protocol:
+            # lost while attached (not detached by us): tell the owner, who restarts the session
             del self._peers[protocol.peer]
+            if self.on_lost is not None:
+                self.on_lost(protocol.peer)
         self._wake()
 
     def _wake(self) -> None:
