@@ -16,6 +16,7 @@ Exit codes: 0 success, 1 a failed target / stale artefact, 2 a usage error (clic
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import time
@@ -55,7 +56,34 @@ def _console(*, stderr: bool = False) -> Console:
     return console
 
 
-@click.group()
+class _LazyGroup(click.Group):
+    """The root group. ``tent sim`` and ``tent bench`` are defined in ``tent_transport`` and
+    imported only when invoked or listed (TRANSPORT.md "Where the verbs live"): the checker
+    never imports the I/O layer at module level. A lazy name whose module or attribute is not
+    there (the transport not installed, or a group not built yet) is simply absent."""
+
+    _LAZY: dict[str, tuple[str, str]] = {  # noqa: RUF012 (a class constant)
+        "sim": ("tent_transport.cli", "sim"),
+        "bench": ("tent_transport.cli", "bench"),
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None or cmd_name not in self._LAZY:
+            return command
+        module_name, attribute = self._LAZY[cmd_name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            return None
+        found = getattr(module, attribute, None)
+        return found if isinstance(found, click.Command) else None
+
+
+@click.group(cls=_LazyGroup)
 @click.version_option(package_name="tent-protocol", prog_name="tent")
 def main() -> None:
     """TENT protocol verification: model checks, z3 proofs and generated spec artefacts."""

@@ -315,3 +315,93 @@ def test_slices_spread_over_rails_by_the_selection_ewma() -> None:
     core = core_of({"dispatch": {"slice_bytes": MIB}}, *rails)
     core.submit([write(8 * MIB)], 0)
     assert [sum(len(p) for p in r.posts) for r in rails] == [4, 4]
+
+
+def test_fail_peer_fails_unposted_work_after_the_posted_slices_end() -> None:
+    rail = FakeDevice(max_qp_wr=1)
+    core = core_of(
+        {"transports": {"rdma": {"max_qp_wr": 1}}, "dispatch": {"slice_bytes": MIB}}, rail
+    )
+    (tid,) = core.submit([write(3 * MIB)], 0)
+    assert core.fail_peer(PEER, 1, "peer died") == 1
+    assert core.status(tid).slices_waiting == 0
+    assert core.progress(2) == []  # one slice still posted
+    rail.finish(status=SliceStatus.FLUSHED)
+    (event,) = core.progress(3)
+    assert event.reason is EndReason.PEER_FAILED and event.detail == "peer died"
+    assert core.fail_peer(PEER, 4, "again") == 0
+
+
+def test_a_full_queue_reads_as_local_queue_pressure() -> None:
+    from tent_credit import BackpressureSource
+
+    rail = FakeDevice()
+    rail.ready = False
+    core = core_of({**QUEUE, "runtime_queue": {"max_outstanding_owners": 2}}, rail)
+    assert core.backpressure(PEER) is None
+    core.submit([write(MIB), write(MIB)], 0)
+    info = core.backpressure(PEER)
+    assert info is not None and info.source is BackpressureSource.LOCAL_QUEUE
+    with pytest.raises(InvalidArgument):
+        core.backpressure(-1)
+
+
+def test_hostile_completions_change_nothing_they_should_not() -> None:
+    from tent_transport.devices import SliceCompletion
+
+    rail = FakeDevice()
+    core = core_of({}, rail)
+    (tid,) = core.submit([write(MIB)], 0)
+    rail.cq.append(SliceCompletion(wr_id=999, status=SliceStatus.SUCCESS, length=MIB))
+    assert core.progress(1) == []
+    assert core.rail_statistics()[0].unknown_completions == 1
+    assert core.status(tid).slices_posted == 1
+    (posted,) = rail.outstanding
+    rail.outstanding.clear()
+    # a "success" that reports the wrong length is not believed: the bytes did not verifiably move
+    rail.cq.append(SliceCompletion(wr_id=posted.wr_id, status=SliceStatus.SUCCESS, length=1))
+    (event,) = core.progress(2)
+    assert event.status is TaskStatus.FAILED and "1 bytes" in event.detail
+    assert core.rail_statistics()[0].nic.posted_bytes == 0
+
+
+def test_the_public_api_is_pinned() -> None:
+    from tent_transport import devices, dispatch
+
+    assert sorted(dispatch.__all__) == [
+        "DispatchCore",
+        "DispatchStatistics",
+        "DropHook",
+        "EndReason",
+        "RailStatistics",
+        "TransferEvent",
+        "TransferPhase",
+        "TransferPlan",
+        "TransferRequest",
+        "TransferState",
+    ]
+    assert sorted(devices.__all__) == [
+        "Device",
+        "Opcode",
+        "SliceCompletion",
+        "SliceRequest",
+        "SliceStatus",
+        "WriteLease",
+    ]
+    public = {n for n in dir(DispatchCore) if not n.startswith("_")}
+    assert public == {
+        "add_degradation_hook",
+        "backpressure",
+        "cancel",
+        "config",
+        "drain_endpoint_events",
+        "fail_peer",
+        "next_timer_ns",
+        "progress",
+        "queue",
+        "rail_statistics",
+        "rails",
+        "statistics",
+        "status",
+        "submit",
+    }

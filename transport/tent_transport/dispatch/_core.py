@@ -30,12 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import attrs
 from prometheus_client import CollectorRegistry
 
 from tent_credit import (
     BackpressureInfo,
-    BackpressureSource,
     CreditMode,
     DispatchContext,
     DispatchGate,
@@ -53,17 +51,25 @@ from tent_sched import (
     OwnerKind,
     OwnerRequest,
     OwnerView,
-    QueueStatistics,
     TaskStatus,
 )
 from tent_sched import errors as sched_errors
 from tent_sched.metrics import SchedMetrics
 
 from ..config import EngineConfig
-from ..devices._base import U32_MAX, U64_MAX, Device, Opcode, SliceRequest, SliceStatus
-from ..errors import ConfigError, InvalidArgument, InvalidEntry, TooManyRequests, TransportError
+from ..devices._base import U64_MAX, Device, SliceStatus
+from ..errors import ConfigError, InvalidArgument, InvalidEntry
 from ._rails import PendingSlice, RailSet, RailStatistics
-from ._records import TransferRecord, credit_plan, slice_lease
+from ._records import (
+    REJECT_DETAIL,
+    DispatchStatistics,
+    DropHook,
+    SliceCutter,
+    TransferRecord,
+    credit_plan,
+    pressure_of,
+    translate,
+)
 from ._types import (
     EndReason,
     TransferEvent,
@@ -74,42 +80,6 @@ from ._types import (
 )
 
 __all__ = ["DispatchCore", "DispatchStatistics", "DropHook"]
-
-DropHook = Callable[[int, float], None]
-"""``on_local_decode_suggested``: called with a dropped transfer's id and its predicted MLU."""
-
-_REJECT_DETAIL = {
-    RejectReason.SNAPSHOT_FENCED: "receiver session or epoch fenced since submit",
-    RejectReason.NEGOTIATION_FAILED: "peer has no usable credit protocol (required mode)",
-}
-
-
-def _translate(exc: Exception) -> TransportError:
-    """A core's typed error as the matching tent_transport error (the cause is kept)."""
-    if isinstance(exc, sched_errors.TooManyRequests | credit_errors.TooManyRequests):
-        return TooManyRequests(str(exc))
-    if isinstance(exc, sched_errors.InvalidEntry | credit_errors.InvalidEntry):
-        return InvalidEntry(str(exc))
-    return InvalidArgument(str(exc))
-
-
-@attrs.frozen(kw_only=True)
-class DispatchStatistics:
-    """A snapshot of a :class:`DispatchCore`; ``*_total`` counters are cumulative."""
-
-    submitted_total: int
-    bypassed_total: int
-    completed_total: int
-    failed_total: int
-    canceled_total: int
-    dropped_total: int
-    rejected_total: int
-    queued_transfers: int
-    dispatched_transfers: int
-    window_owners: int
-    window_bytes: int
-    queue: QueueStatistics | None
-    rails: tuple[RailStatistics, ...]
 
 
 class DispatchCore:
@@ -156,7 +126,7 @@ class DispatchCore:
                 arbitration=sched.rdma.deadline_bw_arbitration,
             )
         except sched_errors.SchedError as exc:
-            raise _translate(exc) from exc
+            raise translate(exc) from exc
         self._config = config
         self._gate = gate
         self._credit_active = gate is not None and gate.mode is not CreditMode.DISABLED
@@ -168,7 +138,7 @@ class DispatchCore:
             try:
                 self._metrics = SchedMetrics(metrics_registry)
             except sched_errors.SchedError as exc:
-                raise _translate(exc) from exc
+                raise translate(exc) from exc
             if gate is not None:
                 GateCollector(metrics_registry, gate)
         if self._queue is not None:
@@ -185,8 +155,7 @@ class DispatchCore:
         self._next_hook = 0
         self._next_transfer = 1
         self._next_batch = 1
-        self._next_wr_id = 1
-        self._next_write_id = 1
+        self._ids = SliceCutter()
         self._last_now = 0
         self._last_progress_ns = 0
         self._queued = 0
@@ -256,7 +225,7 @@ class DispatchCore:
             try:
                 contexts.append(self._gate.context(credit_plan(request), request.peer, qos))
             except credit_errors.CreditError as exc:
-                raise _translate(exc) from exc
+                raise translate(exc) from exc
         bypass = self._queue is None or (
             not self._credit_active
             and any(r.kind is OwnerKind.USER and r.plan is TransferPlan.STAGED for r in batch)
@@ -286,7 +255,7 @@ class DispatchCore:
             try:
                 owner_ids = self._queue.try_admit(token, len(owners), owners)
             except sched_errors.SchedError as exc:
-                raise _translate(exc) from exc
+                raise translate(exc) from exc
             self._next_batch += 1
             self._batch_live[token] = len(owner_ids)
             records = []
@@ -432,31 +401,13 @@ class DispatchCore:
         """
         if type(peer) is not int or not 0 <= peer <= U64_MAX:
             raise InvalidArgument(f"peer must be a u64 int, got {peer!r}")
-        if self._gate is not None and self._queued:
-            oldest = None
-            for record in self._by_owner.values():
-                if record.phase is TransferPhase.QUEUED and record.request.peer == peer:
-                    stall = self._gate.stall(record.owner_id)
-                    if stall is not None and (oldest is None or stall.since_ns < oldest.since_ns):
-                        oldest = stall
-            if oldest is not None:
-                return oldest.info
-        if self._queue is not None:
-            stats = self._queue.statistics()
-            limits = self._queue.limits
-            if (
-                stats.outstanding_owners >= limits.max_outstanding_owners
-                or stats.outstanding_bytes >= limits.max_outstanding_bytes
-            ):
-                return BackpressureInfo(
-                    source=BackpressureSource.LOCAL_QUEUE,
-                    peer=peer,
-                    qos_class=self._config.receiver_credit.default_qos_class,
-                    exhausted=(),
-                    retry_after_us=0,
-                    fallback_allowed=True,
-                )
-        return None
+        return pressure_of(
+            peer,
+            (r for r in self._by_owner.values() if r.phase is TransferPhase.QUEUED),
+            self._gate,
+            self._queue,
+            self._config.receiver_credit.default_qos_class,
+        )
 
     def rail_statistics(self) -> tuple[RailStatistics, ...]:
         """A snapshot of every rail: both bandwidth series, posted and waiting slices."""
@@ -534,7 +485,7 @@ class DispatchCore:
             if gate is not None:
                 gate.rollback_unsettled()  # the pick changed nothing; give back its tokens
             self._reject_reason.clear()
-            raise _translate(exc) from exc
+            raise translate(exc) from exc
         if gate is not None:
             gate.observe_pick(result, self._queue.owner, now_ns)
         for picked in result.picked:
@@ -557,7 +508,7 @@ class DispatchCore:
             record = self._by_owner[owner_id]
             self._queued -= 1
             reason = self._reject_reason.pop(owner_id, None)
-            detail = "rejected" if reason is None else _REJECT_DETAIL[reason]
+            detail = "rejected" if reason is None else REJECT_DETAIL[reason]
             self._end(record, TaskStatus.FAILED, EndReason.REJECTED, detail, now_ns)
         self._reject_reason.clear()
         if dropped and self._hooks:  # after the pick is settled, so a hook may call back in
@@ -568,34 +519,11 @@ class DispatchCore:
 
     def _hand_off(self, record: TransferRecord, token: object | None) -> None:
         """Cut a dispatched transfer into slices, assign each a rail, commit the gate token."""
-        request = record.request
         record.phase = TransferPhase.DISPATCHED
         record.token = token
         self._dispatched += 1
-        slice_bytes = self._config.dispatch.slice_bytes
-        offsets = range(0, request.length, slice_bytes)
-        for offset in offsets:
-            length = min(slice_bytes, request.length - offset)
-            last = offset + length == request.length
-            write_id = 0
-            if request.opcode is Opcode.WRITE:
-                write_id = self._next_write_id
-                self._next_write_id = 1 if write_id == U32_MAX else write_id + 1
-            slice_request = SliceRequest(
-                wr_id=self._next_wr_id,
-                opcode=request.opcode,
-                peer=request.peer,
-                local=request.local[offset : offset + length],
-                remote_segment=request.remote_segment,
-                remote_offset=request.remote_offset + offset,
-                length=length,
-                lease=slice_lease(token, length, last=last),
-                deadline_ns=request.deadline_ns,
-                priority=request.priority,
-                write_id=write_id,
-            )
-            self._next_wr_id += 1
-            item = PendingSlice(record, self._rails.choose(length), slice_request)
+        for item in self._ids.cut(record, token, self._config.dispatch.slice_bytes):
+            item.rail = self._rails.choose(item.request.length)
             record.waiting.add(item)
             self._rails.enqueue(item)
         if self._gate is not None and isinstance(token, GateToken):

@@ -1,19 +1,77 @@
-"""The dispatch core's per-transfer record and the plan → charge mapping (core-private)."""
+"""The dispatch core's private values: the transfer record, slicing, the plan → charge mapping,
+its statistics and error translation."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
-from tent_credit import CreditResource, GateToken, Plan
-from tent_sched import TaskStatus
+import attrs
 
-from ..devices._base import Opcode, WriteLease
+from tent_credit import (
+    BackpressureInfo,
+    BackpressureSource,
+    CreditResource,
+    DispatchGate,
+    GateToken,
+    Plan,
+    RejectReason,
+)
+from tent_credit import errors as credit_errors
+from tent_sched import AdmissionQueue, QueueStatistics, TaskStatus
+from tent_sched import errors as sched_errors
+
+from ..devices._base import U32_MAX, Opcode, SliceRequest, WriteLease
+from ..errors import InvalidArgument, InvalidEntry, TooManyRequests, TransportError
+from ._rails import PendingSlice, RailStatistics
 from ._types import EndReason, TransferPhase, TransferPlan, TransferRequest
 
-if TYPE_CHECKING:
-    from ._rails import PendingSlice
+__all__ = [
+    "REJECT_DETAIL",
+    "DispatchStatistics",
+    "DropHook",
+    "SliceCutter",
+    "TransferRecord",
+    "credit_plan",
+    "pressure_of",
+    "slice_lease",
+    "translate",
+]
 
-__all__ = ["TransferRecord", "credit_plan", "slice_lease"]
+DropHook = Callable[[int, float], None]
+"""``on_local_decode_suggested``: called with a dropped transfer's id and its predicted MLU."""
+
+REJECT_DETAIL = {
+    RejectReason.SNAPSHOT_FENCED: "receiver session or epoch fenced since submit",
+    RejectReason.NEGOTIATION_FAILED: "peer has no usable credit protocol (required mode)",
+}
+
+
+def translate(exc: Exception) -> TransportError:
+    """A core's typed error as the matching tent_transport error (the cause is kept)."""
+    if isinstance(exc, sched_errors.TooManyRequests | credit_errors.TooManyRequests):
+        return TooManyRequests(str(exc))
+    if isinstance(exc, sched_errors.InvalidEntry | credit_errors.InvalidEntry):
+        return InvalidEntry(str(exc))
+    return InvalidArgument(str(exc))
+
+
+@attrs.frozen(kw_only=True)
+class DispatchStatistics:
+    """A snapshot of a :class:`DispatchCore`; ``*_total`` counters are cumulative."""
+
+    submitted_total: int
+    bypassed_total: int
+    completed_total: int
+    failed_total: int
+    canceled_total: int
+    dropped_total: int
+    rejected_total: int
+    queued_transfers: int
+    dispatched_transfers: int
+    window_owners: int
+    window_bytes: int
+    queue: QueueStatistics | None
+    rails: tuple[RailStatistics, ...]
 
 
 def credit_plan(request: TransferRequest) -> Plan:
@@ -95,3 +153,78 @@ class TransferRecord:
         self.moved_bytes = 0
         self.failed = False
         self.canceled = False
+
+
+class SliceCutter:
+    """Cuts a dispatched transfer into slices with fresh ids (``wr_id`` unique per core, so per
+    device; ``write_id`` a non-zero u32 cycling over the core's writes)."""
+
+    __slots__ = ("_next_wr_id", "_next_write_id")
+
+    def __init__(self) -> None:
+        self._next_wr_id = 1
+        self._next_write_id = 1
+
+    def cut(self, record: TransferRecord, token: object, slice_bytes: int) -> list[PendingSlice]:
+        """The slices of ``record`` (rail 0 until the caller assigns one), in offset order."""
+        request = record.request
+        out: list[PendingSlice] = []
+        for offset in range(0, request.length, slice_bytes):
+            length = min(slice_bytes, request.length - offset)
+            write_id = 0
+            if request.opcode is Opcode.WRITE:
+                write_id = self._next_write_id
+                self._next_write_id = 1 if write_id == U32_MAX else write_id + 1
+            slice_request = SliceRequest(
+                wr_id=self._next_wr_id,
+                opcode=request.opcode,
+                peer=request.peer,
+                local=request.local[offset : offset + length],
+                remote_segment=request.remote_segment,
+                remote_offset=request.remote_offset + offset,
+                length=length,
+                lease=slice_lease(token, length, last=offset + length == request.length),
+                deadline_ns=request.deadline_ns,
+                priority=request.priority,
+                write_id=write_id,
+            )
+            self._next_wr_id += 1
+            out.append(PendingSlice(record, 0, slice_request))
+        return out
+
+
+def pressure_of(
+    peer: int,
+    queued: Iterable[TransferRecord],
+    gate: DispatchGate | None,
+    queue: AdmissionQueue | None,
+    default_qos: int,
+) -> BackpressureInfo | None:
+    """What :meth:`DispatchCore.backpressure` answers: the oldest stall the gate recorded for a
+    queued transfer to ``peer``; else ``LOCAL_QUEUE`` when the queue is at a capacity limit."""
+    if gate is not None:
+        oldest = None
+        for record in queued:
+            if record.request.peer != peer:
+                continue
+            stall = gate.stall(record.owner_id)
+            if stall is not None and (oldest is None or stall.since_ns < oldest.since_ns):
+                oldest = stall
+        if oldest is not None:
+            return oldest.info
+    if queue is not None:
+        stats = queue.statistics()
+        limits = queue.limits
+        if (
+            stats.outstanding_owners >= limits.max_outstanding_owners
+            or stats.outstanding_bytes >= limits.max_outstanding_bytes
+        ):
+            return BackpressureInfo(
+                source=BackpressureSource.LOCAL_QUEUE,
+                peer=peer,
+                qos_class=default_qos,
+                exhausted=(),
+                retry_after_us=0,
+                fallback_allowed=True,
+            )
+    return None

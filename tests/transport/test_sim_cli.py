@@ -1,0 +1,102 @@
+"""`tent sim deadline` and `tent sim docs`: the table, the files, the lazy attachment."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tent_models.cli import main
+from tent_transport.sim import _docs
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_tent_models_does_not_import_the_transport() -> None:
+    code = "import sys, tent_models.cli; print('tent_transport' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_sim_deadline_writes_the_table_json_and_plots(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        [
+            "sim",
+            "deadline",
+            "--workload",
+            "seed-requests",
+            "--theta",
+            "0,0.9,1.2",
+            "--arbitration",
+            "off",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    assert [(r["theta"], r["dropped"]) for r in rows] == [(0.0, 0), (0.9, 1), (1.2, 1)]
+    assert (tmp_path / "table.md").read_text(encoding="utf-8").count("\n") == 2 + 3
+    for name in ("on_time_vs_theta", "drops_vs_theta", "class_throughput", "meters"):
+        assert (tmp_path / f"{name}.svg").read_text(encoding="utf-8").startswith("<?xml")
+
+
+def test_sim_deadline_reads_a_workload_file(tmp_path: Path) -> None:
+    workload = {
+        "name": "mine",
+        "nics": [{"name": "nic0", "bytes_per_ns": 8.0}],
+        "config": {"enable_runtime_queue": True, "runtime_queue": {"deadline_aware": True}},
+        "flows": [
+            {
+                "name": "f",
+                "arrival": "periodic",
+                "interval_ns": 1000000,
+                "requests": 5,
+                "size_bytes": [1048576, 2097152],
+                "window_ns": 1000000,
+            }
+        ],
+        "horizon_ns": 10000000,
+    }
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload), encoding="utf-8")
+    result = CliRunner().invoke(
+        main, ["sim", "deadline", "--workload", str(path), "--theta", "0", "--arbitration", "on"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "mine" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workload", "no-such-thing"], "neither a workload file nor a name"),
+        (["--workload", "single-flow", "--theta", "x"], "comma-separated"),
+        (["--workload", "single-flow", "--arbitration", "maybe"], "on, off"),
+        ([], "--workload FILE|NAME is required"),
+    ],
+)
+def test_sim_deadline_refuses_bad_input(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["sim", "deadline", *args])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_sim_deadline_lists_the_named_workloads() -> None:
+    result = CliRunner().invoke(main, ["sim", "deadline", "--list"])
+    assert result.exit_code == 0 and "arbitration-2792" in result.output
+
+
+@pytest.mark.slow
+def test_the_choosing_theta_page_is_up_to_date() -> None:
+    assert _docs.stale(DOCS) == (), "stale: run `tent sim docs`"
+
+
+def test_the_example_workload_file_loads() -> None:
+    from tent_transport.sim import load_workload
+
+    workload = load_workload(DOCS.parent / "examples" / "sim_workload.json")
+    assert [f.name for f in workload.flows] == ["urgent", "bulk"]
