@@ -138,6 +138,7 @@ def test_metrics_are_served_over_http_from_real_completions() -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
             text = reply.read().decode()
         assert "tent_credit_" in text  # the receiver's allocator is exported
+        assert 'tent_transport_receiver_writes_total{outcome="landed"} 1.0' in text
         sender_text = tx.engine.registry  # the sender's deadline histogram saw the write
         from prometheus_client import generate_latest
 

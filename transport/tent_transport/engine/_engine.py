@@ -52,6 +52,7 @@ from ..segments import (
     decode_descriptors,
 )
 from ._handle import TransferHandle
+from ._metrics import TransportCollector
 from ._options import EngineOptions
 from ._receiving import DataLanded, ReceiverSide
 
@@ -140,6 +141,13 @@ class Engine:
             faults=options.control_faults,
         )
         self.receiver.control = self.control
+        TransportCollector(
+            self.registry,
+            rails=self.rails,
+            data=lambda: [d.statistics() for d in self._data_servers],
+            receiver=self.receiver.statistics,
+            control=self.control.statistics,
+        )
         self._links: dict[int, _Link] = {}
         self._handles: dict[int, TransferHandle] = {}
         self._pressure: dict[int, BackpressureInfo | None] = {}
