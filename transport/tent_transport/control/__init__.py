@@ -8,6 +8,8 @@ a pre-shared key (:mod:`._handshake`), and the sans-IO credit endpoints pumped o
 from __future__ import annotations
 
 from ._bootstrap import BootstrapError, SessionBootstrap
+from ._client import ControlClient, SenderHooks
+from ._common import ServiceStatistics
 from ._connection import CONTROL_SO_PRIORITY, ControlConnection, ControlStatistics, tune_socket
 from ._errors import ConnectionLost, FrameError, HandshakeFailed
 from ._frames import FRAME_BOUNDS, FrameDecoder, FrameKind, encode_frame
@@ -24,14 +26,7 @@ from ._handshake import (
     parse_bind,
     server_handshake,
 )
-from ._service import (
-    ControlClient,
-    ControlServer,
-    PeerSession,
-    ReceiverHooks,
-    SenderHooks,
-    ServiceStatistics,
-)
+from ._service import ControlServer, PeerSession, ReceiverHooks
 
 __all__ = [
     "BIND",

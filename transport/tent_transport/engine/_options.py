@@ -7,7 +7,7 @@ import attrs
 from tent_credit._trace import TraceSink
 
 from ..control import PskIdentity, TlsIdentity
-from ..control._service import FaultFactory
+from ..control._common import FaultFactory
 
 __all__ = ["EngineOptions"]
 
