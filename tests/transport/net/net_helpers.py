@@ -1,0 +1,28 @@
+"""Helpers of the real-socket transport tests (stage 6: ``pytest -m transport``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
+    """Run ``coro`` on a fresh loop, bounded: a hang fails the test instead of stalling CI."""
+
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+async def until(predicate: Any, *, timeout: float = 10.0, what: str = "condition") -> None:
+    """Wait for ``predicate()`` (bounded; polls the loop, asserts nothing about speed)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.005)

@@ -1,0 +1,369 @@
+"""The control service: frames, the handshake (PSK and mutual TLS), pumping, fencing."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import struct
+from collections.abc import Awaitable
+
+import pytest
+import trustme
+from net_helpers import run, until
+from tent_transport.control import (
+    AuthenticatedPeer,
+    ControlClient,
+    ControlServer,
+    FrameDecoder,
+    FrameError,
+    FrameKind,
+    HandshakeFailed,
+    PeerSession,
+    PskIdentity,
+    SessionBootstrap,
+    TlsIdentity,
+    encode_frame,
+)
+
+from tent_credit import (
+    AllocatorConfig,
+    CreditMode,
+    CreditReceiver,
+    CreditResource,
+    NegotiationState,
+    SenderEndpoint,
+    SessionId,
+)
+from tent_credit.testing import FaultRates, FaultyChannel
+
+R = CreditResource
+KEY_12 = b"k" * 32
+
+
+def psk(local: int, **keys: bytes) -> PskIdentity:
+    return PskIdentity(local_peer=local, keys={int(k[1:]): v for k, v in keys.items()})
+
+
+# ----------------------------------------------------------------------------- frames
+
+
+def test_frames_round_trip_in_any_split() -> None:
+    stream = encode_frame(FrameKind.CREDIT, b"abc") + encode_frame(FrameKind.SESSION, b"")
+    for cut in range(len(stream) + 1):
+        decoder = FrameDecoder()
+        frames = decoder.feed(stream[:cut]) + decoder.feed(stream[cut:])
+        assert frames == [(FrameKind.CREDIT, b"abc"), (FrameKind.SESSION, b"")]
+
+
+def test_frame_length_is_bounded_before_allocation() -> None:
+    decoder = FrameDecoder()
+    # a 4 GiB credit frame: refused from its 5 header bytes, nothing buffered for it
+    with pytest.raises(FrameError):
+        decoder.feed(struct.pack("!IB", 0xFFFF_FFFF, int(FrameKind.CREDIT)))
+    assert decoder.buffered <= 5
+    with pytest.raises(FrameError):  # poisoned: the stream position is lost
+        decoder.feed(b"")
+
+
+@pytest.mark.parametrize("header", [struct.pack("!IB", 0, 1), struct.pack("!IB", 2, 99)])
+def test_zero_length_and_unknown_kind_are_refused(header: bytes) -> None:
+    with pytest.raises(FrameError):
+        FrameDecoder().feed(header + b"x")
+
+
+# ----------------------------------------------------------------------------- harness
+
+
+class _Hooks:
+    """Receiver hooks recording the order of retire and fence_complete."""
+
+    def __init__(self, credit: CreditReceiver | None = None) -> None:
+        self.opened: list[PeerSession] = []
+        self.log: list[str] = []
+        self.gate: asyncio.Event | None = None
+        self.credit = credit
+
+    def session_opened(self, session: PeerSession) -> None:
+        self.opened.append(session)
+
+    def admit_peer(self, peer: int) -> bool:
+        return True
+
+    def retire_session(self, peer: int, session: int) -> Awaitable[None]:
+        async def retire() -> None:
+            self.log.append(f"retire-start {peer}/{session}")
+            if self.gate is not None:
+                await self.gate.wait()
+            self.log.append(f"retire-done {peer}/{session}")
+
+        return retire()
+
+
+class _SenderHooks:
+    def __init__(self) -> None:
+        self.sessions: list[SessionBootstrap] = []
+        self.lost = 0
+
+    def session_started(
+        self, client: ControlClient, bootstrap: SessionBootstrap, auth: AuthenticatedPeer
+    ) -> None:
+        self.sessions.append(bootstrap)
+
+    def session_lost(self, client: ControlClient) -> None:
+        self.lost += 1
+
+    def descriptors(self, client: ControlClient, payload: bytes) -> None:
+        pass
+
+    def credit_received(self, client: ControlClient) -> None:
+        self.credit_messages = getattr(self, "credit_messages", 0) + 1
+
+
+def _receiver() -> CreditReceiver:
+    config = AllocatorConfig(
+        capacity={R.DATA_BYTES: 1 << 20, R.REQUEST_SLOTS: 8, R.CONSUMER_SLOTS: 8},
+        control_slots=4,
+        max_grant={R.DATA_BYTES: 1 << 20, R.REQUEST_SLOTS: 8, R.CONSUMER_SLOTS: 8},
+        max_keys=8,
+        retry_after_us=100,
+    )
+    return CreditReceiver(
+        config,
+        SessionId(7),
+        initial_grant={R.DATA_BYTES: 4096, R.REQUEST_SLOTS: 1, R.CONSUMER_SLOTS: 1},
+    )
+
+
+async def _server(
+    identity: PskIdentity | TlsIdentity, credit: CreditReceiver | None, hooks: _Hooks
+) -> tuple[ControlServer, int]:
+    server = ControlServer(identity, credit=credit, rails=lambda: [("127.0.0.1", 9)], hooks=hooks)
+    _, port = await server.listen("127.0.0.1", 0)
+    return server, port
+
+
+# ----------------------------------------------------------------------------- handshake
+
+
+def test_psk_handshake_binds_identity_and_activates_credit() -> None:
+    async def scenario() -> None:
+        credit = _receiver()
+        hooks = _Hooks()
+        server, port = await _server(psk(2, p1=KEY_12), credit, hooks)
+        endpoint = SenderEndpoint(sender_peer=1, mode=CreditMode.REQUIRED)
+        sender = _SenderHooks()
+        client = ControlClient(
+            psk(1, p2=KEY_12), "127.0.0.1", port, endpoint=endpoint, hooks=sender
+        )
+        await client.start()
+        await until(lambda: endpoint.state is NegotiationState.ACTIVE, what="activation")
+        await until(lambda: endpoint.available()[R.DATA_BYTES] == 4096, what="initial grant")
+        assert client.peer == 2
+        assert [s.peer for s in hooks.opened] == [1]  # identity from the handshake
+        assert sender.sessions[0].rails == (("127.0.0.1", 9),)
+        await client.close()
+        await server.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    "client_keys",
+    [{"p2": b"x" * 32}, {"p2": KEY_12}],  # wrong key; right key but claims an unknown id
+    ids=["wrong-key", "unknown-peer"],
+)
+def test_wrong_psk_identity_is_refused_at_the_handshake(client_keys: dict[str, bytes]) -> None:
+    async def scenario() -> None:
+        credit = _receiver()
+        hooks = _Hooks()
+        server, port = await _server(psk(2, p1=KEY_12), credit, hooks)
+        local = 1 if client_keys["p2"] != KEY_12 else 3
+        client = ControlClient(
+            psk(local, **client_keys), "127.0.0.1", port, endpoint=None, hooks=_SenderHooks()
+        )
+        with pytest.raises(HandshakeFailed):
+            await client.start()
+        await until(lambda: server.statistics().handshakes_failed == 1, what="refusal")
+        assert hooks.opened == []  # no session, no credit key, no frame decoded
+        assert credit.allocator.statistics().keys == 0
+        await server.close()
+
+    run(scenario())
+
+
+def test_garbage_before_the_handshake_is_closed_undecoded() -> None:
+    async def scenario() -> None:
+        hooks = _Hooks()
+        server, port = await _server(psk(2, p1=KEY_12), None, hooks)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        # a well-formed credit frame where the hello belongs: never decoded as a frame
+        writer.write(encode_frame(FrameKind.CREDIT, b"\x80" * 60))
+        assert await reader.read() == b""
+        assert hooks.opened == []
+        assert server.statistics().handshakes_failed == 1
+        writer.close()
+        await server.close()
+
+    run(scenario())
+
+
+def _tls(ca: trustme.CA, local: int, name: str, names: dict[int, str]) -> TlsIdentity:
+    cert = ca.issue_cert(name)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.verify_mode = ssl.CERT_REQUIRED
+    client_ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    client_ctx.check_hostname = False  # identity is the peer-id ↔ SAN map, checked after
+    for ctx in (server_ctx, client_ctx):
+        cert.configure_cert(ctx)
+    trusted = ca  # both sides trust the test CA
+    trusted.configure_trust(server_ctx)
+    trusted.configure_trust(client_ctx)
+    return TlsIdentity(
+        local_peer=local, server_context=server_ctx, client_context=client_ctx, peer_names=names
+    )
+
+
+def test_mutual_tls_handshake() -> None:
+    async def scenario() -> None:
+        ca = trustme.CA()
+        names = {1: "sender-1.tent", 2: "receiver-2.tent"}
+        hooks = _Hooks()
+        server, port = await _server(_tls(ca, 2, "receiver-2.tent", names), _receiver(), hooks)
+        endpoint = SenderEndpoint(sender_peer=1)
+        client = ControlClient(
+            _tls(ca, 1, "sender-1.tent", names),
+            "127.0.0.1",
+            port,
+            endpoint=endpoint,
+            hooks=_SenderHooks(),
+        )
+        await client.start()
+        await until(lambda: endpoint.state is NegotiationState.ACTIVE, what="activation")
+        assert [s.peer for s in hooks.opened] == [1]
+        await client.close()
+        await server.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("case", ["untrusted-ca", "cert-names-another-peer"])
+def test_bad_certificate_is_refused(case: str) -> None:
+    async def scenario() -> None:
+        ca = trustme.CA()
+        names = {1: "sender-1.tent", 2: "receiver-2.tent", 3: "sender-3.tent"}
+        hooks = _Hooks()
+        server, port = await _server(_tls(ca, 2, "receiver-2.tent", names), _receiver(), hooks)
+        if case == "untrusted-ca":
+            identity = _tls(trustme.CA(), 1, "sender-1.tent", names)
+            identity.client_context.load_verify_locations(cadata=ca.cert_pem.bytes().decode())
+        else:  # a valid certificate of peer 3 claiming to be peer 1
+            identity = _tls(ca, 1, "sender-3.tent", names)
+        client = ControlClient(identity, "127.0.0.1", port, endpoint=None, hooks=_SenderHooks())
+        with pytest.raises((HandshakeFailed, ssl.SSLError, ConnectionError)):
+            await client.start()
+        await asyncio.sleep(0.05)
+        assert hooks.opened == []
+        await server.close()
+
+    run(scenario())
+
+
+# ----------------------------------------------------------------------------- lifecycle
+
+
+def test_disconnect_stale_reconnect_fence_complete_after_retire() -> None:
+    async def scenario() -> None:
+        credit = _receiver()
+        hooks = _Hooks()
+        server, port = await _server(psk(2, p1=KEY_12), credit, hooks)
+        endpoint = SenderEndpoint(sender_peer=1)
+        sender = _SenderHooks()
+        client = ControlClient(
+            psk(1, p2=KEY_12), "127.0.0.1", port, endpoint=endpoint, hooks=sender
+        )
+        await client.start()
+        await until(lambda: endpoint.available()[R.DATA_BYTES] == 4096, what="grant")
+        hooks.gate = asyncio.Event()  # hold the retirement: data "still in flight"
+        client.drop_connection()
+        await until(lambda: len(sender.sessions) == 2, what="reconnect")
+        assert endpoint.statistics().stale_transitions == 1
+        first = f"1/{hooks.opened[0].session}"
+        await until(lambda: f"retire-start {first}" in hooks.log, what="retire start")
+        totals = credit.allocator.key_totals(1, 0, 1)
+        assert totals.state.name == "FENCING"  # not reclaimed while the session may land
+        assert credit.allocator.outstanding(R.DATA_BYTES) >= 4096
+        hooks.gate.set()
+        await until(lambda: server.statistics().fences_completed == 1, what="fence_complete")
+        assert hooks.log.index(f"retire-done {first}") >= 0
+        assert hooks.opened[1].session > hooks.opened[0].session
+        await until(lambda: endpoint.state is NegotiationState.ACTIVE, what="new epoch active")
+        assert endpoint.epoch == 2
+        await client.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_credit_survives_a_faulty_control_channel() -> None:
+    async def scenario() -> None:
+        credit = _receiver()
+        rates = FaultRates(drop=0.3, duplicate=0.3, reorder=0.3, max_delay_ns=2_000_000)
+        channels: dict[int, FaultyChannel] = {}
+
+        def faults(peer: int) -> FaultyChannel:
+            channels[peer] = FaultyChannel(seed=peer, rates=rates)
+            return channels[peer]
+
+        hooks = _Hooks()
+        server = ControlServer(
+            psk(2, p1=KEY_12),
+            credit=credit,
+            rails=lambda: [("127.0.0.1", 9)],
+            hooks=hooks,
+            faults=faults,
+        )
+        _, port = await server.listen("127.0.0.1", 0)
+        endpoint = SenderEndpoint(sender_peer=1, usage_interval_ns=1_000_000)
+        client = ControlClient(
+            psk(1, p2=KEY_12),
+            "127.0.0.1",
+            port,
+            endpoint=endpoint,
+            hooks=_SenderHooks(),
+            faults=faults,
+        )
+        await client.start()
+        await until(lambda: endpoint.state is NegotiationState.ACTIVE, what="activation")
+        # ask for more than the initial grant: demand is re-reported until a grant arrives
+        endpoint.set_pending_demand({R.DATA_BYTES: 65536, R.REQUEST_SLOTS: 2, R.CONSUMER_SLOTS: 2})
+        client.flush()
+        await until(lambda: endpoint.available()[R.DATA_BYTES] >= 65536, timeout=20, what="grant")
+        stats = [c.statistics() for c in channels.values()]
+        assert sum(s.dropped + s.duplicated + s.reordered for s in stats) > 0  # faults happened
+        await client.close()
+        await server.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("mode", "state"),
+    [
+        (CreditMode.OPTIONAL, NegotiationState.LEGACY),
+        (CreditMode.REQUIRED, NegotiationState.FAILED),
+    ],
+)
+def test_old_peer_without_credit_capability(mode: CreditMode, state: NegotiationState) -> None:
+    async def scenario() -> None:
+        hooks = _Hooks()
+        server, port = await _server(psk(2, p1=KEY_12), None, hooks)  # credit off: an old peer
+        endpoint = SenderEndpoint(sender_peer=1, mode=mode)
+        client = ControlClient(
+            psk(1, p2=KEY_12), "127.0.0.1", port, endpoint=endpoint, hooks=_SenderHooks()
+        )
+        await client.start()
+        await until(lambda: endpoint.state is state, what=state.name)
+        await client.close()
+        await server.close()
+
+    run(scenario())

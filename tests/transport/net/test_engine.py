@@ -1,0 +1,181 @@
+"""The engine in one process: the synchronous facade, credit stalls, release, READ, metrics."""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.request
+
+import pytest
+from procs import KEY, credit_config, free_ports
+from tent_transport.config import load_engine_config
+from tent_transport.control import PskIdentity
+from tent_transport.devices import Opcode
+from tent_transport.dispatch import TransferRequest
+from tent_transport.engine import EngineOptions, SyncEngine
+from tent_transport.errors import TransferFailed
+from tent_transport.segments import Access
+
+from tent_credit import BackpressureSource, CreditResource
+from tent_sched import TaskStatus
+
+BLOCK = 64 << 10
+
+
+def _pair(mode: str, *, slots: int, metrics_port: int | None = None):
+    config = load_engine_config(credit_config(mode, slots=slots, block=BLOCK, batch=1))
+    rx = SyncEngine(
+        config,
+        EngineOptions(
+            peer_id=2,
+            identity=PskIdentity(local_peer=2, keys={1: KEY}),
+            metrics_port=metrics_port,
+        ),
+    )
+    tx = SyncEngine(
+        config, EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}))
+    )
+    host, port = rx.start()
+    tx.start()
+    peer = tx.connect(host, port)
+    return rx, tx, peer
+
+
+def _write(peer: int, segment: int, offset: int, data: bytes) -> TransferRequest:
+    return TransferRequest(
+        opcode=Opcode.WRITE,
+        local=data,
+        peer=peer,
+        remote_segment=segment,
+        remote_offset=offset,
+        length=len(data),
+    )
+
+
+def test_credit_stall_keeps_handles_pending_with_backpressure_until_release() -> None:
+    rx, tx, peer = _pair("required", slots=2)
+    try:
+        memory = bytearray(8 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        blocks = [os.urandom(BLOCK) for _ in range(4)]
+        handles = [
+            tx.submit_nowait([_write(peer, segment.segment_id, i * BLOCK, b)])
+            for i, b in enumerate(blocks)
+        ]
+        landed = [rx.next_landed(10), rx.next_landed(10)]  # the receiver's two slots
+        stalled = handles[2].wait(0.3)
+        assert stalled.pending  # a stall is not an error, and not a hang
+        assert stalled.backpressure is not None
+        assert stalled.backpressure.source is BackpressureSource.RECEIVER_CREDIT
+        assert CreditResource.DATA_BYTES in stalled.backpressure.exhausted
+        info = tx.pressure(peer)  # the connector's non-blocking query
+        assert info is not None and info.source is BackpressureSource.RECEIVER_CREDIT
+        for event in landed:
+            assert rx.release(event)
+        for _ in range(2):
+            rx.release(rx.next_landed(10))
+        for handle, block, offset in zip(handles, blocks, range(0, 4 * BLOCK, BLOCK), strict=True):
+            assert handle.result(10).status is TaskStatus.COMPLETED
+            assert memory[offset : offset + BLOCK] == block
+        assert tx.pressure(peer) is None
+        outstanding = rx.engine.credit.allocator.statistics().outstanding  # type: ignore[union-attr]
+        assert set(outstanding.values()) == {0}
+    finally:
+        tx.close()
+        rx.close()
+
+
+def test_read_and_a_write_outside_the_exposure_fail_typed() -> None:
+    rx, tx, peer = _pair("disabled", slots=4)
+    try:
+        memory = bytearray(os.urandom(4 * BLOCK))
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, 2 * BLOCK, Access.READ | Access.WRITE)
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        local = bytearray(BLOCK)
+        read = TransferRequest(
+            opcode=Opcode.READ,
+            local=local,
+            peer=peer,
+            remote_segment=segment.segment_id,
+            remote_offset=BLOCK,
+            length=BLOCK,
+        )
+        assert tx.submit([read]).result(10).status is TaskStatus.COMPLETED
+        assert local == memory[BLOCK : 2 * BLOCK]
+        outside = _write(peer, segment.segment_id, 3 * BLOCK, b"x" * BLOCK)
+        with pytest.raises(TransferFailed) as failure:
+            tx.submit([outside]).result(10)
+        assert failure.value.status == "failed"
+        assert rx.engine.quarantined() == (1,)
+    finally:
+        tx.close()
+        rx.close()
+
+
+def test_metrics_are_served_over_http_from_real_completions() -> None:
+    (port,) = free_ports(1)
+    rx, tx, peer = _pair("required", slots=4, metrics_port=port)
+    try:
+        memory = bytearray(4 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        deadline = time.monotonic_ns() + 10**10
+        request = TransferRequest(
+            opcode=Opcode.WRITE,
+            local=os.urandom(BLOCK),
+            peer=peer,
+            remote_segment=segment.segment_id,
+            remote_offset=0,
+            length=BLOCK,
+            deadline_ns=deadline,
+        )
+        tx.submit([request]).result(10)
+        rx.release(rx.next_landed(10))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+        assert "tent_credit_" in text  # the receiver's allocator is exported
+        assert 'tent_transport_receiver_writes_total{outcome="landed"} 1.0' in text
+        sender_text = tx.engine.registry  # the sender's deadline histogram saw the write
+        from prometheus_client import generate_latest
+
+        assert b"tent_deadline_mlu_permille_count 1.0" in generate_latest(sender_text)
+    finally:
+        tx.close()
+        rx.close()
+
+
+def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:
+    rx, tx, peer = _pair("required", slots=4)
+    try:
+        memory = bytearray(4 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        first = tx.wait_regions(peer, lambda d: bool(d.regions))
+        tx.submit([_write(peer, segment.segment_id, 0, b"a" * BLOCK)]).result(10)
+        rx.release(rx.next_landed(10))
+        # the network drops the data connection (the control connection stays up)
+        tx._call(tx.engine.rails[0]._peers[peer].close)
+
+        def new_session() -> bool:
+            ps = rx.engine.control.session_of(1)
+            return ps is not None and ps.session != first.session
+
+        for _ in range(1000):  # bounded: the sender restarts its session
+            if rx._call(new_session):
+                break
+            time.sleep(0.01)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: d.session != first.session and bool(d.regions))
+        data = os.urandom(BLOCK)
+        assert (
+            tx.submit([_write(peer, segment.segment_id, BLOCK, data)]).result(10).status
+            is TaskStatus.COMPLETED
+        )
+        assert memory[BLOCK : 2 * BLOCK] == data
+    finally:
+        tx.close()
+        rx.close()

@@ -1,0 +1,328 @@
+"""The TCP data device in one process: binding, admission before memory, integrity, READ."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+
+import pytest
+from net_helpers import run, until
+from tent_transport.control import BIND, CHALLENGE_BYTES, data_bind_proof
+from tent_transport.devices import Opcode, SliceRequest, SliceStatus, WriteLease
+from tent_transport.devices.tcp import (
+    ACK,
+    Ack,
+    AckStatus,
+    Flags,
+    Request,
+    TcpDataServer,
+    TcpRail,
+    WireOpcode,
+    checksum,
+)
+from tent_transport.segments import Access, SegmentTable
+
+KEY = os.urandom(32)
+SENDER, SESSION = 1, 5
+
+
+class Plane:
+    """A receiver's decisions, recorded."""
+
+    def __init__(self, *, admit: str | None = None) -> None:
+        self.admit_reason = admit
+        self.quarantine: set[int] = set()
+        self.landed_log: list[Request] = []
+        self.aborted_log: list[tuple[Request, str]] = []
+        self.refusals: list[str] = []
+        self.admitted = 0
+
+    def bound_session(self, peer: int) -> tuple[int, bytes] | None:
+        return (SESSION, KEY) if peer == SENDER else None
+
+    def quarantined(self, peer: int) -> bool:
+        return peer in self.quarantine
+
+    def admit(self, peer: int, session: int, request: Request) -> str | None:
+        self.admitted += 1
+        return self.admit_reason
+
+    def refused(self, peer: int, session: int, request: Request | None, reason: str) -> None:
+        self.refusals.append(reason)
+        self.quarantine.add(peer)
+
+    def landed(self, peer: int, session: int, request: Request) -> None:
+        self.landed_log.append(request)
+
+    def aborted(self, peer: int, session: int, request: Request, reason: str) -> None:
+        self.aborted_log.append((request, reason))
+
+
+async def _setup(
+    plane: Plane, size: int = 1 << 16
+) -> tuple[TcpDataServer, TcpRail, bytearray, int, int]:
+    table = SegmentTable()
+    memory = bytearray(size)
+    segment = table.register(memory)
+    table.expose(
+        SENDER,
+        SESSION,
+        segment_id=segment.segment_id,
+        offset=0,
+        length=size // 2,
+        access=Access.WRITE | Access.READ,
+    )
+    server = TcpDataServer(rail=0, segments=table, plane=plane)
+    host, port = await server.listen("127.0.0.1", 0)
+    rail = TcpRail("tcp0")
+    await rail.attach(SENDER + 100, host, port, local_peer=SENDER, session=SESSION, data_key=KEY)
+    return server, rail, memory, segment.segment_id, port
+
+
+def _write(wr_id: int, data: bytes, segment: int, offset: int, lease: WriteLease | None = None):
+    return SliceRequest(
+        wr_id=wr_id,
+        opcode=Opcode.WRITE,
+        peer=SENDER + 100,
+        local=memoryview(data),
+        remote_segment=segment,
+        remote_offset=offset,
+        length=len(data),
+        lease=lease,
+        write_id=wr_id,
+    )
+
+
+async def _completions(rail: TcpRail, n: int) -> list:
+    out: list = []
+
+    def more() -> bool:
+        out.extend(rail.poll(64, 0))
+        return len(out) >= n
+
+    await until(more, what=f"{n} completions")
+    return out
+
+
+def test_writes_land_in_place_and_complete_in_order() -> None:
+    async def scenario() -> None:
+        plane = Plane()
+        server, rail, memory, seg, _ = await _setup(plane)
+        blobs = [os.urandom(1000 + i) for i in range(5)]
+        offsets = [i * 4096 for i in range(5)]
+        lease = WriteLease(session=9, epoch=1, qos_class=0, charge=((1, 1000), (2, 1)))
+        rail.post(
+            [
+                _write(i, b, seg, o, lease)
+                for i, (b, o) in enumerate(zip(blobs, offsets, strict=True))
+            ],
+            0,
+        )
+        done = await _completions(rail, 5)
+        assert [c.wr_id for c in done] == [0, 1, 2, 3, 4]
+        assert all(c.status is SliceStatus.SUCCESS for c in done)
+        for blob, offset in zip(blobs, offsets, strict=True):
+            assert memory[offset : offset + len(blob)] == blob
+        assert plane.admitted == 5  # every credited write was admitted first
+        assert plane.landed_log[0].flags & Flags.CREDITED
+        assert plane.landed_log[0].charge == (1000, 1, 0, 0)
+        rail.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_read_lands_in_the_local_buffer() -> None:
+    async def scenario() -> None:
+        server, rail, memory, seg, _ = await _setup(Plane())
+        memory[100:200] = os.urandom(100)
+        local = bytearray(100)
+        rail.post(
+            [
+                SliceRequest(
+                    wr_id=7,
+                    opcode=Opcode.READ,
+                    peer=SENDER + 100,
+                    local=memoryview(local),
+                    remote_segment=seg,
+                    remote_offset=100,
+                    length=100,
+                )
+            ],
+            0,
+        )
+        (done,) = await _completions(rail, 1)
+        assert done.status is SliceStatus.SUCCESS
+        assert local == memory[100:200]
+        rail.close()
+        await server.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("offset", "admit", "status"),
+    [
+        (1 << 15, None, SliceStatus.REMOTE_ACCESS_ERROR),  # beyond the exposed half
+        (0, "over credit", SliceStatus.WRITE_REFUSED),  # inside the region, over the lease
+    ],
+    ids=["outside-region", "over-credit"],
+)
+def test_lying_write_is_refused_before_memory_and_quarantined(
+    offset: int, admit: str | None, status: SliceStatus
+) -> None:
+    async def scenario() -> None:
+        plane = Plane(admit=admit)
+        server, rail, memory, seg, _ = await _setup(plane)
+        before = bytes(memory)
+        rail.post([_write(1, b"\xff" * 512, seg, offset), _write(2, b"\xee" * 8, seg, 0)], 0)
+        done = await _completions(rail, 2)
+        assert done[0].status is status
+        assert done[1].status is SliceStatus.FLUSHED  # the connection was closed behind it
+        assert bytes(memory) == before  # not one byte touched
+        assert plane.quarantine == {SENDER}
+        assert plane.landed_log == []
+        # quarantined: a new data connection of the sender is refused at the bind
+        with pytest.raises(Exception):  # noqa: B017 - closed during or right after the bind
+            await rail.attach(
+                SENDER + 100,
+                "127.0.0.1",
+                server.address[1],
+                local_peer=SENDER,
+                session=SESSION,
+                data_key=KEY,
+            )
+            rail.post([_write(3, b"x", seg, 0)], 0)
+            (late,) = await _completions(rail, 1)
+            raise ConnectionError(late.status)
+        assert bytes(memory) == before
+        rail.close()
+        await server.close()
+
+    run(scenario())
+
+
+def _raw_connect(port: int) -> tuple[socket.socket, bytes]:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    challenge = b""
+    while len(challenge) < CHALLENGE_BYTES:
+        challenge += sock.recv(CHALLENGE_BYTES - len(challenge))
+    return sock, challenge
+
+
+def _recv_upto(sock: socket.socket, n: int) -> bytes:
+    """Up to ``n`` bytes, fewer if the peer closes (a reset counts as a close)."""
+    out = b""
+    try:
+        while len(out) < n and (chunk := sock.recv(n - len(out))):
+            out += chunk
+    except ConnectionResetError:
+        pass
+    sock.close()
+    return out
+
+
+def test_unbound_data_connection_is_closed_before_any_header_is_read() -> None:
+    async def scenario() -> None:
+        plane = Plane()
+        server, rail, memory, seg, port = await _setup(plane)
+        before = bytes(memory)
+        payload = b"\xaa" * 64
+        header = Request(
+            opcode=WireOpcode.WRITE,
+            flags=Flags.NONE,
+            qos_class=0,
+            write_id=1,
+            request=1,
+            segment=seg,
+            offset=0,
+            length=64,
+            session=SESSION,
+            lease_session=0,
+            epoch=0,
+            checksum=checksum(payload),
+            charge=(0, 0, 0, 0),
+        ).pack()
+
+        def attack(proof_key: bytes) -> bytes:
+            sock, challenge = _raw_connect(port)
+            bind = data_bind_proof(proof_key, challenge, SENDER, 0)
+            sock.sendall(bind + header + payload)
+            return _recv_upto(sock, ACK.size)
+
+        # a valid header sent without a valid bind (wrong key): closed, no ack, nothing written
+        answer = await asyncio.to_thread(attack, os.urandom(32))
+        assert answer == b""
+        assert bytes(memory) == before
+        assert server.statistics().binds_refused == 1
+        # the same bytes with the session's key land (the test can tell the difference)
+        answer = await asyncio.to_thread(attack, KEY)
+        assert Ack.unpack(answer[: ACK.size]).status is AckStatus.OK  # type: ignore[union-attr]
+        assert memory[:64] == payload
+        assert BIND.size == len(data_bind_proof(KEY, b"c" * 32, 1, 0))
+        rail.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_checksum_mismatch_fails_the_write() -> None:
+    async def scenario() -> None:
+        plane = Plane()
+        server, rail, _memory, seg, port = await _setup(plane)
+        payload = b"\x01" * 128
+
+        def send() -> bytes:
+            sock, challenge = _raw_connect(port)
+            sock.sendall(data_bind_proof(KEY, challenge, SENDER, 0))
+            sock.sendall(
+                Request(
+                    opcode=WireOpcode.WRITE,
+                    flags=Flags.NONE,
+                    qos_class=0,
+                    write_id=1,
+                    request=9,
+                    segment=seg,
+                    offset=0,
+                    length=128,
+                    session=SESSION,
+                    lease_session=0,
+                    epoch=0,
+                    checksum=checksum(payload) ^ 1,
+                    charge=(0, 0, 0, 0),
+                ).pack()
+                + payload
+            )
+            data = b""
+            while len(data) < ACK.size:
+                data += sock.recv(ACK.size - len(data))
+            sock.close()
+            return data
+
+        ack = Ack.unpack(await asyncio.to_thread(send))
+        assert ack is not None and ack.status is AckStatus.INTEGRITY and ack.request == 9
+        assert plane.landed_log == [] and plane.aborted_log[0][1] == "checksum mismatch"
+        rail.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_retire_closes_the_sessions_connections_and_flushes_the_sender() -> None:
+    async def scenario() -> None:
+        server, rail, _memory, _seg, _ = await _setup(Plane())
+        assert server.connections(SENDER, SESSION) == 1 or await _bound(server)
+        await server.retire(SENDER, SESSION)
+        assert server.connections(SENDER, SESSION) == 0
+        await until(lambda: not rail.ready(SENDER + 100), what="sender sees the close")
+        assert rail.post_budget(SENDER + 100) == 0
+        rail.close()
+        await server.close()
+
+    run(scenario())
+
+
+async def _bound(server: TcpDataServer) -> bool:
+    await until(lambda: server.connections(SENDER, SESSION) == 1, what="bind")
+    return True

@@ -1,0 +1,93 @@
+"""What the control server and client share: timers, counters, identities."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from tent_credit import EndpointEvent
+from tent_credit.testing import FaultyChannel
+
+from ._handshake import PskIdentity, TlsIdentity
+
+__all__ = ["FaultFactory", "Identity", "ServiceStatistics"]
+
+Identity = PskIdentity | TlsIdentity
+FaultFactory = Callable[[int], FaultyChannel | None]
+"""``faults(peer)``: the fault channel for frames sent to ``peer`` (``None``: no faults)."""
+
+
+class _Timer:
+    """One re-armable loop timer at an endpoint's ``get_timer()`` (monotonic ns)."""
+
+    def __init__(self, fire: Callable[[], None]) -> None:
+        self._fire = fire
+        self._handle: asyncio.TimerHandle | None = None
+        self._when: int | None = None
+
+    def arm(self, when_ns: int | None, now_ns: int) -> None:
+        if when_ns == self._when and self._handle is not None:
+            return
+        self.cancel()
+        if when_ns is None:
+            return
+        self._when = when_ns
+        delay = max(0.0, (when_ns - now_ns) / 1e9)
+        self._handle = asyncio.get_running_loop().call_later(delay, self._run)
+
+    def _run(self) -> None:
+        self._handle = None
+        self._when = None
+        self._fire()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = None
+        self._when = None
+
+
+@attrs.frozen(kw_only=True)
+class ServiceStatistics:
+    connections_accepted: int
+    handshakes_failed: int
+    reconnects: int
+    protocol_violations: int
+    unsupported_frames: int
+    fences_completed: int
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.handshakes_failed = 0
+        self.reconnects = 0
+        self.violations = 0
+        self.unsupported = 0
+        self.fences_completed = 0
+
+    def snapshot(self) -> ServiceStatistics:
+        return ServiceStatistics(
+            connections_accepted=self.accepted,
+            handshakes_failed=self.handshakes_failed,
+            reconnects=self.reconnects,
+            protocol_violations=self.violations,
+            unsupported_frames=self.unsupported,
+            fences_completed=self.fences_completed,
+        )
+
+
+def _count_violations(counters: _Counters, events: Sequence[EndpointEvent]) -> None:
+    counters.violations += sum(1 for e in events if e.kind == "protocol_violation")
+
+
+async def _open_stream(
+    host: str, port: int, identity: Identity
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    if isinstance(identity, TlsIdentity):
+        return await asyncio.open_connection(
+            host, port, ssl=identity.client_context, server_hostname=None
+        )
+    return await asyncio.open_connection(host, port)

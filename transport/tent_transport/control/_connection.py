@@ -1,0 +1,210 @@
+"""One authenticated control connection: a reader task, a bounded non-blocking publisher.
+
+Control never waits on data (TRANSPORT rule 1): a control connection is its own socket with its
+own tasks, marked ``SO_PRIORITY`` (a ``prio`` qdisc on a shared rail serves it first), and its
+publisher never blocks: :meth:`ControlConnection.publish` queues at most ``max_queued`` frames
+and refuses the rest (counted). Refusing is safe because every credit message is cumulative: the
+next one carries everything a refused one did (DESIGN "Protocol decisions"), exactly like a loss
+on the control channel, which the model checker covers.
+
+With ``faults`` (a :class:`tent_credit.testing.FaultyChannel`) every published frame passes
+through the channel, which may drop, duplicate, delay or reorder it, before it reaches the
+socket: the fault injection of the control path is the library's one channel, not a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import socket
+import time
+from collections.abc import Callable
+
+import attrs
+
+from tent_credit.errors import TooManyRequests
+from tent_credit.testing import FaultyChannel
+
+from ._errors import FrameError
+from ._frames import FrameDecoder, FrameKind, encode_frame
+from ._handshake import AuthenticatedPeer
+
+__all__ = ["CONTROL_SO_PRIORITY", "ControlConnection", "ControlStatistics", "tune_socket"]
+
+CONTROL_SO_PRIORITY = 6
+"""The highest ``SO_PRIORITY`` an unprivileged socket may set; data sockets keep 0."""
+
+_READ_CHUNK = 64 * 1024
+
+
+def tune_socket(writer: asyncio.StreamWriter | asyncio.BaseTransport, priority: int) -> None:
+    """``TCP_NODELAY`` and ``SO_PRIORITY`` on the connection's socket (where the OS has them)."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if hasattr(socket, "SO_PRIORITY"):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, priority)
+
+
+@attrs.frozen(kw_only=True)
+class ControlStatistics:
+    """Counters of one control connection."""
+
+    frames_received: int
+    frames_sent: int
+    frames_refused: int
+    """Publishes refused because the bounded queue (or the fault channel) was full."""
+    queued: int
+
+
+class ControlConnection:
+    """Frames in, frames out, for one authenticated peer.
+
+    ``on_frame(kind, payload)`` runs in the loop for every complete frame, in order; a
+    :class:`FrameError` (bad length or kind) closes the connection. ``on_closed()`` runs once,
+    whatever closed it. Not thread-safe: use it from its event loop only.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: AuthenticatedPeer,
+        *,
+        on_frame: Callable[[FrameKind, bytes], None],
+        on_closed: Callable[[], None],
+        max_queued: int = 256,
+        faults: FaultyChannel | None = None,
+    ) -> None:
+        if max_queued < 1:
+            raise ValueError("max_queued must be at least 1")
+        self._reader = reader
+        self._writer = writer
+        self.peer = peer
+        self._on_frame = on_frame
+        self._on_closed = on_closed
+        self._max_queued = max_queued
+        self._faults = faults
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._wake = asyncio.Event()
+        self._fault_timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._received = 0
+        self._sent = 0
+        self._refused = 0
+        self.close_reason = ""
+        tune_socket(writer, CONTROL_SO_PRIORITY)
+
+    def start(self) -> None:
+        """Start the reader and writer tasks."""
+        self._tasks = [
+            asyncio.ensure_future(self._read_loop()),
+            asyncio.ensure_future(self._write_loop()),
+        ]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def publish(self, kind: FrameKind, payload: bytes) -> bool:
+        """Queue one frame without blocking; ``False`` (counted) when closed or full.
+
+        Raises :class:`FrameError` for a payload over its kind's bound (a local bug)."""
+        if self._closed:
+            return False
+        frame = encode_frame(kind, payload)
+        if self._faults is not None and kind is FrameKind.CREDIT:
+            # only credit messages pass the fault channel: the protocol tolerates their loss,
+            # duplication and reordering; the bootstrap and descriptors ride the plain stream
+            try:
+                self._faults.send(frame, time.monotonic_ns())
+            except TooManyRequests:
+                self._refused += 1
+                return False
+            self._pump_faults()
+            return True
+        if len(self._queue) >= self._max_queued:
+            self._refused += 1
+            return False
+        self._queue.append(frame)
+        self._wake.set()
+        return True
+
+    def _pump_faults(self) -> None:
+        # move what the channel delivers now to the socket queue; re-arm for the next due one
+        assert self._faults is not None
+        if self._closed:
+            return
+        for frame in self._faults.deliver(time.monotonic_ns()):
+            self._queue.append(frame)
+            self._wake.set()
+        due = self._faults.next_due_ns()
+        if self._fault_timer is not None:
+            self._fault_timer.cancel()
+            self._fault_timer = None
+        if due is not None:
+            delay = max(0.0, (due - time.monotonic_ns()) / 1e9)
+            self._fault_timer = asyncio.get_running_loop().call_later(delay, self._pump_faults)
+
+    async def _write_loop(self) -> None:
+        try:
+            while not self._closed:
+                await self._wake.wait()
+                self._wake.clear()
+                if not self._queue:
+                    continue
+                batch = b"".join(self._queue)
+                self._sent += len(self._queue)
+                self._queue.clear()
+                self._writer.write(batch)
+                await self._writer.drain()
+        except (ConnectionError, OSError) as exc:
+            self.close(f"write failed: {exc}")
+
+    async def _read_loop(self) -> None:
+        decoder = FrameDecoder()
+        try:
+            while not self._closed:
+                data = await self._reader.read(_READ_CHUNK)
+                if not data:
+                    self.close("closed by the peer")
+                    return
+                for kind, payload in decoder.feed(data):
+                    self._received += 1
+                    self._on_frame(kind, payload)
+                    if self.closed:  # a handler may close it (property: re-read every time)
+                        return
+        except FrameError as exc:
+            self.close(f"frame error: {exc}")
+        except (ConnectionError, OSError) as exc:
+            self.close(f"read failed: {exc}")
+
+    def close(self, reason: str = "closed locally") -> None:
+        """Close the socket and stop the tasks; ``on_closed`` runs once. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.close_reason = reason
+        if self._fault_timer is not None:
+            self._fault_timer.cancel()
+        self._wake.set()
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        self._on_closed()
+
+    def statistics(self) -> ControlStatistics:
+        return ControlStatistics(
+            frames_received=self._received,
+            frames_sent=self._sent,
+            frames_refused=self._refused,
+            queued=len(self._queue),
+        )

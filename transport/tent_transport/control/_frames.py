@@ -1,0 +1,103 @@
+"""Length-prefixed control frames (sans-IO): ``[u32 length][u8 kind][payload]``.
+
+``length`` counts the kind byte and the payload. The decoder reads the five header bytes, checks
+the length against the kind's bound and only then waits for (and buffers) the payload, so a peer
+cannot make it allocate more than ``max bound + 5`` bytes (TRANSPORT rule 3: every length is
+bounded before anything is allocated). Payloads are CBOR: the credit messages of
+``tent_credit``'s codec (kind CREDIT) and the transport's own messages (``_messages.py``).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from tent_credit import MAX_MESSAGE_BYTES
+
+from ._errors import FrameError
+
+__all__ = ["FRAME_BOUNDS", "FrameDecoder", "FrameKind", "encode_frame"]
+
+_HEADER = struct.Struct("!IB")
+
+
+class FrameKind(enum.IntEnum):
+    """What a control frame carries."""
+
+    CREDIT = 1
+    """A ``tent_credit`` control message (fed to the sans-IO endpoint as is)."""
+    SESSION = 2
+    """Receiver → sender: the receiver's transport session (rails to open data connections to)."""
+    DESCRIPTORS = 3
+    """Receiver → sender: the segment descriptors of the regions exposed to this sender."""
+
+
+FRAME_BOUNDS: Mapping[FrameKind, int] = MappingProxyType(
+    {
+        FrameKind.CREDIT: MAX_MESSAGE_BYTES,
+        FrameKind.SESSION: 4096,
+        FrameKind.DESCRIPTORS: 256 * 1024,
+    }
+)
+"""Largest payload accepted per kind (bytes)."""
+
+
+def encode_frame(kind: FrameKind, payload: bytes) -> bytes:
+    """One frame. Raises :class:`FrameError` if ``payload`` exceeds its kind's bound (we never
+    send what the peer must refuse)."""
+    bound = FRAME_BOUNDS[kind]
+    if len(payload) > bound:
+        raise FrameError(f"{kind.name} payload of {len(payload)} bytes exceeds {bound}")
+    return _HEADER.pack(len(payload) + 1, int(kind)) + payload
+
+
+class FrameDecoder:
+    """Cuts a byte stream into frames. Not thread-safe; one per connection.
+
+    :meth:`feed` returns the complete frames so far. A length of 0, an unknown kind or a length
+    over the kind's bound raises :class:`FrameError`; the decoder is then poisoned (every later
+    call raises too), because the stream position is lost and the connection must be closed.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._need: tuple[FrameKind, int] | None = None  # the header read, payload pending
+        self._failed: str | None = None
+
+    def feed(self, data: bytes) -> list[tuple[FrameKind, bytes]]:
+        if self._failed is not None:
+            raise FrameError(self._failed)
+        self._buffer += data
+        frames: list[tuple[FrameKind, bytes]] = []
+        while True:
+            if self._need is None:
+                if len(self._buffer) < _HEADER.size:
+                    return frames
+                length, raw_kind = _HEADER.unpack_from(self._buffer)
+                self._need = self._check(length, raw_kind)
+                del self._buffer[: _HEADER.size]
+            kind, size = self._need
+            if len(self._buffer) < size:
+                return frames
+            frames.append((kind, bytes(self._buffer[:size])))
+            del self._buffer[:size]
+            self._need = None
+
+    def _check(self, length: int, raw_kind: int) -> tuple[FrameKind, int]:
+        try:
+            kind = FrameKind(raw_kind)
+        except ValueError:
+            self._failed = f"unknown frame kind {raw_kind}"
+            raise FrameError(self._failed) from None
+        if length < 1 or length - 1 > FRAME_BOUNDS[kind]:
+            bound = FRAME_BOUNDS[kind] + 1
+            self._failed = f"{kind.name} frame length {length} outside [1, {bound}]"
+            raise FrameError(self._failed)
+        return kind, length - 1
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame (bounded by the largest kind bound + 5)."""
+        return len(self._buffer)

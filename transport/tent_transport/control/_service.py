@@ -1,0 +1,275 @@
+"""The control service: pumps the sans-IO credit endpoints over authenticated connections.
+
+The driver is aioquic's shape (TRANSPORT "Layers"): feed each received frame into the endpoint,
+send what it queues, re-arm ``get_timer()``. One control connection per (sender, receiver)
+pair, opened by the sender (:class:`ControlClient`) to the receiver (:class:`ControlServer`).
+
+Lifecycle and fencing (TRANSPORT "Leases"):
+
+1. The handshake binds the peer id (``_handshake``); the receiver then numbers the connection
+   (its transport *session*), ``accept``\\ s the sender's credit key (a new epoch: a previous one
+   of that sender becomes FENCING) and sends the bootstrap (rails, credit versions).
+2. The sender calls ``connect`` (first connection) or ``reconnect`` on its endpoint, which
+   offers its versions; activation and grants follow as CREDIT frames.
+3. Disconnect: the sender's endpoint goes STALE (``disconnect``) and the client reconnects
+   with a bounded back-off; the receiver fences the epoch (``CreditReceiver.disconnect``).
+4. A fenced epoch's capacity comes back only through ``fence_complete``, called exactly when no
+   byte of the old session can still land: after the receiver's hook ``retire_session`` has
+   closed that session's data connections and they have finished (no payload in flight).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
+
+import attrs
+
+from tent_credit import CreditReceiver, ReceiverEndpoint
+from tent_credit.errors import CreditError
+
+from ._bootstrap import SessionBootstrap
+from ._common import (
+    FaultFactory,
+    Identity,
+    ServiceStatistics,
+    _count_violations,
+    _Counters,
+    _Timer,
+)
+from ._connection import ControlConnection
+from ._errors import HandshakeFailed
+from ._frames import FrameKind
+from ._handshake import AuthenticatedPeer, TlsIdentity, server_handshake
+
+__all__ = ["ControlServer", "PeerSession", "ReceiverHooks"]
+
+# --------------------------------------------------------------------------- receiver side
+
+
+@attrs.define(eq=False)
+class PeerSession:
+    """One sender's control connection at the receiver."""
+
+    peer: int
+    session: int
+    data_key: bytes = attrs.field(repr=False)
+    connection: ControlConnection
+    endpoint: ReceiverEndpoint | None
+    epoch: int
+    current: bool = True
+    retiring: bool = False
+
+
+class ReceiverHooks(Protocol):
+    def session_opened(self, session: PeerSession) -> None:
+        """A sender's new session is live (publish its descriptors, accept its data binds)."""
+
+    def retire_session(self, peer: int, session: int) -> Awaitable[None]:
+        """Close the session's data connections and revoke its exposures; resolve once no byte
+        of it can still land."""
+
+    def admit_peer(self, peer: int) -> bool:
+        """Whether an authenticated peer may open a session (``False``: quarantined)."""
+
+
+class ControlServer:
+    """The receiver's control listener (one :class:`PeerSession` per connected sender).
+
+    ``credit`` is the receiver's :class:`CreditReceiver` (``None``: credit disabled, CREDIT
+    frames are ignored and counted). ``rails`` is called for the data listeners' addresses when a
+    bootstrap is sent.
+    """
+
+    def __init__(
+        self,
+        identity: Identity,
+        *,
+        credit: CreditReceiver | None,
+        rails: Callable[[], Sequence[tuple[str, int]]],
+        hooks: ReceiverHooks,
+        qos_class: int = 0,
+        faults: FaultFactory | None = None,
+        handshake_timeout_s: float = 5.0,
+        max_queued: int = 256,
+        clock: Callable[[], int] = time.monotonic_ns,
+    ) -> None:
+        self._identity = identity
+        self._credit = credit
+        self._rails = rails
+        self._hooks = hooks
+        self._qos = qos_class
+        self._faults = faults
+        self._timeout = handshake_timeout_s
+        self._max_queued = max_queued
+        self._clock = clock
+        self._sessions: dict[int, PeerSession] = {}
+        # session numbers grow across restarts too (microseconds of wall clock at start), so
+        # a sender tells a restarted receiver's session from the one it lost
+        self._ids = itertools.count(max(1, time.time_ns() // 1000))
+        self._server: asyncio.Server | None = None
+        self._timer = _Timer(self.flush)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._counters = _Counters()
+
+    async def listen(self, host: str, port: int) -> tuple[str, int]:
+        """Start listening; returns the bound address."""
+        ssl_ctx = self._identity.server_context if isinstance(self._identity, TlsIdentity) else None
+        self._server = await asyncio.start_server(self._on_connect, host, port, ssl=ssl_ctx)
+        sockname = self._server.sockets[0].getsockname()
+        return str(sockname[0]), int(sockname[1])
+
+    def session_of(self, peer: int) -> PeerSession | None:
+        """The peer's current (live) session, or ``None``."""
+        ps = self._sessions.get(peer)
+        return ps if ps is not None and ps.current else None
+
+    def sessions(self) -> tuple[PeerSession, ...]:
+        return tuple(ps for ps in self._sessions.values() if ps.current)
+
+    def statistics(self) -> ServiceStatistics:
+        return self._counters.snapshot()
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            auth = await asyncio.wait_for(
+                server_handshake(reader, writer, self._identity), self._timeout
+            )
+        except (HandshakeFailed, TimeoutError, ConnectionError, OSError):
+            # rule 3: closed before any frame of it is decoded
+            self._counters.handshakes_failed += 1
+            writer.close()
+            return
+        if not self._hooks.admit_peer(auth.peer):
+            self._counters.handshakes_failed += 1
+            writer.close()
+            return
+        self._counters.accepted += 1
+        self._open(reader, writer, auth)
+
+    def _open(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, auth: AuthenticatedPeer
+    ) -> None:
+        peer = auth.peer
+        old = self._sessions.get(peer)
+        endpoint = None
+        epoch = 0
+        if self._credit is not None:
+            try:
+                endpoint = self._credit.accept(peer, self._qos)
+            except CreditError:
+                self._counters.violations += 1  # e.g. more keys than configured
+                writer.close()
+                return
+            epoch = endpoint.epoch
+        holder: list[PeerSession] = []
+        connection = ControlConnection(
+            reader,
+            writer,
+            auth,
+            on_frame=lambda kind, payload: self._on_frame(holder[0], kind, payload),
+            on_closed=lambda: self._on_closed(holder[0]),
+            max_queued=self._max_queued,
+            faults=None if self._faults is None else self._faults(peer),
+        )
+        ps = PeerSession(
+            peer=peer,
+            session=next(self._ids),
+            data_key=auth.data_key,
+            connection=connection,
+            endpoint=endpoint,
+            epoch=epoch,
+        )
+        holder.append(ps)
+        self._sessions[peer] = ps
+        if old is not None and old.current:
+            # a reconnect while the old connection still looked alive (a sender restart):
+            # accept() fenced the old epoch already
+            old.current = False
+            old.connection.close("superseded by a new connection")
+            self._retire(old, fenced_epoch=old.epoch)
+        bootstrap = SessionBootstrap(
+            session=ps.session,
+            credit_versions=() if self._credit is None else self._credit.versions,
+            rails=tuple(self._rails()),
+        )
+        connection.publish(FrameKind.SESSION, bootstrap.encode())
+        connection.start()
+        self._hooks.session_opened(ps)
+        self.flush()
+
+    def _on_frame(self, ps: PeerSession, kind: FrameKind, payload: bytes) -> None:
+        if kind is not FrameKind.CREDIT:
+            self._counters.violations += 1  # a sender sends credit frames only
+            ps.connection.close(f"a sender does not send {kind.name} frames")
+            return
+        if ps.endpoint is None:
+            self._counters.unsupported += 1  # credit disabled here: an old peer ignores them
+            return
+        if ps.endpoint.closed:
+            return
+        events = ps.endpoint.receive_message(payload, self._clock())
+        _count_violations(self._counters, events)
+        self.flush()
+
+    def _on_closed(self, ps: PeerSession) -> None:
+        if not ps.current:
+            return  # superseded: its retirement is already under way
+        ps.current = False
+        if self._credit is not None and ps.endpoint is not None and not ps.endpoint.closed:
+            self._credit.disconnect(ps.peer, self._qos)
+        self._retire(ps, fenced_epoch=ps.epoch)
+
+    def _retire(self, ps: PeerSession, *, fenced_epoch: int) -> None:
+        if ps.retiring:
+            return
+        ps.retiring = True
+
+        async def retire() -> None:
+            await self._hooks.retire_session(ps.peer, ps.session)
+            # TRANSPORT "Leases": only now can no byte of the old session land
+            if self._credit is not None and fenced_epoch:
+                with contextlib.suppress(CreditError):
+                    self._credit.fence_complete(ps.peer, self._qos, fenced_epoch)
+                    self._counters.fences_completed += 1
+                self.flush()
+
+        self._spawn(retire())
+
+    def flush(self) -> None:
+        """Send what the endpoints queued; re-arm the refresh timer."""
+        if self._credit is None:
+            return
+        now = self._clock()
+        # only the endpoints of our connections: the receiver may hold others (the staging
+        # path's in-process endpoint), whose messages are not ours to take
+        timers = []
+        for ps in self._sessions.values():
+            endpoint = ps.endpoint
+            if endpoint is None or not ps.current or endpoint.closed:
+                continue
+            for message in endpoint.messages_to_send(now):
+                ps.connection.publish(FrameKind.CREDIT, message)
+            if (when := endpoint.get_timer()) is not None:
+                timers.append(when)
+        self._timer.arm(min(timers, default=None), now)
+
+    async def close(self) -> None:
+        self._timer.cancel()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+        for ps in list(self._sessions.values()):
+            ps.connection.close("server closing")
+        for task in list(self._tasks):
+            task.cancel()

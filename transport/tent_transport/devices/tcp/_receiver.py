@@ -1,0 +1,413 @@
+"""The receiver side of the TCP data path: bind, admit, land straight into the segment.
+
+Per data connection, in order (TRANSPORT rules 2–4):
+
+1. **Bind.** The listener sends a fresh challenge; the first ``BIND.size`` bytes must prove the
+   connection belongs to the sender's live, authenticated control session
+   (:func:`~tent_transport.control.check_bind`). Anything else closes it before a single header
+   is parsed. A quarantined peer cannot bind.
+2. **Header.** Exactly ``REQUEST.size`` bytes are read into a header buffer (``get_buffer``
+   never offers more, so no payload byte is ever read into it). A malformed header, a length
+   above ``max_write_bytes`` or a session other than the bound one closes the connection.
+3. **Admission, before memory is touched.** The segment table must find the range inside a
+   region exposed to this (peer, session) with the needed access, and a CREDITED write must be
+   admitted by the credit core (:meth:`DataPlane.admit`). A refusal is answered (best effort),
+   the connection closed and the sender quarantined; its payload is never read.
+4. **Payload.** ``get_buffer`` hands asyncio the destination slice of the registered segment
+   itself, so the payload lands with no intermediate copy.
+5. **Verify, acknowledge.** CRC32C of the landed bytes against the header's; a mismatch fails
+   the write (INTEGRITY ack, its charge released by the transport since no consumer will see
+   it). Success is acknowledged and reported to :meth:`DataPlane.landed`.
+
+A connection lost in the middle of a payload reports :meth:`DataPlane.aborted` for that write
+(its bytes may be partial: never announced as landed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import ssl
+from collections.abc import Callable
+from typing import Protocol
+
+import attrs
+
+from ...control import BIND, CHALLENGE_BYTES, check_bind, parse_bind, tune_socket
+from ...control._errors import HandshakeFailed
+from ...segments import Access, SegmentTable
+from ._wire import REQUEST, Ack, AckStatus, Flags, Request, WireOpcode, checksum
+
+__all__ = ["DataPlane", "DataServerStatistics", "TcpDataServer"]
+
+
+class DataPlane(Protocol):
+    """What the receiving engine decides for its data connections (all in the loop thread)."""
+
+    def bound_session(self, peer: int) -> tuple[int, bytes] | None:
+        """``(session, data_key)`` of the peer's live control session, or ``None``."""
+
+    def quarantined(self, peer: int) -> bool: ...
+
+    def admit(self, peer: int, session: int, request: Request) -> str | None:
+        """The credit half of write admission: ``None`` = admitted (counted as landed), else
+        the refusal reason. Never raises for peer-controlled values."""
+
+    def refused(self, peer: int, session: int, request: Request | None, reason: str) -> None:
+        """A peer fault on a data connection: quarantine the sender."""
+
+    def landed(self, peer: int, session: int, request: Request) -> None:
+        """A write's bytes landed and verified."""
+
+    def aborted(self, peer: int, session: int, request: Request, reason: str) -> None:
+        """An admitted write will never land whole (integrity failure, connection lost)."""
+
+    def staging_slot(self, request: Request) -> tuple[int, memoryview] | None:
+        """A staging-pool slot for an admitted staged write (``None``: no staging here)."""
+
+    def staged(
+        self, peer: int, session: int, request: Request, slot: int, finish: Callable[[bool], None]
+    ) -> None:
+        """A staged write landed in ``slot`` and verified: move it to its target, then call
+        ``finish(ok)`` (which sends its acknowledgement, in order)."""
+
+    def staging_free(self, slot: int) -> None:
+        """Give back a slot whose write never landed whole."""
+
+
+@attrs.frozen(kw_only=True)
+class DataServerStatistics:
+    connections: int
+    binds_refused: int
+    writes_landed: int
+    writes_refused: int
+    integrity_errors: int
+    reads_served: int
+    bytes_landed: int
+
+
+class _Stats:
+    def __init__(self) -> None:
+        self.connections = 0
+        self.binds_refused = 0
+        self.landed = 0
+        self.refused = 0
+        self.integrity = 0
+        self.reads = 0
+        self.bytes = 0
+
+
+_BIND, _HEADER, _PAYLOAD, _DEAD = range(4)
+
+
+@attrs.define
+class _Reply:
+    """One acknowledgement in request order (``ack`` ``None``: a staged write still moving)."""
+
+    ack: Ack | None = None
+    payload: memoryview | None = None
+
+
+class _ServerProtocol(asyncio.BufferedProtocol):
+    def __init__(self, server: TcpDataServer) -> None:
+        self._server = server
+        self._state = _BIND
+        self._small = bytearray(max(BIND.size, REQUEST.size))
+        self._filled = 0
+        self._challenge = os.urandom(CHALLENGE_BYTES)
+        self._transport: asyncio.Transport | None = None
+        self.peer = -1
+        self.session = -1
+        self._request: Request | None = None
+        self._dest: memoryview | None = None
+        self._slot: int | None = None  # the staging slot of the write being received
+        # acknowledgements leave in request order; a staged write's waits for its inner move
+        self._acks: collections.deque[_Reply] = collections.deque()
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._bind_timer: asyncio.TimerHandle | None = None
+
+    # --------------------------------------------------------------- asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        tune_socket(transport, 0)
+        self._server._stats.connections += 1
+        transport.write(self._challenge)
+        self._bind_timer = asyncio.get_running_loop().call_later(
+            self._server.bind_timeout_s, self._fail, "bind timed out"
+        )
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._state == _PAYLOAD:
+            assert self._dest is not None
+            return self._dest[self._filled :]
+        need = BIND.size if self._state == _BIND else REQUEST.size
+        if self._state == _DEAD:
+            need = len(self._small)  # drained and ignored after a failure
+            self._filled = 0
+        return memoryview(self._small)[self._filled : need]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._state == _DEAD:
+            return
+        self._filled += nbytes
+        if self._state == _BIND and self._filled == BIND.size:
+            self._filled = 0
+            self._on_bind(bytes(self._small[: BIND.size]))
+        elif self._state == _HEADER and self._filled == REQUEST.size:
+            self._filled = 0
+            self._on_header(bytes(self._small[: REQUEST.size]))
+        elif self._state == _PAYLOAD:
+            assert self._dest is not None
+            if self._filled == len(self._dest):
+                self._filled = 0
+                self._on_payload()
+
+    def eof_received(self) -> bool | None:
+        return None  # close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._bind_timer is not None:
+            self._bind_timer.cancel()
+        if self._state == _PAYLOAD and self._request is not None:
+            self._server.plane.aborted(
+                self.peer, self.session, self._request, "connection lost mid-payload"
+            )
+            if self._slot is not None:
+                self._server.plane.staging_free(self._slot)
+                self._slot = None
+        self._state = _DEAD
+        self._dest = None
+        self._server._forget(self)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    # --------------------------------------------------------------- steps
+
+    def _fail(self, reason: str) -> None:
+        self._state = _DEAD
+        self._dest = None
+        if self._transport is not None:
+            self._transport.close()
+
+    def _on_bind(self, raw: bytes) -> None:
+        server = self._server
+        try:
+            peer, rail, mac = parse_bind(raw)
+        except HandshakeFailed:
+            server._stats.binds_refused += 1
+            self._fail("not a data bind")
+            return
+        bound = server.plane.bound_session(peer)
+        if (
+            bound is None
+            or rail != server.rail
+            or server.plane.quarantined(peer)
+            or not check_bind(bound[1], self._challenge, peer, rail, mac)
+        ):
+            server._stats.binds_refused += 1
+            self._fail("bind refused")
+            return
+        if self._bind_timer is not None:
+            self._bind_timer.cancel()
+        self.peer, self.session = peer, bound[0]
+        server._bound(self)
+        self._state = _HEADER
+
+    def _refuse(self, request: Request | None, status: AckStatus, reason: str) -> None:
+        # rule 2: answered, closed, quarantined; the payload is never read
+        self._server._stats.refused += 1
+        if request is not None and self._transport is not None:
+            self._transport.write(
+                Ack(status=status, checksum=0, request=request.request, length=0).pack()
+            )
+        self._server.plane.refused(self.peer, self.session, request, reason)
+        self._fail(reason)
+
+    def _on_header(self, raw: bytes) -> None:
+        server = self._server
+        request = Request.unpack(raw)
+        if request is None:
+            self._refuse(None, AckStatus.MALFORMED, "malformed data header")
+            return
+        if request.length == 0 or request.length > server.max_write_bytes:
+            self._refuse(request, AckStatus.MALFORMED, f"length {request.length} out of bounds")
+            return
+        if request.session != self.session:
+            self._refuse(request, AckStatus.ACCESS, f"header names session {request.session}")
+            return
+        access = Access.WRITE if request.opcode == WireOpcode.WRITE else Access.READ
+        view = server.segments.check(
+            self.peer,
+            self.session,
+            segment_id=request.segment,
+            offset=request.offset,
+            length=request.length,
+            access=access,
+        )
+        if view is None:
+            self._refuse(request, AckStatus.ACCESS, "outside every region exposed to the peer")
+            return
+        if request.opcode == WireOpcode.READ:
+            self._serve_read(request, view)
+            return
+        reason = server.plane.admit(self.peer, self.session, request)
+        if reason is not None:
+            self._refuse(request, AckStatus.REFUSED, reason)
+            return
+        if request.flags & Flags.STAGED:
+            # the target was checked above; the bytes land in a staging slot first
+            slot = server.plane.staging_slot(request)
+            if slot is None:
+                server.plane.aborted(self.peer, self.session, request, "no staging slot")
+                self._refuse(request, AckStatus.REFUSED, "no staging pool slot for it")
+                return
+            self._slot, view = slot
+        self._request = request
+        self._dest = view
+        self._state = _PAYLOAD
+
+    def _on_payload(self) -> None:
+        request, dest = self._request, self._dest
+        assert request is not None and dest is not None
+        self._request = None
+        self._dest = None
+        self._state = _HEADER
+        server = self._server
+        slot, self._slot = self._slot, None
+        if checksum(dest) != request.checksum:
+            server._stats.integrity += 1
+            self._ack(request, AckStatus.INTEGRITY)
+            server.plane.aborted(self.peer, self.session, request, "checksum mismatch")
+            if slot is not None:
+                server.plane.staging_free(slot)
+            return
+        server._stats.landed += 1
+        server._stats.bytes += request.length
+        if slot is not None:
+            entry = _Reply()
+            self._acks.append(entry)
+
+            def finish(ok: bool) -> None:
+                status = AckStatus.OK if ok else AckStatus.ACCESS
+                entry.ack = Ack(status=status, checksum=0, request=request.request, length=0)
+                self._flush_acks()
+
+            server.plane.staged(self.peer, self.session, request, slot, finish)
+            return
+        # the consumer hears of it before the sender's acknowledgement leaves
+        server.plane.landed(self.peer, self.session, request)
+        self._ack(request, AckStatus.OK)
+
+    def _ack(self, request: Request, status: AckStatus, payload: memoryview | None = None) -> None:
+        ack = Ack(
+            status=status,
+            checksum=0 if payload is None else checksum(payload),
+            request=request.request,
+            length=0 if payload is None else len(payload),
+        )
+        self._acks.append(_Reply(ack=ack, payload=payload))
+        self._flush_acks()
+
+    def _flush_acks(self) -> None:
+        while self._acks and self._acks[0].ack is not None:
+            reply = self._acks.popleft()
+            assert reply.ack is not None
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.write(reply.ack.pack())
+                if reply.payload is not None:
+                    self._transport.write(reply.payload)
+
+    def _serve_read(self, request: Request, view: memoryview) -> None:
+        self._server._stats.reads += 1
+        self._ack(request, AckStatus.OK, view)  # in order, also behind a staged write
+
+    def close(self) -> None:
+        self._fail("closed locally")
+
+
+class TcpDataServer:
+    """One rail's data listener at the receiver. Loop-thread only."""
+
+    def __init__(
+        self,
+        *,
+        rail: int,
+        segments: SegmentTable,
+        plane: DataPlane,
+        max_write_bytes: int = 64 << 20,
+        ssl_context: ssl.SSLContext | None = None,
+        bind_timeout_s: float = 5.0,
+    ) -> None:
+        self.rail = rail
+        self.segments = segments
+        self.plane = plane
+        self.max_write_bytes = max_write_bytes
+        self.bind_timeout_s = bind_timeout_s
+        self._ssl = ssl_context
+        self._server: asyncio.Server | None = None
+        self._unbound: set[_ServerProtocol] = set()
+        self._sessions: dict[tuple[int, int], set[_ServerProtocol]] = {}
+        self._stats = _Stats()
+        self.address: tuple[str, int] = ("", 0)
+
+    async def listen(self, host: str, port: int) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        factory: Callable[[], _ServerProtocol] = lambda: self._track(_ServerProtocol(self))  # noqa: E731
+        self._server = await loop.create_server(factory, host, port, ssl=self._ssl)
+        name = self._server.sockets[0].getsockname()
+        self.address = (str(name[0]), int(name[1]))
+        return self.address
+
+    def _track(self, protocol: _ServerProtocol) -> _ServerProtocol:
+        self._unbound.add(protocol)
+        return protocol
+
+    def _bound(self, protocol: _ServerProtocol) -> None:
+        self._unbound.discard(protocol)
+        self._sessions.setdefault((protocol.peer, protocol.session), set()).add(protocol)
+
+    def _forget(self, protocol: _ServerProtocol) -> None:
+        self._unbound.discard(protocol)
+        held = self._sessions.get((protocol.peer, protocol.session))
+        if held is not None:
+            held.discard(protocol)
+            if not held:
+                del self._sessions[(protocol.peer, protocol.session)]
+
+    def connections(self, peer: int, session: int) -> int:
+        return len(self._sessions.get((peer, session), ()))
+
+    async def retire(self, peer: int, session: int) -> None:
+        """Close every data connection of ``(peer, session)``; return once all are gone (no
+        byte of that session can land after this)."""
+        held = list(self._sessions.get((peer, session), ()))
+        for protocol in held:
+            protocol.close()
+        if held:
+            await asyncio.gather(*(p.closed for p in held))
+
+    def statistics(self) -> DataServerStatistics:
+        s = self._stats
+        return DataServerStatistics(
+            connections=s.connections,
+            binds_refused=s.binds_refused,
+            writes_landed=s.landed,
+            writes_refused=s.refused,
+            integrity_errors=s.integrity,
+            reads_served=s.reads,
+            bytes_landed=s.bytes,
+        )
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        protocols = [*self._unbound, *(p for held in self._sessions.values() for p in held)]
+        for protocol in protocols:
+            protocol.close()
+        if protocols:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*(p.closed for p in protocols)), 5.0)

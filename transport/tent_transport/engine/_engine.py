@@ -1,0 +1,528 @@
+"""The asyncio engine: drives the sans-IO dispatch core and the control service.
+
+The driver (TRANSPORT "One dispatcher, sans-IO"): every input (a submit, a rail's completion
+wake-up, a credit message, the core's fallback timer) schedules one *pass*: ``progress(now)``
+on the dispatch core, the terminal events handed to their handles, then every control client
+flushed (the gate's reservations and completions changed what the endpoints want to say) and
+the core's timer re-armed. Passes are coalesced: many wake-ups in one loop iteration run one.
+
+The engine holds no protocol rule: credit and scheduling decisions are the cores' (through the
+dispatch core, the gate and the endpoints); the engine moves bytes, timers and events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import ssl
+import time
+from collections.abc import Callable, Sequence
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from tent_credit import (
+    BackpressureInfo,
+    CreditMode,
+    CreditReceiver,
+    DispatchGate,
+    SenderEndpoint,
+    SessionId,
+)
+from tent_credit.metrics import CreditCollector
+
+from ..config import EngineConfig
+from ..control import (
+    AuthenticatedPeer,
+    ControlClient,
+    ControlServer,
+    SessionBootstrap,
+    TlsIdentity,
+)
+from ..devices.tcp import TcpDataServer, TcpRail
+from ..dispatch import (
+    DispatchCore,
+    TransferEvent,
+    TransferPlan,
+    TransferRequest,
+    TransferState,
+)
+from ..errors import InvalidArgument, LocalProtocolError, RemoteProtocolError
+from ..segments import (
+    Access,
+    DescriptorError,
+    Exposure,
+    Segment,
+    SegmentDescriptors,
+    SegmentTable,
+    decode_descriptors,
+)
+from ._handle import TransferHandle
+from ._metrics import TransportCollector
+from ._options import EngineOptions
+from ._receiving import DataLanded, ReceiverSide
+from ._staging import StagingPath
+
+__all__ = ["Engine"]
+
+
+def _new_session() -> SessionId:
+    # A restarted receiver must mint a larger session id than any before it (senders ignore
+    # activations of older sessions): wall-clock nanoseconds, plus random low bits.
+    return SessionId((time.time_ns() << 16) | int.from_bytes(os.urandom(2), "big"))
+
+
+class _Link:
+    """The sender side of one connected peer."""
+
+    def __init__(self, client: ControlClient, endpoint: SenderEndpoint | None) -> None:
+        self.client = client
+        self.endpoint = endpoint
+        self.peer = -1
+        self.session = 0
+        self.sessions_started = 0
+        self.regions: SegmentDescriptors | None = None
+        self.regions_changed = asyncio.Event()
+        self.attached = asyncio.Event()
+        self.death_timer: asyncio.TimerHandle | None = None
+        self.dead = False
+
+
+class Engine:
+    """One TENT engine: sender and receiver at once (``await start()`` first).
+
+    Raises :class:`~tent_transport.errors.ConfigError` for a refused configuration (e.g. receiver
+    credit without the runtime queue, from :class:`EngineConfig`).
+    """
+
+    def __init__(self, config: EngineConfig, options: EngineOptions) -> None:
+        if not isinstance(config, EngineConfig):
+            raise InvalidArgument("config must be an EngineConfig")
+        self.config = config
+        self.options = options
+        self.registry = CollectorRegistry()
+        self.segments = SegmentTable()
+        credit = config.receiver_credit
+        self._mode = credit.credit_mode
+        self.credit: CreditReceiver | None = None
+        if credit.enabled:
+            self.credit = CreditReceiver(
+                credit.allocator_config(),
+                _new_session()
+                if options.credit_session is None
+                else SessionId(options.credit_session),
+                freshness_ttl_ms=credit.freshness_ttl_ms,
+                refresh_interval_ns=credit.refresh_interval_ns,
+                initial_grant=credit.grant.initial_grant,
+                trace=options.trace,
+            )
+        self.gate = DispatchGate(credit.gate_config()) if credit.enabled else None
+        self._collector = CreditCollector(self.registry)
+        if self.credit is not None:
+            self._collector.watch_receiver(self.credit)
+        data_ssl = self._data_ssl()
+        speeds = options.link_speed_gbps or (0.0,) * len(options.rail_addresses)
+        self.rails = [
+            TcpRail(f"tcp{i}", rail=i, link_speed_gbps=speed, ssl_context=data_ssl[1])
+            for i, speed in enumerate(speeds)
+        ]
+        self.core = DispatchCore(config, self.rails, gate=self.gate, metrics_registry=self.registry)
+        self.receiver = ReceiverSide(
+            credit=self.credit,
+            segments=self.segments,
+            release_on_landing=options.release_on_landing,
+        )
+        self._data_servers = [
+            TcpDataServer(
+                rail=i, segments=self.segments, plane=self.receiver, ssl_context=data_ssl[0]
+            )
+            for i in range(len(options.rail_addresses))
+        ]
+        self.receiver.data = self._data_servers
+        self.control = ControlServer(
+            options.identity,
+            credit=self.credit,
+            rails=lambda: [s.address for s in self._data_servers],
+            hooks=self.receiver,
+            qos_class=credit.default_qos_class,
+            faults=options.control_faults,
+        )
+        self.receiver.control = self.control
+        if options.staging_slots and self.credit is not None:
+            self.receiver.staging = StagingPath(
+                config=config,
+                credit=self.credit,
+                segments=self.segments,
+                peer=options.peer_id,
+                slots=options.staging_slots,
+                slot_bytes=options.staging_slot_bytes,
+            )
+        TransportCollector(
+            self.registry,
+            rails=self.rails,
+            data=lambda: [d.statistics() for d in self._data_servers],
+            receiver=self.receiver.statistics,
+            control=self.control.statistics,
+        )
+        self._links: dict[int, _Link] = {}
+        self._handles: dict[int, TransferHandle] = {}
+        self._pressure: dict[int, BackpressureInfo | None] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pass_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.address: tuple[str, int] = ("", 0)
+        self._closed = False
+
+    def _data_ssl(self) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+        identity = self.options.identity
+        if not self.options.data_tls or not isinstance(identity, TlsIdentity):
+            return None, None
+        return identity.server_context, identity.client_context
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> tuple[str, int]:
+        """Open the listeners; returns the control address peers connect to."""
+        self._loop = asyncio.get_running_loop()
+        for rail in self.rails:
+            rail.set_wakeup(self._wake)
+            rail.on_lost = self._data_lost
+        for server, (host, port) in zip(
+            self._data_servers, self.options.rail_addresses, strict=True
+        ):
+            await server.listen(host, port)
+        self.address = await self.control.listen(*self.options.control_address)
+        if self.options.metrics_port is not None:
+            start_http_server(self.options.metrics_port, registry=self.registry)
+        return self.address
+
+    async def close(self) -> None:
+        """Close every connection and listener (outstanding slices are flushed)."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for link in self._links.values():
+            if link.death_timer is not None:
+                link.death_timer.cancel()
+            await link.client.close()
+        for rail in self.rails:
+            rail.close()
+        await self.control.close()
+        for server in self._data_servers:
+            await server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        self._run_pass()
+
+    async def __aenter__(self) -> Engine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---------------------------------------------------------------- sender: peers
+
+    async def connect(self, host: str, port: int, *, expect_peer: int | None = None) -> int:
+        """Open the control session to the engine at ``host:port`` and its data connections;
+        returns its authenticated peer id. Raises ``HandshakeFailed`` or ``OSError``."""
+        credit = self.config.receiver_credit
+        endpoint = None
+        if self.gate is not None:
+            endpoint = SenderEndpoint(
+                sender_peer=self.options.peer_id,
+                qos_class=credit.default_qos_class,
+                mode=self._mode,
+                usage_interval_ns=credit.usage_interval_ns,
+                trace=self.options.trace,
+            )
+        link = _Link(
+            ControlClient(
+                self.options.identity,
+                host,
+                port,
+                endpoint=endpoint,
+                hooks=self,
+                expect_peer=expect_peer,
+                faults=self.options.control_faults,
+            ),
+            endpoint,
+        )
+        await link.client.start()
+        peer = link.client.peer
+        if peer in self._links:
+            await link.client.close()
+            raise LocalProtocolError(f"already connected to peer {peer}")
+        link.peer = peer
+        self._links[peer] = link
+        if self.gate is not None and endpoint is not None:
+            self.gate.add_endpoint(peer, endpoint)
+            self._collector.watch_sender(endpoint)
+        # the bootstrap may have arrived before the link was registered
+        if link.client.bootstrap is not None and link.sessions_started == 0:
+            self._start_session(link, link.client.bootstrap, link.client)
+        await asyncio.wait_for(link.attached.wait(), 10.0)
+        self._wake()
+        return peer
+
+    def _link_of(self, client: ControlClient) -> _Link | None:
+        for link in self._links.values():
+            if link.client is client:
+                return link
+        return None
+
+    # SenderHooks ------------------------------------------------------
+
+    def session_started(
+        self, client: ControlClient, bootstrap: SessionBootstrap, auth: AuthenticatedPeer
+    ) -> None:
+        link = self._link_of(client)
+        if link is None:
+            return  # connect() registers the link and starts the session itself
+        self._start_session(link, bootstrap, client)
+
+    def _start_session(
+        self, link: _Link, bootstrap: SessionBootstrap, client: ControlClient
+    ) -> None:
+        auth_key = client.auth.data_key if client.auth is not None else b""
+        if link.death_timer is not None:
+            link.death_timer.cancel()
+            link.death_timer = None
+        if link.sessions_started:
+            # unposted slices carry the old session's lease: fail them rather than have the
+            # receiver refuse (and quarantine) an honest sender
+            self.core.fail_peer(link.peer, time.monotonic_ns(), "control session replaced")
+        link.sessions_started += 1
+        link.session = bootstrap.session
+        link.dead = False
+        link.attached.clear()
+        link.regions = None
+        self._spawn(self._attach(link, bootstrap, auth_key))
+
+    async def _attach(self, link: _Link, bootstrap: SessionBootstrap, key: bytes) -> None:
+        for rail, (host, port) in zip(self.rails, bootstrap.rails, strict=False):
+            with contextlib.suppress(Exception):
+                await rail.attach(
+                    link.peer,
+                    host,
+                    port,
+                    local_peer=self.options.peer_id,
+                    session=bootstrap.session,
+                    data_key=key,
+                )
+        link.attached.set()
+        self._wake()
+
+    def session_lost(self, client: ControlClient) -> None:
+        link = self._link_of(client)
+        if link is None or self._closed:
+            return
+        for rail in self.rails:
+            rail.detach(link.peer)
+        loop = asyncio.get_running_loop()
+        link.death_timer = loop.call_later(self.options.peer_dead_after_s, self._declare_dead, link)
+        self._wake()
+
+    def _data_lost(self, peer: int) -> None:
+        # A data connection closed under a live control session: the receiver retired the
+        # session or the network failed. Restart the whole session (new data binds, the old
+        # session's unposted slices failed) rather than leave the rail without a connection.
+        link = self._links.get(peer)
+        if link is not None and not self._closed and link.attached.is_set():
+            link.client.drop_connection()
+
+    def _declare_dead(self, link: _Link) -> None:
+        link.dead = True
+        self.core.fail_peer(link.peer, time.monotonic_ns(), "peer unreachable")
+        self._wake()
+
+    def descriptors(self, client: ControlClient, payload: bytes) -> None:
+        link = self._link_of(client)
+        try:
+            message = decode_descriptors(payload)
+        except DescriptorError:
+            client.drop_connection()  # a peer fault on the control path: fail closed
+            return
+        if link is None or message.session != link.session:
+            return
+        if link.regions is None or message.generation > link.regions.generation:
+            link.regions = message
+            link.regions_changed.set()
+
+    def credit_received(self, client: ControlClient) -> None:
+        self._wake()  # a grant may make a stalled owner eligible: refill now, not at the timer
+
+    def regions(self, peer: int) -> SegmentDescriptors | None:
+        """The latest descriptors the peer exposed to this engine (``None``: none yet)."""
+        link = self._links.get(peer)
+        return None if link is None else link.regions
+
+    async def wait_regions(
+        self, peer: int, predicate: Callable[[SegmentDescriptors], bool], timeout: float = 10.0
+    ) -> SegmentDescriptors:
+        """Wait until the peer's descriptors satisfy ``predicate``; raises TimeoutError."""
+        link = self._links[peer]
+
+        async def wait() -> SegmentDescriptors:
+            while link.regions is None or not predicate(link.regions):
+                link.regions_changed.clear()
+                await link.regions_changed.wait()
+            return link.regions
+
+        return await asyncio.wait_for(wait(), timeout)
+
+    def connected(self, peer: int) -> bool:
+        link = self._links.get(peer)
+        return link is not None and link.client.connected and not link.dead
+
+    def peers(self) -> tuple[int, ...]:
+        return tuple(self._links)
+
+    # ---------------------------------------------------------------- sender: transfers
+
+    def submit(self, requests: Sequence[TransferRequest]) -> TransferHandle:
+        """Submit transfers as one batch (in the loop thread); returns their handle.
+
+        Raises :class:`LocalProtocolError` for a peer never connected, and the dispatch core's
+        typed errors (InvalidArgument, InvalidEntry, TooManyRequests); nothing is submitted then.
+        """
+        batch = tuple(requests)
+        for request in batch:
+            if not isinstance(request, TransferRequest):
+                raise InvalidArgument("submit takes TransferRequest values")
+            if request.peer not in self._links:
+                raise LocalProtocolError(f"peer {request.peer} is not connected")
+            if (
+                request.plan is TransferPlan.STAGED
+                and self.gate is not None
+                and request.length > self.config.dispatch.slice_bytes
+            ):
+                # its STAGING_SLOTS ride on one slice only: the receiver stages whole writes
+                raise LocalProtocolError("a staged write must fit one dispatch slice")
+        ids = self.core.submit(batch, time.monotonic_ns())
+        peers = {r.peer for r in batch}
+        handle = TransferHandle(
+            ids,
+            lookup=self.core.status,
+            cancel=self._cancel,
+            peers_connected=lambda: all(self.connected(p) for p in peers),
+        )
+        for tid in ids:
+            self._handles[tid] = handle
+        self._wake()
+        return handle
+
+    def _cancel(self, transfer_id: int) -> bool:
+        answer = self.core.cancel(transfer_id, time.monotonic_ns())
+        self._wake()
+        return answer
+
+    def backpressure(self, peer: int) -> BackpressureInfo | None:
+        """The pressure a submit to ``peer`` would meet (thread-safe snapshot of the last pass;
+        the dispatch core's answer)."""
+        return self._pressure.get(peer)
+
+    def transfer_state(self, transfer_id: int) -> TransferState:
+        return self.core.status(transfer_id)
+
+    # ---------------------------------------------------------------- receiver
+
+    def register(self, buffer: object) -> Segment:
+        """Register memory peers may be given access to (``bytearray``, ``mmap``, ...)."""
+        return self.segments.register(buffer)
+
+    def expose(
+        self,
+        peer: int,
+        segment_id: int,
+        offset: int,
+        length: int,
+        access: Access = Access.WRITE,
+    ) -> Exposure:
+        """Expose a region to ``peer``'s current session and send it the new descriptors.
+
+        Raises :class:`LocalProtocolError` when the peer has no live session, and the segment
+        table's :class:`~tent_transport.segments.SegmentError` for a bad range.
+        """
+        ps = self.control.session_of(peer)
+        if ps is None:
+            raise LocalProtocolError(f"peer {peer} has no live control session")
+        exposure = self.segments.expose(
+            peer, ps.session, segment_id=segment_id, offset=offset, length=length, access=access
+        )
+        self.receiver.publish_descriptors(peer)
+        return exposure
+
+    def revoke(self, exposure: Exposure) -> None:
+        self.segments.revoke(exposure.exposure_id)
+        self.receiver.publish_descriptors(exposure.peer)
+
+    def release(self, event: DataLanded) -> bool:
+        """The consumer is done with a landed write: its credit goes back to the allocator."""
+        return self.receiver.release(event)
+
+    async def landed(self) -> DataLanded:
+        """The next data-landed notification (sender, segment, offset, length)."""
+        return await self.receiver.next_landed()
+
+    def sender_sessions(self) -> tuple[int, ...]:
+        """Peers with a live control session to this receiver."""
+        return tuple(ps.peer for ps in self.control.sessions())
+
+    # ---------------------------------------------------------------- the driver
+
+    def _wake(self) -> None:
+        """Schedule one dispatch pass (coalesced); callable from any thread."""
+        loop = self._loop
+        if loop is None or self._pass_scheduled:
+            return
+        self._pass_scheduled = True
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            loop.call_soon(self._run_pass)
+        else:
+            loop.call_soon_threadsafe(self._run_pass)
+
+    def _run_pass(self) -> None:
+        self._pass_scheduled = False
+        now = time.monotonic_ns()
+        events: list[TransferEvent] = self.core.progress(now)
+        for event in events:
+            handle = self._handles.pop(event.transfer_id, None)
+            if handle is not None:
+                handle._ended(event)
+        self.core.drain_endpoint_events()
+        for link in self._links.values():
+            link.client.flush()
+        for peer in self._links:
+            self._pressure[peer] = self.core.backpressure(peer)
+        if self._closed or self._loop is None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        due = self.core.next_timer_ns()
+        if due is not None:
+            delay = max(0.0, (due - time.monotonic_ns()) / 1e9)
+            self._timer = self._loop.call_later(delay, self._wake)
+
+    # ---------------------------------------------------------------- misc
+
+    def quarantined(self) -> tuple[int, ...]:
+        return self.receiver.statistics().quarantined
+
+    def credit_mode(self) -> CreditMode:
+        return self._mode
+
+    def require_peer(self, peer: int) -> None:
+        if peer not in self._links:
+            raise RemoteProtocolError(f"unknown peer {peer}")

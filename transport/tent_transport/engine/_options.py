@@ -1,0 +1,73 @@
+"""What an engine needs beyond the seed's JSON: identity, addresses, transport switches."""
+
+from __future__ import annotations
+
+import attrs
+
+from tent_credit._trace import TraceSink
+
+from ..control import PskIdentity, TlsIdentity
+from ..control._common import FaultFactory
+
+__all__ = ["EngineOptions"]
+
+
+def _addresses(value: object) -> tuple[tuple[str, int], ...]:
+    if not isinstance(value, tuple | list) or not value:
+        raise ValueError("rail_addresses must name at least one (host, port)")
+    out = []
+    for item in value:
+        host, port = item
+        if type(host) is not str or type(port) is not int or not 0 <= port <= 0xFFFF:
+            raise ValueError(f"bad address {item!r}")
+        out.append((host, port))
+    return tuple(out)
+
+
+@attrs.frozen(kw_only=True)
+class EngineOptions:
+    """Transport options of one :class:`Engine`.
+
+    1. ``peer_id`` / ``identity``: this node's id and how it proves it (mutual TLS or PSK).
+    2. ``control_address``: where the control listener binds (port 0: any free port).
+    3. ``rail_addresses``: one data listener per rail (distinct addresses for distinct links;
+       the receiver advertises them in its bootstrap, so they must be reachable by senders).
+    4. ``data_tls``: run the data connections under TLS too (needs a :class:`TlsIdentity`).
+    5. ``release_on_landing``: release every landed write at once (no consumer; benchmarks).
+    6. ``link_speed_gbps``: per rail, seeds the bandwidth series (0 = unknown).
+    7. ``peer_dead_after_s``: a peer whose control session stays down this long is declared
+       dead: its unposted slices fail (queued transfers keep waiting, visibly stalled).
+    8. ``control_faults``: a fault channel per peer for control frames (tests).
+    9. ``trace``: a ``tent_credit`` trace sink for the credit endpoints (``tent trace``).
+    10. ``metrics_port``: serve the engine's registry over HTTP (``prometheus_client``).
+    12. ``staging_slots`` / ``staging_slot_bytes``: the receiver's staging pool for staged
+        writes (0 slots: no staging; needs receiver credit, and the slot count should equal the
+        STAGING_SLOTS capacity). A staged write must fit one slot and one dispatch slice.
+    11. ``credit_session``: this receiver's credit session id (default: minted from the wall
+        clock, so a restart gets a larger one; a fixed value is for traces and tests).
+    """
+
+    peer_id: int
+    identity: PskIdentity | TlsIdentity
+    control_address: tuple[str, int] = ("127.0.0.1", 0)
+    rail_addresses: tuple[tuple[str, int], ...] = attrs.field(
+        default=(("127.0.0.1", 0),), converter=_addresses
+    )
+    data_tls: bool = False
+    release_on_landing: bool = False
+    link_speed_gbps: tuple[float, ...] = ()
+    peer_dead_after_s: float = 5.0
+    control_faults: FaultFactory | None = None
+    trace: TraceSink | None = None
+    metrics_port: int | None = None
+    credit_session: int | None = None
+    staging_slots: int = 0
+    staging_slot_bytes: int = 4 << 20
+
+    def __attrs_post_init__(self) -> None:
+        if self.identity.local_peer != self.peer_id:
+            raise ValueError("identity.local_peer must equal peer_id")
+        if self.data_tls and not isinstance(self.identity, TlsIdentity):
+            raise ValueError("data_tls needs a TlsIdentity")
+        if self.link_speed_gbps and len(self.link_speed_gbps) != len(self.rail_addresses):
+            raise ValueError("link_speed_gbps must give one speed per rail")

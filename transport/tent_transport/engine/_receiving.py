@@ -1,0 +1,266 @@
+"""The receiver side of an engine: sessions, write admission, landing, release, quarantine.
+
+It is the :class:`~tent_transport.devices.tcp.DataPlane` of the engine's data listeners and the
+:class:`~tent_transport.control.ReceiverHooks` of its control listener. Every credit decision is
+a call into ``tent_credit`` (``CreditReceiver.admit_write``, ``release``); what it adds is the
+transport's part of a lease (TRANSPORT "Leases"):
+
+1. A CREDITED write must name this receiver's credit session and the epoch of the data
+   connection's control session, and its DATA_BYTES must be exactly its length (the lease
+   covers the bytes that will land); then ``admit_write`` decides.
+2. An uncredited write is admitted only where no credit protocol was negotiated for the
+   session (credit off here, or the legacy fallback): a sender that negotiated credit and
+   then writes around it is refused like any other liar.
+3. A landed write's charge (DATA_BYTES, CONSUMER_SLOTS and its REQUEST_SLOTS) comes back only
+   when the application calls :meth:`ReceiverSide.release` (its consumer is done): landed
+   data holds its request until it is consumed, as the spec's ``consumer_release`` frees all
+   that landed. A write that will never land whole
+   (integrity failure, connection lost mid-payload) is released by the transport at once,
+   since no consumer will ever see it.
+4. A refused write quarantines the sender: its data connections and its control connection
+   are closed, and it cannot connect again (``admit_peer``) until the engine is restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+from collections.abc import Awaitable, Callable
+
+import attrs
+
+from tent_credit import CreditReceiver, CreditResource
+from tent_credit.errors import CreditError
+
+from ..control import ControlServer, FrameKind, PeerSession
+from ..devices.tcp import Flags, Request, TcpDataServer
+from ..segments import SegmentTable, encode_descriptors
+from ._staging import StagingPath
+
+__all__ = ["DataLanded", "ReceiverSide", "ReceiverStatistics"]
+
+_R = CreditResource
+
+
+@attrs.frozen(kw_only=True)
+class DataLanded:
+    """A write landed and verified in a registered segment (the data-landed notification).
+
+    Pass it to :meth:`Engine.release` once the consumer is done with the bytes.
+    """
+
+    sender: int
+    segment: int
+    offset: int
+    length: int
+    write_id: int
+    landed_id: int
+
+
+@attrs.frozen(kw_only=True)
+class ReceiverStatistics:
+    landed: int
+    released: int
+    aborted: int
+    refused: int
+    quarantined: tuple[int, ...]
+    unreleased: int
+
+
+@attrs.define
+class _Held:
+    peer: int
+    qos: int
+    epoch: int
+    amounts: dict[CreditResource, int]
+
+
+class ReceiverSide:
+    """The receiving half of one engine (loop thread only, except :meth:`release` via the
+    engine, which hops onto the loop)."""
+
+    def __init__(
+        self,
+        *,
+        credit: CreditReceiver | None,
+        segments: SegmentTable,
+        release_on_landing: bool = False,
+        on_landed: Callable[[DataLanded], None] | None = None,
+    ) -> None:
+        self.credit = credit
+        self.segments = segments
+        self.control: ControlServer | None = None
+        self.staging: StagingPath | None = None
+        self.data: list[TcpDataServer] = []
+        self._release_on_landing = release_on_landing
+        self._on_landed = on_landed
+        self._quarantined: set[int] = set()
+        self._held: dict[int, _Held] = {}
+        self._ids = itertools.count(1)
+        self._queue: collections.deque[DataLanded] = collections.deque()
+        self._queue_event = asyncio.Event()
+        self._landed = self._released = self._aborted = self._refused = 0
+
+    # ---------------------------------------------------------------- ReceiverHooks
+
+    def session_opened(self, session: PeerSession) -> None:
+        self.publish_descriptors(session.peer)
+
+    def retire_session(self, peer: int, session: int) -> Awaitable[None]:
+        async def retire() -> None:
+            self.segments.revoke_session(peer, session)
+            await asyncio.gather(*(server.retire(peer, session) for server in self.data))
+
+        return retire()
+
+    def admit_peer(self, peer: int) -> bool:
+        return peer not in self._quarantined
+
+    # ---------------------------------------------------------------- DataPlane
+
+    def bound_session(self, peer: int) -> tuple[int, bytes] | None:
+        ps = None if self.control is None else self.control.session_of(peer)
+        return None if ps is None else (ps.session, ps.data_key)
+
+    def quarantined(self, peer: int) -> bool:
+        return peer in self._quarantined
+
+    def admit(self, peer: int, session: int, request: Request) -> str | None:
+        ps = None if self.control is None else self.control.session_of(peer)
+        if ps is None or ps.session != session:
+            return "no live control session"
+        credit = self.credit
+        negotiated = ps.endpoint is not None and ps.endpoint.statistics().version != 0
+        if not request.flags & Flags.CREDITED:
+            return "an uncredited write in a credit session" if negotiated else None
+        if credit is None or not negotiated:
+            return "a credited write where no credit was negotiated"
+        if request.lease_session != credit.session.value or request.epoch != ps.epoch:
+            return "lease of another receiver session or epoch"
+        amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
+        if amounts.get(_R.DATA_BYTES) != request.length:
+            return "the lease's DATA_BYTES differ from the write's length"
+        admission = credit.admit_write(peer, request.qos_class, request.epoch, amounts)
+        if not admission.accepted:
+            assert admission.reason is not None
+            return admission.reason.value
+        return None
+
+    def refused(self, peer: int, session: int, request: Request | None, reason: str) -> None:
+        self._refused += 1
+        self._quarantined.add(peer)
+        ps = None if self.control is None else self.control.session_of(peer)
+        if ps is not None:
+            ps.connection.close(f"quarantined: {reason}")  # retires the session's data too
+
+    def landed(self, peer: int, session: int, request: Request) -> None:
+        amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
+        self._announce(peer, request, amounts)
+
+    def _announce(self, peer: int, request: Request, amounts: dict[CreditResource, int]) -> None:
+        self._landed += 1
+        landed_id = next(self._ids)
+        if request.flags & Flags.CREDITED:
+            self._held[landed_id] = _Held(
+                peer=peer, qos=request.qos_class, epoch=request.epoch, amounts=amounts
+            )
+        event = DataLanded(
+            sender=peer,
+            segment=request.segment,
+            offset=request.offset,
+            length=request.length,
+            write_id=request.write_id,
+            landed_id=landed_id,
+        )
+        if self._release_on_landing:
+            self.release(event)
+        if self._on_landed is not None:
+            self._on_landed(event)
+        else:
+            self._queue.append(event)
+            self._queue_event.set()
+
+    def aborted(self, peer: int, session: int, request: Request, reason: str) -> None:
+        self._aborted += 1
+        if request.flags & Flags.CREDITED:
+            amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
+            self._release(peer, request.qos_class, request.epoch, amounts)
+
+    # ---------------------------------------------------------------- the staged path
+
+    def staging_slot(self, request: Request) -> tuple[int, memoryview] | None:
+        return None if self.staging is None else self.staging.slot(request.length)
+
+    def staging_free(self, slot: int) -> None:
+        if self.staging is not None:
+            self.staging.free_slot(slot)
+
+    def staged(
+        self, peer: int, session: int, request: Request, slot: int, finish: Callable[[bool], None]
+    ) -> None:
+        assert self.staging is not None
+
+        def done(ok: bool, detail: str) -> None:
+            if ok:
+                # the slot is free again: its STAGING_SLOTS go back now; the rest of the
+                # charge is held for the consumer like a direct write's
+                amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
+                slots = amounts.pop(_R.STAGING_SLOTS, 0)
+                self._release(peer, request.qos_class, request.epoch, {_R.STAGING_SLOTS: slots})
+                self._announce(peer, request, amounts)
+            else:
+                self.aborted(peer, session, request, f"inner transfer failed: {detail}")
+            finish(ok)
+
+        self.staging.move(slot, request.segment, request.offset, request.length, done)
+
+    # ---------------------------------------------------------------- the application
+
+    def release(self, event: DataLanded) -> bool:
+        """The consumer is done with ``event``'s bytes: DATA_BYTES and CONSUMER_SLOTS go back
+        to the allocator. Returns ``False`` for an event already released (or uncredited)."""
+        held = self._held.pop(event.landed_id, None)
+        if held is None:
+            return False
+        self._released += 1
+        self._release(held.peer, held.qos, held.epoch, held.amounts)
+        return True
+
+    def _release(self, peer: int, qos: int, epoch: int, amounts: dict[CreditResource, int]) -> None:
+        amounts = {r: a for r, a in amounts.items() if a}
+        if self.credit is None or not amounts:
+            return
+        try:
+            self.credit.release(peer, qos, epoch, amounts)
+        except CreditError:
+            return  # a quarantined or forgotten epoch: its capacity was reclaimed already
+        if self.control is not None:
+            self.control.flush()
+
+    async def next_landed(self) -> DataLanded:
+        while not self._queue:
+            self._queue_event.clear()
+            await self._queue_event.wait()
+        return self._queue.popleft()
+
+    def pending_landed(self) -> int:
+        return len(self._queue)
+
+    def publish_descriptors(self, peer: int) -> bool:
+        """Send the peer's current exposures (a full, newer-generation set)."""
+        ps = None if self.control is None else self.control.session_of(peer)
+        if ps is None:
+            return False
+        message = self.segments.descriptors(peer, ps.session)
+        return ps.connection.publish(FrameKind.DESCRIPTORS, encode_descriptors(message))
+
+    def statistics(self) -> ReceiverStatistics:
+        return ReceiverStatistics(
+            landed=self._landed,
+            released=self._released,
+            aborted=self._aborted,
+            refused=self._refused,
+            quarantined=tuple(sorted(self._quarantined)),
+            unreleased=len(self._held),
+        )
