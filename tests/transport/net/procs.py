@@ -293,7 +293,12 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             {"results": results, "stalls": stalls, "session": descriptors.session}
         )
     report["rails"] = [
-        {"name": r.name, "completed_bytes": r.nic.completed_bytes, "completions": r.completions}
+        {
+            "name": r.name,
+            "completed_bytes": r.nic.completed_bytes,
+            "busy_ns": r.nic.busy_ns,
+            "completions": r.completions,
+        }
         for r in engine.core.rail_statistics()
     ]
     link_stats = engine._links[peer].client.statistics()
