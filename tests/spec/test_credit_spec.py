@@ -28,7 +28,6 @@ from tent_spec.credit import (
 )
 from tent_spec.variants import KNOWN_BAD
 
-
 # Every walk here is bounded: a spec with a guard removed can have an infinite state space
 # (e.g. reserve without its credit check consumes without limit), and the test must then fail
 # with that message instead of hanging. The tiny model has 3,566 states.
@@ -522,9 +521,7 @@ def test_known_bad_configs_build_the_variants() -> None:
 
 def without(*pairs: tuple[str, str], prune: bool = True) -> type[CreditSpec]:
     """The credit spec with the named guard conjuncts removed (as the guard ablation does)."""
-    return type(
-        "Without", (CreditSpec,), {"WITHOUT": frozenset(pairs), "PRUNE_CANDIDATES": prune}
-    )
+    return type("Without", (CreditSpec,), {"WITHOUT": frozenset(pairs), "PRUNE_CANDIDATES": prune})
 
 
 def test_a_stale_sender_that_reserves_violates_the_stale_invariant() -> None:
