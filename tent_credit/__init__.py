@@ -43,6 +43,7 @@ from ._gate import (
     GateToken,
     PickOutcome,
     RejectReason,
+    RouteRemoval,
     RouteStatistics,
     TicketState,
 )
@@ -150,6 +151,7 @@ __all__ = [
     "ReceiverEndpointStatistics",
     "RejectReason",
     "ReservationToken",
+    "RouteRemoval",
     "RouteStatistics",
     "SenderCreditLedger",
     "SenderCreditUsage",
