@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import sys
 import time
 
 from tent_models import ablation
@@ -55,7 +56,10 @@ def main() -> None:
     ]
     baseline = _clean_baseline()
     started = time.perf_counter()
-    results = [ablation.ablate(ref, ladder) for ref in refs]
+    results = []
+    for ref in refs:  # one progress line per conjunct on stderr (the JSON comes at the end)
+        results.append(ablation.ablate(ref, ladder))
+        print(f"{results[-1].seconds:8.2f} s  {ref.name}: {results[-1].summary()}", file=sys.stderr)
     rows = ablation.as_json(results)
     for row, result in zip(rows, results, strict=True):
         passed, _message = ablation.judge(result)
