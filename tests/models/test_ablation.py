@@ -109,3 +109,64 @@ def test_a_refuted_reduction_fails_the_check_and_so_does_a_stale_reason() -> Non
 def test_ablating_an_unknown_conjunct_is_refused() -> None:
     with pytest.raises(KeyError):
         ablation.ablated_credit_spec("reserve", "no_such_guard")
+
+
+# Survivors whose reason says "implied": on every reachable state of the clean spec, for every
+# instance of the action (unpruned), the other conjuncts holding implies this one holds. That
+# is the redundancy claim itself, checked by enumeration (the "harmless" survivors are not
+# implied: removing them adds behaviour, which no invariant objects to).
+IMPLIED = (
+    ("reserve", "entry_has_update"),
+    ("return_unused", "sender_has_entry"),
+    ("consumer_release", "books_exist"),
+    ("data_lands", "work_in_flight"),
+    ("data_lands", "work_epoch_open"),
+    ("fail_inflight", "work_in_flight"),
+    ("deliver", "message_in_flight"),
+    ("duplicate", "message_in_flight"),
+    ("lose", "message_in_flight"),
+)
+
+
+def _reachable(spec: CreditSpec) -> list[object]:
+    from collections import deque
+
+    start = [spec.canonicalize(s) for s in spec.initial_states()]
+    seen = {spec.pack(s) for s in start}
+    queue, out = deque(start), []
+    while queue:
+        state = queue.popleft()
+        out.append(state)
+        for step in spec.successors(state):
+            nxt = spec.canonicalize(step.state)
+            key = spec.pack(nxt)
+            if key not in seen:
+                seen.add(key)
+                queue.append(nxt)
+        assert len(out) < 100_000
+    return out
+
+
+@pytest.mark.parametrize("bounds_name", ["tiny", "no_epoch_fence_on_restart"])
+def test_the_implied_survivors_are_implied_on_every_reachable_state(bounds_name: str) -> None:
+    bounds = CREDIT_BOUNDS["tiny"] if bounds_name == "tiny" else KNOWN_BAD_BOUNDS[bounds_name]
+    unpruned = type("Unpruned", (CreditSpec,), {"PRUNE_CANDIDATES": False})(bounds)
+    assert {f"credit:{a}.{g}" for a, g in IMPLIED} <= set(ablation.EXPLAINED)
+    checks = {
+        action: [(g.name, getattr(unpruned, g.check)) for g in GUARDS[action]]
+        for action, _guard in IMPLIED
+    }
+    tried = dict.fromkeys(IMPLIED, 0)
+    for state in _reachable(unpruned):
+        for s in range(len(state.peers)):  # type: ignore[attr-defined]
+            for action, args in unpruned._every_sender_instance(state, s):  # type: ignore[arg-type]
+                for target_action, target in IMPLIED:
+                    if action != target_action:
+                        continue
+                    others = [c for name, c in checks[action] if name != target]
+                    if all(c(state, *args) is None for c in others):
+                        tried[(action, target)] += 1
+                        mine = dict(checks[action])[target]
+                        assert mine(state, *args) is None, (action, target, args, state)
+    if bounds_name == "tiny":  # every fault kind: every claim is exercised
+        assert all(tried.values()), tried
