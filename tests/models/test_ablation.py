@@ -147,7 +147,10 @@ def _reachable(spec: CreditSpec) -> list[object]:
     return out
 
 
-@pytest.mark.parametrize("bounds_name", ["tiny", "no_epoch_fence_on_restart"])
+@pytest.mark.parametrize(
+    "bounds_name",
+    ["tiny", pytest.param("no_epoch_fence_on_restart", marks=pytest.mark.slow)],
+)
 def test_the_implied_survivors_are_implied_on_every_reachable_state(bounds_name: str) -> None:
     bounds = CREDIT_BOUNDS["tiny"] if bounds_name == "tiny" else KNOWN_BAD_BOUNDS[bounds_name]
     unpruned = type("Unpruned", (CreditSpec,), {"PRUNE_CANDIDATES": False})(bounds)
