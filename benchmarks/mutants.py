@@ -90,6 +90,7 @@ _ALLOCATOR = "tent_credit/_allocator.py"
 _INBOX = "tent_credit/_inbox.py"
 _ENDPOINTS = "tent_credit/_endpoints.py"
 _QUEUE = "tent_sched/_queue.py"
+_GATE = "tent_credit/_gate.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -305,6 +306,68 @@ MUTANTS: tuple[Mutant, ...] = (
                 file=_QUEUE,
                 old="bisect.insort_right(self._entries, owner,",
                 new="bisect.insort_left(self._entries, owner,",
+            ),
+        ),
+    ),
+    # -- issue 10: the stale rule and the gate's route removal (class: missing check,
+    #    validate-after-mutate, boundary flip) --------------------------------------------
+    Mutant(
+        name="stale_sender_reserves",
+        rule='RFC state machine rule 2: "Stale: stop new credit-gated dispatch"',
+        edits=(
+            Edit(
+                file="tent_credit/_negotiation.py",
+                old="        return self._state is NegotiationState.ACTIVE\n\n    def legacy",
+                new="        return self._state in "
+                "(NegotiationState.ACTIVE, NegotiationState.STALE)\n\n    def legacy",
+            ),
+        ),
+    ),
+    Mutant(
+        name="route_removal_keeps_reserved_tokens",
+        rule="docs/gate.md: removing a route rolls back its RESERVED tokens (exact credit back)",
+        edits=(
+            Edit(
+                file=_GATE,
+                old="tokens = [t for t in self._unsettled.values() if t._route is route]",
+                new="tokens: list[GateToken] = []",
+            ),
+        ),
+    ),
+    Mutant(
+        name="removed_route_raises_out_of_the_pick",
+        rule="docs/gate.md: an owner of a removed route is rejected (ROUTE_REMOVED), not raised",
+        edits=(
+            Edit(
+                file=_GATE,
+                old="if ident not in self._routes and (ctx.snapshot",
+                new="if False and ident not in self._routes and (ctx.snapshot",
+            ),
+        ),
+    ),
+    Mutant(
+        name="replace_endpoint_fences_before_validating",
+        rule="DESIGN principle 5: validate everything, then commit once (replace_endpoint)",
+        edits=(
+            Edit(
+                file=_GATE,
+                old="""        if endpoint is route.endpoint:
+            raise InvalidArgument("the route already uses this endpoint")
+        removal = self._detach(route)""",
+                new="""        removal = self._detach(route)
+        if endpoint is route.endpoint:
+            raise InvalidArgument("the route already uses this endpoint")""",
+            ),
+        ),
+    ),
+    Mutant(
+        name="legacy_window_off_by_one",
+        rule="SEMANTICS: a legacy route dispatches at most legacy_window owners at a time",
+        edits=(
+            Edit(
+                file=_GATE,
+                old="if route.legacy_in_flight >= self._config.legacy_window:",
+                new="if route.legacy_in_flight > self._config.legacy_window:",
             ),
         ),
     ),

@@ -45,6 +45,7 @@ from ._gate import (
     GateToken,
     PickOutcome,
     RejectReason,
+    RouteRemoval,
     RouteStatistics,
     TicketState,
 )
@@ -153,6 +154,7 @@ __all__ = [
     "ReceiverEndpointStatistics",
     "RejectReason",
     "ReservationToken",
+    "RouteRemoval",
     "RouteStatistics",
     "SenderCreditLedger",
     "SenderCreditUsage",

@@ -179,6 +179,8 @@ class RejectReason(enum.Enum):
     """The owner's (session, epoch) is no longer the receiver's: restart or reconnect."""
     NEGOTIATION_FAILED = "negotiation_failed"
     """REQUIRED mode, the peer has no usable credit protocol and no fallback is configured."""
+    ROUTE_REMOVED = "route_removed"
+    """The owner's route was removed (:meth:`DispatchGate.remove_endpoint`) since it queued."""
 
 
 class TicketState(enum.Enum):
@@ -437,6 +439,26 @@ class RouteStatistics:
 
 
 @attrs.frozen(kw_only=True)
+class RouteRemoval:
+    """What :meth:`DispatchGate.remove_endpoint` / :meth:`~DispatchGate.replace_endpoint`
+    did to the old route.
+
+    ``endpoint`` is the old sender endpoint, now the caller's to disconnect (its ledger holds
+    the rolled-back credit again). ``rolled_back`` tokens were RESERVED and never submitted;
+    ``stalls_dropped`` credit-stalled owners lost their stall record (they are rejected or
+    re-pointed at their next pick); ``in_flight`` tokens were COMMITTED and still complete
+    normally on the old endpoint.
+    """
+
+    receiver: int
+    qos_class: int
+    endpoint: SenderEndpoint
+    rolled_back: int
+    stalls_dropped: int
+    in_flight: int
+
+
+@attrs.frozen(kw_only=True)
 class GateStatistics:
     """A snapshot of a :class:`DispatchGate`: its mode, routes, and gate-wide counters."""
 
@@ -519,6 +541,9 @@ class DispatchGate:
         self._unsettled: dict[int, GateToken] = {}
         self._next_ticket = 1
         self._no_credit = 0
+        # Routes removed recently (at most max_routes, oldest forgotten first): an unpinned
+        # owner of one is rejected as ROUTE_REMOVED instead of raising InvalidEntry (misuse).
+        self._removed: dict[tuple[int, int], None] = {}
 
     # ---------------------------------------------------------------- configuration
 
@@ -551,6 +576,77 @@ class DispatchGate:
         if len(self._routes) >= self._config.max_routes:
             raise TooManyRequests(f"the gate holds its maximum of {self._config.max_routes} routes")
         self._routes[ident] = _Route(receiver, endpoint, len(self._config.stall_buckets_ns))
+        self._removed.pop(ident, None)
+
+    def remove_endpoint(self, receiver: int, qos_class: int = 0) -> RouteRemoval:
+        """Unregister a route, fencing what the gate holds on it; frees a ``max_routes`` slot.
+
+        1. Every RESERVED token of the route (picked, not yet committed) is rolled back: its
+           exact charge returns to the old endpoint's ledger, a legacy token frees its slot. A
+           later :meth:`commit` or :meth:`rollback` of such a token raises :class:`InvalidEntry`
+           (settle picks before reconfiguring routes).
+        2. Every credit stall of the route is dropped. A queued owner of the route is rejected
+           at its next pick (:attr:`RejectReason.ROUTE_REMOVED`): its credit is gone with the
+           route.
+        3. COMMITTED tokens stay in flight and :meth:`complete` them as usual (on the old
+           endpoint).
+
+        Returns the :class:`RouteRemoval`; the old endpoint is the caller's to disconnect.
+        Raises :class:`InvalidArgument` for a non-u64 receiver or non-u32 class and
+        :class:`InvalidEntry` for an unregistered route; nothing changes then.
+        """
+        check_u64(receiver, "receiver")
+        if type(qos_class) is not int or not 0 <= qos_class <= U32_MAX:
+            raise InvalidArgument(f"qos_class must be a u32 int, got {qos_class!r}")
+        route = self._route(receiver, qos_class)
+        removal = self._detach(route)
+        self._removed[route.ident] = None
+        while len(self._removed) > self._config.max_routes:
+            del self._removed[next(iter(self._removed))]
+        return removal
+
+    def replace_endpoint(self, receiver: int, endpoint: SenderEndpoint) -> RouteRemoval:
+        """Point the route ``(receiver, endpoint.qos_class)`` at a new sender endpoint (e.g. a
+        REQUIRED peer that failed negotiation and reconnected).
+
+        The old route is fenced as by :meth:`remove_endpoint` (steps 1-3). Queued owners then
+        follow the fencing rule of their context: one pinned to the old endpoint's
+        ``(session, epoch)`` is rejected (``SNAPSHOT_FENCED``: old-epoch credit never pays for
+        new-epoch work); an unpinned one is re-pointed to the new endpoint. Returns the old
+        route's :class:`RouteRemoval`. Raises like :meth:`add_endpoint` (a wrong endpoint or
+        mode) and :class:`InvalidEntry` for an unregistered route; nothing changes then.
+        """
+        check_u64(receiver, "receiver")
+        if not isinstance(endpoint, SenderEndpoint):
+            raise InvalidArgument(f"expected a SenderEndpoint, got {type(endpoint).__name__}")
+        if endpoint.mode is not self._mode:
+            raise InvalidArgument(
+                f"endpoint mode {endpoint.mode.name} differs from the gate's {self._mode.name}"
+            )
+        route = self._route(receiver, endpoint.qos_class)
+        if endpoint is route.endpoint:
+            raise InvalidArgument("the route already uses this endpoint")
+        removal = self._detach(route)
+        self._routes[route.ident] = _Route(receiver, endpoint, len(self._config.stall_buckets_ns))
+        return removal
+
+    def _detach(self, route: _Route) -> RouteRemoval:
+        """Fence and unregister ``route`` (validated by the caller; cannot fail)."""
+        tokens = [t for t in self._unsettled.values() if t._route is route]
+        for token in tokens:
+            self._settle_rollback(token, TICKET_TRANSITIONS[(TicketState.RESERVED, "rollback")])
+        stalled = [owner_id for owner_id, (r, _stall) in self._stalls.items() if r is route]
+        for owner_id in stalled:
+            self._end_stall(owner_id, 0, dispatched=False)
+        del self._routes[route.ident]
+        return RouteRemoval(
+            receiver=route.receiver,
+            qos_class=route.qos_class,
+            endpoint=route.endpoint,
+            rolled_back=len(tokens),
+            stalls_dropped=len(stalled),
+            in_flight=route.committed - route.completed,
+        )
 
     def endpoint(self, receiver: int, qos_class: int = 0) -> SenderEndpoint:
         """The endpoint of a route; :class:`InvalidEntry` if it is not registered."""
@@ -604,8 +700,13 @@ class DispatchGate:
         if not ctx.remote:
             self._no_credit += 1
             return _NO_CREDIT_NEEDED
-        route = self._route(ctx.receiver, ctx.qos_class)
         owner_id = owner.owner_id
+        ident = (ctx.receiver, ctx.qos_class)
+        if ident not in self._routes and (ctx.snapshot is not None or ident in self._removed):
+            # a pinned context was made for a registered route: it was removed since
+            self._end_stall(owner_id, now_ns, dispatched=False)
+            return GateRejected(RejectReason.ROUTE_REMOVED)
+        route = self._route(ctx.receiver, ctx.qos_class)
         endpoint = route.endpoint
         if ctx.snapshot is not None and ctx.snapshot != self.snapshot(*route.ident):
             # RFC "Replay and restart safety": an old snapshot never spends new-epoch credit.

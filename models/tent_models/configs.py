@@ -53,8 +53,9 @@ CREDIT_BOUNDS: Mapping[str, CreditBounds] = {
         max_faults=1,
     ),
     # Two senders sharing the receiver: duplication, loss, reordering (the bag), a sender
-    # restart (epoch fence) and a receiver restart (new session), any two faults per run.
-    # 1,266,675 distinct states with symmetry and sequence renumbering (measured by BFS).
+    # restart (epoch fence), a receiver restart (new session) and staleness (TTL expiry: the
+    # stale guard of reserve), any two faults per run. 1,984,648 distinct states with symmetry
+    # and sequence renumbering (1,266,675 without staleness; measured by BFS).
     "ci": CreditBounds(
         senders=2,
         capacity=(1, 1),
@@ -67,6 +68,7 @@ CREDIT_BOUNDS: Mapping[str, CreditBounds] = {
         max_losses=1,
         max_sender_restarts=1,
         max_receiver_restarts=1,
+        max_stale=1,
         max_faults=2,
     ),
     # Benchmark campaign: partial charges, more capacity, staleness and regressed publishes.
@@ -158,6 +160,8 @@ KNOWN_BAD_BOUNDS: Mapping[str, CreditBounds] = {
     "completion_mints_credit": CreditBounds(**_BAD_BASE),
     "reuse_before_fence": CreditBounds(**_BAD_BASE, max_sender_restarts=1),
     "no_write_admission": CreditBounds(**_BAD_BASE),
+
+    "stale_reserve": CreditBounds(**_BAD_BASE, max_stale=1),
 }
 assert KNOWN_BAD_BOUNDS.keys() == KNOWN_BAD.keys()
 

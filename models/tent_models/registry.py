@@ -11,7 +11,12 @@ order ``tent check`` runs them (:data:`TARGET_KINDS`):
 2. ``known-bad``: a spec variant with one rule removed. It passes when the checker *refutes* it
    with a counterexample to the invariant the variant names; no counterexample, or only other
    violations, is a failure (the invariants are then too weak to notice the missing rule).
-3. ``proof``: a z3 proof (``tent_models.proofs``: credit ledger and allocator induction and
+3. ``ablation``: one conjunct of a credit spec action's guard removed
+   (:mod:`tent_models.ablation`). It passes when a small shipped model refutes the weakened
+   spec, or when the conjunct's survival is explained (``ablation.EXPLAINED``, or it is a bound
+   or a fault budget); a survivor or an inconclusive run without a reason fails it. The rule
+   conjuncts of the actions that move credit or capacity are ``ci``, the rest ``deep``.
+4. ``proof``: a z3 proof (``tent_models.proofs``: credit ledger and allocator induction and
    BMC, MLU properties, arbitration order). A proof of a property passes when it holds; a proof
    over a known-bad (mutated) transition passes when z3 produces a counterexample.
 
@@ -47,6 +52,7 @@ from tent_models.checker import (
     format_counterexample,
     simulate,
 )
+from tent_models.conformance import Divergence, minimise_divergence
 from tent_models.manifest import Counts, Manifest
 from tent_models.model_api import SpecModel
 from tent_models.proofs import arbitration_z3, credit_z3, ledger_explicit, mlu_z3
@@ -78,6 +84,7 @@ class TargetKind(enum.StrEnum):
 
     MODEL = "model"
     KNOWN_BAD = "known-bad"
+    ABLATION = "ablation"
     PROOF = "proof"
     CONFORMANCE = "conformance"
     CONTRACTS = "contracts"
@@ -86,6 +93,7 @@ class TargetKind(enum.StrEnum):
 TARGET_KINDS: tuple[TargetKind, ...] = (
     TargetKind.MODEL,
     TargetKind.KNOWN_BAD,
+    TargetKind.ABLATION,
     TargetKind.PROOF,
     TargetKind.CONFORMANCE,
     TargetKind.CONTRACTS,
@@ -511,6 +519,45 @@ def _known_bad_targets() -> list[Target]:
     return targets
 
 
+def _ablation_targets() -> list[Target]:
+    from tent_spec.credit import RULE  # noqa: PLC0415 - only the ablation needs the kinds
+
+    from tent_models import ablation  # noqa: PLC0415 - keeps the registry import light
+
+    def target(ref: ablation.GuardRef) -> Target:
+        tier = (
+            Tier.CI
+            if ref.kind == RULE and ref.action in ablation.CREDIT_SAFETY_ACTIONS
+            else Tier.DEEP
+        )
+        name = f"ablation/{ref.spec}/{ref.action}.{ref.guard}"
+
+        def run(options: RunOptions) -> Outcome:
+            result = ablation.ablate(ref)
+            passed, message = ablation.judge(result)
+            return Outcome(
+                target=name,
+                kind=TargetKind.ABLATION,
+                tier=tier,
+                passed=passed,
+                verdict=result.verdict.value,
+                seconds=result.seconds,
+                states=sum(n for _m, n, _full in result.runs),
+                message=message,
+            )
+
+        return Target(
+            name=name,
+            kind=TargetKind.ABLATION,
+            tier=tier,
+            description=f"{ref.kind} conjunct {ref.guard!r} of {ref.action} removed: a small "
+            "model must refute it, or its survival be explained",
+            run=run,
+        )
+
+    return [target(ref) for ref in ablation.credit_guards()]
+
+
 def _credit_proof(
     call: Callable[[], credit_z3.ProofResult | credit_z3.BmcResult],
 ) -> Callable[[], ProofVerdict]:
@@ -755,15 +802,31 @@ def _admission_walk(seed: int) -> str | None:
     for walk in _spec_walks(spec, seed, CONFORMANCE_STEPS):
         divergence = run_admission(cast("Any", spec), walk)
         if divergence is not None:
-            return divergence.format()
+            shortest = minimise_divergence(
+                lambda actions: run_admission(cast("Any", spec), list(actions)), divergence
+            )
+            return _divergence_report(divergence, shortest)
     return None
 
 
 def _credit_walk(seed: int) -> str | None:
-    from tent_models.conformance.credit import run_credit_conformance  # noqa: PLC0415 - heavy
+    from tent_models.conformance.credit import (  # noqa: PLC0415 - heavy
+        run_credit,
+        run_credit_conformance,
+    )
 
     divergence = run_credit_conformance(steps=CONFORMANCE_STEPS, seed=seed)
-    return None if divergence is None else divergence.format()
+    if divergence is None:
+        return None
+    return _divergence_report(divergence, minimise_divergence(run_credit, divergence))
+
+
+def _divergence_report(found: Divergence, shortest: Divergence) -> str:
+    """The minimised, diff-only divergence, saying how long the walk's own trace was."""
+    return (
+        f"minimised from {len(found.actions)} to {len(shortest.actions)} step(s) "
+        f"(replayed with steps removed)\n{shortest.format()}"
+    )
 
 
 def _conformance_targets() -> list[Target]:
@@ -816,6 +879,7 @@ def _contract_targets() -> list[Target]:
 _SOURCES: Mapping[TargetKind, Callable[[], Iterable[Target]]] = {
     TargetKind.MODEL: _model_targets,
     TargetKind.KNOWN_BAD: _known_bad_targets,
+    TargetKind.ABLATION: _ablation_targets,
     TargetKind.PROOF: _proof_targets,
     TargetKind.CONFORMANCE: _conformance_targets,
     TargetKind.CONTRACTS: _contract_targets,

@@ -165,6 +165,9 @@ class Ledger(NamedTuple):
     consumed: Vec
     returned: Vec
     tokens: tuple[int, ...]  # sorted charge indices of RESERVED tokens of this entry
+    # History variable: the RESERVED tokens the entry held when it last became STALE and still
+    # holds (always () unless STALE), so "a stale sender never reserves" is a state predicate.
+    stale_tokens: tuple[int, ...] = ()
 
 
 class Books(NamedTuple):
@@ -364,6 +367,11 @@ def _remove_one(items: tuple[Any, ...], item: Any) -> tuple[Any, ...]:
     return items[:i] + items[i + 1 :]
 
 
+def _drop(items: tuple[Any, ...], item: Any) -> tuple[Any, ...]:
+    """``items`` without one ``item`` (unchanged when absent)."""
+    return _remove_one(items, item) if item in items else items
+
+
 def _in_flight_messages(state: CreditState) -> int:
     return sum(n for p in state.peers for bag in (p.to_sender, p.to_receiver) for _, n in bag)
 
@@ -395,6 +403,112 @@ _ACTIONS = (
     "publish_regressed",
 )
 _CACHE_LIMIT = 1 << 20  # memo entries before a memo table is cleared
+
+# Guard kinds: what a conjunct of an action's guard is for (the guard ablation reads them).
+RULE = "rule"  # a protocol rule (RFC / SEMANTICS): the behaviour it forbids is wrong
+REDUCTION = "reduction"  # a model reduction: fewer interleavings, the same behaviours
+BOUND = "bound"  # a model bound of CreditBounds: keeps the state space finite
+BUDGET = "budget"  # a fault budget of CreditBounds
+GUARD_KINDS = (RULE, REDUCTION, BOUND, BUDGET)
+
+
+class Guard(NamedTuple):
+    """One named conjunct of an action's guard: ``check(state, *args)`` returns ``None`` when
+    it holds, else the reason in words (what ``explain`` says)."""
+
+    name: str
+    kind: str
+    check: str  # the CreditSpec method
+
+
+# The guard of each action is the conjunction of its rows, evaluated in order (the first
+# failing row is the reason). A reviewer reads an action's guard here; the methods hold one
+# condition each, beside the action's effect.
+_ROOM = Guard("message_room", BOUND, "_message_room")
+_PUSH_SEQ = Guard("max_seq", BOUND, "_push_seq_within_cap")
+_ANY_FAULT = Guard("max_faults", BUDGET, "_any_fault_left")
+_IN_FLIGHT = Guard("message_in_flight", RULE, "_message_in_flight")
+_WORK = Guard("work_in_flight", RULE, "_work_in_flight")
+_TOKEN = (Guard("token_reserved", RULE, "_token_reserved"),)
+GUARDS: Mapping[str, tuple[Guard, ...]] = {
+    "grant": (
+        Guard("demand_pending", RULE, "_demand_pending"),
+        Guard("free_covers_demand", RULE, "_free_covers_demand"),
+        Guard("max_grant_total", BOUND, "_grant_within_bound"),
+        _ROOM,
+        _PUSH_SEQ,
+    ),
+    "push_update": (Guard("refresh_due", REDUCTION, "_refresh_due"), _ROOM, _PUSH_SEQ),
+    "send_activation": (
+        Guard("sender_off_live_key", REDUCTION, "_sender_off_live_key"),
+        _ROOM,
+        Guard("activation_not_in_flight", REDUCTION, "_activation_not_in_flight"),
+    ),
+    "report_usage": (
+        Guard("sender_has_entry", RULE, "_sender_has_entry"),
+        _ROOM,
+        Guard("max_seq", BOUND, "_usage_seq_within_cap"),
+        Guard("demand_uncovered", REDUCTION, "_demand_uncovered"),
+        Guard("something_to_report", REDUCTION, "_something_to_report"),
+        Guard("report_due", REDUCTION, "_report_due"),
+    ),
+    "deliver": (_IN_FLIGHT,),
+    "duplicate": (
+        Guard("max_duplications", BUDGET, "_duplication_left"),
+        _ANY_FAULT,
+        _ROOM,
+        _IN_FLIGHT,
+    ),
+    "lose": (Guard("max_losses", BUDGET, "_loss_left"), _ANY_FAULT, _IN_FLIGHT),
+    "reserve": (
+        Guard("entry_has_update", RULE, "_entry_has_update"),
+        Guard("entry_not_stale", RULE, "_entry_not_stale"),
+        Guard("max_tokens", BOUND, "_tokens_within_bound"),
+        Guard("credit_covers_charge", RULE, "_credit_covers_charge"),
+    ),
+    "commit": _TOKEN,
+    "rollback": _TOKEN,
+    "return_unused": (
+        Guard("sender_has_entry", RULE, "_sender_has_entry"),
+        Guard("available_covers_return", RULE, "_available_covers_return"),
+    ),
+    "data_lands": (
+        _WORK,
+        Guard("work_of_live_session", RULE, "_work_of_live_session"),
+        Guard("work_epoch_open", RULE, "_work_epoch_open"),
+    ),
+    "fail_inflight": (_WORK, Guard("work_epoch_not_live", RULE, "_work_epoch_not_live")),
+    "consumer_release": (
+        Guard("books_exist", RULE, "_books_exist"),
+        Guard("landed_awaits_consumer", RULE, "_landed_awaits_consumer"),
+    ),
+    "reclaim_after_fence": (
+        Guard("epoch_fencing", RULE, "_epoch_fencing"),
+        Guard("epoch_work_settled", RULE, "_epoch_work_settled"),
+    ),
+    "become_stale": (
+        Guard("max_stale", BUDGET, "_stale_left"),
+        _ANY_FAULT,
+        Guard("entry_live_and_fresh", RULE, "_entry_live_and_fresh"),
+    ),
+    "sender_restart": (
+        Guard("max_sender_restarts", BUDGET, "_sender_restart_left"),
+        _ANY_FAULT,
+        Guard("max_epoch", BOUND, "_epoch_within_bound"),
+    ),
+    "receiver_restart": (
+        Guard("max_receiver_restarts", BUDGET, "_receiver_restart_left"),
+        _ANY_FAULT,
+    ),
+    "publish_regressed": (
+        Guard("max_regressions", BUDGET, "_regression_left"),
+        _ANY_FAULT,
+        Guard("holds_live_grant", RULE, "_holds_live_grant"),
+        _ROOM,
+        _PUSH_SEQ,
+    ),
+}
+"""Action name -> the conjuncts of its guard, in evaluation order."""
 
 # One memoised step of a sender: (action, arguments after the sender index, the sender's new
 # Peer, the new fault counts). See "Memoisation" in the CreditSpec docstring.
@@ -459,9 +573,16 @@ _FAULTS = frozenset(
 class CreditSpec:
     """The credit protocol as a finite transition system (structurally a ``SpecModel``).
 
-    Guards are methods ``_g_<action>(state, *args)`` returning ``None`` when enabled or the
-    failing guard in words; effects are ``_e_<action>(state, *args)``. Known-bad variants
-    (:mod:`tent_spec.variants`) subclass this and override one guard or effect each.
+    An action's guard is the conjunction of its rows in :data:`GUARDS` (``_g_<action>(state,
+    *args)`` evaluates them: ``None`` when enabled, else the first failing conjunct in words);
+    effects are ``_e_<action>(state, *args)``. Known-bad variants (:mod:`tent_spec.variants`)
+    subclass this and remove a conjunct (``WITHOUT``), or override one guard or effect each.
+
+    Two class attributes exist for the guard ablation (``tent_models.ablation``) and variants:
+    ``WITHOUT`` names ``(action, conjunct)`` pairs left out of the guards, and
+    ``PRUNE_CANDIDATES = False`` makes ``_instances`` yield every instance of every action
+    instead of pruning by cheap necessary conditions (which restate some conjuncts, so a removed
+    conjunct would otherwise stay in force).
 
     Memoisation (speed only; the guards and effects stay the single authority):
 
@@ -474,7 +595,7 @@ class CreditSpec:
        ``receiver_restart`` (it changes every sender) is evaluated directly.
     2. The per-sender body of each invariant reads the session, the room in the bag and
        ``peers[s]``; the names of the bodies that fail are memoised per such context and per
-       state (``_failed_checks``), so the nine invariants of a new state cost one lookup.
+       state (``_failed_checks``), so the ten invariants of a new state cost one lookup.
     3. ``canonicalize`` and ``pack`` memoise per sender; the outstanding grant of a sender's
        books (for ``free_capacity``) too.
 
@@ -483,6 +604,29 @@ class CreditSpec:
     ints to hash instead of the whole nested tuple. tests/models/test_spec_fastpath.py checks
     the memoised results against direct evaluation.
     """
+
+    WITHOUT: frozenset[tuple[str, str]] = frozenset()
+    PRUNE_CANDIDATES: bool = True
+    # The guards, one per action, generated from GUARDS below the class (overridable).
+    _g_grant: Callable[..., str | None]
+    _g_push_update: Callable[..., str | None]
+    _g_send_activation: Callable[..., str | None]
+    _g_report_usage: Callable[..., str | None]
+    _g_deliver: Callable[..., str | None]
+    _g_duplicate: Callable[..., str | None]
+    _g_lose: Callable[..., str | None]
+    _g_reserve: Callable[..., str | None]
+    _g_commit: Callable[..., str | None]
+    _g_rollback: Callable[..., str | None]
+    _g_return_unused: Callable[..., str | None]
+    _g_data_lands: Callable[..., str | None]
+    _g_fail_inflight: Callable[..., str | None]
+    _g_consumer_release: Callable[..., str | None]
+    _g_reclaim_after_fence: Callable[..., str | None]
+    _g_become_stale: Callable[..., str | None]
+    _g_sender_restart: Callable[..., str | None]
+    _g_receiver_restart: Callable[..., str | None]
+    _g_publish_regressed: Callable[..., str | None]
 
     def __init__(self, bounds: CreditBounds, *, name: str = "credit") -> None:
         self.bounds = bounds
@@ -517,10 +661,18 @@ class CreditSpec:
             "grant_within_receiver": self._grant_within_receiver_at,
             "old_update_harmless": self._old_update_harmless_at,
             "stale_revival": self._stale_revival_at,
+            "stale_never_reserves": self._stale_never_reserves_at,
             "control_unblocked": self._control_unblocked_at,
             "claims_covered": self._claims_covered_at,
         }
         # Bound guard/effect methods by action name (subclasses' overrides included).
+        unknown = self.WITHOUT - {(a, g.name) for a, rows in GUARDS.items() for g in rows}
+        if unknown:
+            raise InvalidBounds(f"WITHOUT names no guard conjunct: {sorted(unknown)}")
+        self._conjuncts: dict[str, tuple[Callable[..., str | None], ...]] = {
+            a: tuple(getattr(self, g.check) for g in rows if (a, g.name) not in self.WITHOUT)
+            for a, rows in GUARDS.items()
+        }
         self._guard: dict[str, Callable[..., str | None]] = {
             a: getattr(self, "_g_" + a) for a in _ACTIONS
         }
@@ -641,17 +793,23 @@ class CreditSpec:
 
     # ---- receiver: grant, publish, activate --------------------------------------------
 
-    def _g_grant(self, state: CreditState, s: int) -> str | None:
-        peer = state.peers[s]
-        b = peer.books[-1]
-        if not b.demand:
+    def _demand_pending(self, state: CreditState, s: int) -> str | None:
+        if not state.peers[s].books[-1].demand:
             return "no pending demand from this sender's current epoch"
-        want = self._charges[b.demand - 1]
+        return None
+
+    def _free_covers_demand(self, state: CreditState, s: int) -> str | None:
+        want = self._charges[state.peers[s].books[-1].demand - 1]
         if not _vle(want, self.free_capacity(state)):
             return "free capacity does not cover the demand (all-or-nothing)"
+        return None
+
+    def _grant_within_bound(self, state: CreditState, s: int) -> str | None:
+        b = state.peers[s].books[-1]
+        want = self._charges[b.demand - 1]
         if any(g + w > self.bounds.max_grant_total for g, w in zip(b.granted, want, strict=True)):
             return "bound: max_grant_total reached"
-        return self._g_publish(state, b)
+        return None
 
     def _e_grant(self, state: CreditState, s: int) -> CreditState:
         """Carve the demanded vector from free capacity and publish the new cumulative totals.
@@ -664,10 +822,13 @@ class CreditSpec:
         granted = _vadd(b.granted, self._charges[b.demand - 1])
         return self._publish(state, s, b._replace(granted=granted, demand=0), granted)
 
-    def _g_publish(self, state: CreditState, b: Books) -> str | None:
+    def _message_room(self, state: CreditState, *_args: Any) -> str | None:
         if not self._room(state):
             return "bound: max_messages in flight"
-        if b.pushed_seq >= self.bounds.seq_cap:
+        return None
+
+    def _push_seq_within_cap(self, state: CreditState, s: int, *_args: Any) -> str | None:
+        if state.peers[s].books[-1].pushed_seq >= self.bounds.seq_cap:
             return "bound: max_seq reached"
         return None
 
@@ -682,7 +843,7 @@ class CreditSpec:
         )
         return self._with_peer(state, s, peer)
 
-    def _g_push_update(self, state: CreditState, s: int) -> str | None:
+    def _refresh_due(self, state: CreditState, s: int) -> str | None:
         peer = state.peers[s]
         b = peer.books[-1]
         for m, _n in peer.to_sender:
@@ -690,21 +851,23 @@ class CreditSpec:
                 # Model reduction: the refresh interval exceeds the one-way delay; old copies
                 # still arrive late through `duplicate`, and grants publish while one is pending.
                 return "an update of the live key is still in flight (refresh timer not due)"
-        return self._g_publish(state, b)
+        return None
 
     def _e_push_update(self, state: CreditState, s: int) -> CreditState:
         # DESIGN: the refresh/heartbeat timer re-publishes the FULL cumulative vector.
         b = state.peers[s].books[-1]
         return self._publish(state, s, b, b.granted)
 
-    def _g_send_activation(self, state: CreditState, s: int) -> str | None:
+    def _sender_off_live_key(self, state: CreditState, s: int) -> str | None:
         peer = state.peers[s]
         if (peer.ledger.session, peer.ledger.epoch) == (state.session, peer.epoch):
             # Model reduction: a redundant activation is a no-op wherever it arrives (its key
             # is never newer than the sender's), so it is not sent.
             return "the sender already runs on the live key"
-        if not self._room(state):
-            return "bound: max_messages in flight"
+        return None
+
+    def _activation_not_in_flight(self, state: CreditState, s: int) -> str | None:
+        peer = state.peers[s]
         if _bag_count(peer.to_sender, Activation(ACTIVATION, state.session, peer.epoch)):
             return "this activation is already in flight (a second copy is a duplicate fault)"
         return None
@@ -717,27 +880,36 @@ class CreditSpec:
 
     # ---- sender: usage reports, reserve / commit / rollback / return --------------------
 
-    def _g_report_usage(self, state: CreditState, s: int, demand: int) -> str | None:
-        if type(demand) is not int or not 0 <= demand <= len(self._charges):
-            return "demand must be 0 or 1 + a charge index"
-        led = state.peers[s].ledger
-        if not led.session:
+    # report_usage: RFC "Control traffic never consumes data credit" - no credit conjunct.
+    def _sender_has_entry(self, state: CreditState, s: int, *_args: Any) -> str | None:
+        if not state.peers[s].ledger.session:
             return "the sender has no ledger entry (not activated since its restart)"
-        if not self._room(state):
-            return "bound: max_messages in flight"
-        if led.usage_seq >= self.bounds.seq_cap:
+        return None
+
+    def _usage_seq_within_cap(self, state: CreditState, s: int, _demand: int) -> str | None:
+        if state.peers[s].ledger.usage_seq >= self.bounds.seq_cap:
             return "bound: max_seq reached"
+        return None
+
+    def _demand_uncovered(self, state: CreditState, s: int, demand: int) -> str | None:
+        led = state.peers[s].ledger
         if demand and _vle(self._charges[demand - 1], self.available(led)):
             return "a demand is reported only for a charge the available credit cannot cover"
-        if not demand and not any(led.returned):
+        return None
+
+    def _something_to_report(self, state: CreditState, s: int, demand: int) -> str | None:
+        if not demand and not any(state.peers[s].ledger.returned):
             # Model reduction: without a demand, a report only matters for returns.
             return "nothing to report: no demand and nothing returned"
+        return None
+
+    def _report_due(self, state: CreditState, s: int, _demand: int) -> str | None:
+        led = state.peers[s].ledger
         for m, _n in state.peers[s].to_receiver:
             if (m.session, m.epoch) == (led.session, led.epoch):
                 # Model reduction: the report interval exceeds the one-way delay (old copies
                 # still arrive late through `duplicate`).
                 return "a usage report of this entry is still in flight (report timer not due)"
-        # RFC "Control traffic never consumes data credit": no credit guard here.
         return None
 
     def _e_report_usage(self, state: CreditState, s: int, demand: int) -> CreditState:
@@ -750,15 +922,24 @@ class CreditSpec:
         )
         return self._with_peer(state, s, peer)
 
-    def _g_reserve(self, state: CreditState, s: int, c: int) -> str | None:
+    def _entry_has_update(self, state: CreditState, s: int, _c: int) -> str | None:
         led = state.peers[s].ledger
         if not led.session or not led.last_seq:
             return "no ledger entry or no update applied yet (SEMANTICS §6: IE)"
-        if led.freshness == STALE:
+        return None
+
+    def _entry_not_stale(self, state: CreditState, s: int, _c: int) -> str | None:
+        if state.peers[s].ledger.freshness == STALE:
             return "the entry is stale: no new credit-gated dispatch (RFC state machine rule 2)"
-        if len(led.tokens) >= self.bounds.max_tokens:
+        return None
+
+    def _tokens_within_bound(self, state: CreditState, s: int, _c: int) -> str | None:
+        if len(state.peers[s].ledger.tokens) >= self.bounds.max_tokens:
             return "bound: max_tokens live reservations"
-        if not _vle(self._charges[c], self.available(led)):
+        return None
+
+    def _credit_covers_charge(self, state: CreditState, s: int, c: int) -> str | None:
+        if not _vle(self._charges[c], self.available(state.peers[s].ledger)):
             return "insufficient credit in some charged resource (nothing is reserved)"
         return None
 
@@ -771,20 +952,19 @@ class CreditSpec:
         )
         return self._with_peer(state, s, peer._replace(ledger=led))
 
-    def _g_token(self, state: CreditState, s: int, c: int) -> str | None:
+    def _token_reserved(self, state: CreditState, s: int, c: int) -> str | None:
         if c not in state.peers[s].ledger.tokens:
             return "no RESERVED token with this charge in the sender's current entry"
         return None
-
-    _g_commit = _g_token
-    _g_rollback = _g_token
 
     def _e_commit(self, state: CreditState, s: int, c: int) -> CreditState:
         # The token goes to the transport: RESERVED -> COMMITTED, now in flight to the receiver.
         peer = state.peers[s]
         led = peer.ledger
         peer = peer._replace(
-            ledger=led._replace(tokens=_remove_one(led.tokens, c)),
+            ledger=led._replace(
+                tokens=_remove_one(led.tokens, c), stale_tokens=_drop(led.stale_tokens, c)
+            ),
             inflight=_insert_sorted(peer.inflight, (led.session, led.epoch, c)),
         )
         return self._with_peer(state, s, peer)
@@ -794,15 +974,14 @@ class CreditSpec:
         peer = state.peers[s]
         led = peer.ledger
         led = led._replace(
-            consumed=_vsub(led.consumed, self._charges[c]), tokens=_remove_one(led.tokens, c)
+            consumed=_vsub(led.consumed, self._charges[c]),
+            tokens=_remove_one(led.tokens, c),
+            stale_tokens=_drop(led.stale_tokens, c),
         )
         return self._with_peer(state, s, peer._replace(ledger=led))
 
-    def _g_return_unused(self, state: CreditState, s: int, c: int) -> str | None:
-        led = state.peers[s].ledger
-        if not led.session:
-            return "the sender has no ledger entry"
-        if not _vle(self._charges[c], self.available(led)):
+    def _available_covers_return(self, state: CreditState, s: int, c: int) -> str | None:
+        if not _vle(self._charges[c], self.available(state.peers[s].ledger)):
             return "cannot return more than is available (SEMANTICS §6)"
         return None
 
@@ -814,7 +993,7 @@ class CreditSpec:
 
     # ---- delivery and network faults ---------------------------------------------------
 
-    def _g_deliver(self, state: CreditState, s: int, msg: Any) -> str | None:
+    def _message_in_flight(self, state: CreditState, s: int, msg: Any) -> str | None:
         peer = state.peers[s]
         if not (_bag_count(peer.to_sender, msg) or _bag_count(peer.to_receiver, msg)):
             return "the message is not in flight"
@@ -855,6 +1034,7 @@ class CreditSpec:
             grant_total=self._new_grant_total(led, msg.grants),
             last_seq=msg.seq,
             freshness=REVIVED if led.freshness == STALE else led.freshness,
+            stale_tokens=(),
         )
 
     def _apply_activation(self, led: Ledger, msg: Activation) -> Ledger:
@@ -875,14 +1055,15 @@ class CreditSpec:
         nb = b._replace(usage_seq=msg.seq, reclaimed=msg.returned, demand=msg.demand)
         return peer._replace(books=(*peer.books[:-1], nb))
 
-    def _g_duplicate(self, state: CreditState, s: int, msg: Any) -> str | None:
+    def _duplication_left(self, state: CreditState, *_args: Any) -> str | None:
         if state.faults.duplications >= self.bounds.max_duplications:
             return "fault budget: max_duplications used"
+        return None
+
+    def _any_fault_left(self, state: CreditState, *_args: Any) -> str | None:
         if not self._fault_left(state):
             return "fault budget: max_faults used"
-        if not self._room(state):
-            return "bound: max_messages in flight"
-        return self._g_deliver(state, s, msg)
+        return None
 
     def _e_duplicate(self, state: CreditState, s: int, msg: Any) -> CreditState:
         peer = state.peers[s]
@@ -894,12 +1075,10 @@ class CreditSpec:
         state = state._replace(faults=f._replace(duplications=f.duplications + 1))
         return self._with_peer(state, s, peer)
 
-    def _g_lose(self, state: CreditState, s: int, msg: Any) -> str | None:
+    def _loss_left(self, state: CreditState, *_args: Any) -> str | None:
         if state.faults.losses >= self.bounds.max_losses:
             return "fault budget: max_losses used"
-        if not self._fault_left(state):
-            return "fault budget: max_faults used"
-        return self._g_deliver(state, s, msg)
+        return None
 
     def _e_lose(self, state: CreditState, s: int, msg: Any) -> CreditState:
         peer = state.peers[s]
@@ -913,14 +1092,18 @@ class CreditSpec:
 
     # ---- in-flight work, consumer, fencing ---------------------------------------------
 
-    def _g_data_lands(self, state: CreditState, s: int, item: Any) -> str | None:
-        peer = state.peers[s]
-        if item not in peer.inflight:
+    def _work_in_flight(self, state: CreditState, s: int, item: Any) -> str | None:
+        if item not in state.peers[s].inflight:
             return "no such in-flight work"
-        session, epoch, _c = item
-        if session != state.session:
+        return None
+
+    def _work_of_live_session(self, state: CreditState, s: int, item: Any) -> str | None:
+        if item[0] != state.session:
             return "work of a dead receiver session never lands (its QPs died with it)"
-        b = self._books_for(peer, epoch)
+        return None
+
+    def _work_epoch_open(self, state: CreditState, s: int, item: Any) -> str | None:
+        b = self._books_for(state.peers[s], item[1])
         if b is None or b.status == RECLAIMED:
             return "the epoch was fenced and reclaimed: its QPs are closed"
         return None
@@ -933,13 +1116,10 @@ class CreditSpec:
         peer = self._replace_books(peer, b, nb)._replace(inflight=_remove_one(peer.inflight, item))
         return self._with_peer(state, s, peer)
 
-    def _g_fail_inflight(self, state: CreditState, s: int, item: Any) -> str | None:
-        peer = state.peers[s]
-        if item not in peer.inflight:
-            return "no such in-flight work"
+    def _work_epoch_not_live(self, state: CreditState, s: int, item: Any) -> str | None:
         session, epoch, _c = item
         if session == state.session:
-            b = self._books_for(peer, epoch)
+            b = self._books_for(state.peers[s], epoch)
             if b is not None and b.status == ACTIVE:
                 return "work of a live epoch is not failed by fencing"
         return None
@@ -949,11 +1129,14 @@ class CreditSpec:
         peer = state.peers[s]
         return self._with_peer(state, s, peer._replace(inflight=_remove_one(peer.inflight, item)))
 
-    def _g_consumer_release(self, state: CreditState, s: int, epoch: int) -> str | None:
-        b = self._books_for(state.peers[s], epoch)
-        if b is None:
+    def _books_exist(self, state: CreditState, s: int, epoch: int) -> str | None:
+        if self._books_for(state.peers[s], epoch) is None:
             return "no books for this epoch"
-        if b.landed == b.released:
+        return None
+
+    def _landed_awaits_consumer(self, state: CreditState, s: int, epoch: int) -> str | None:
+        b = self._books_for(state.peers[s], epoch)
+        if b is not None and b.landed == b.released:
             return "nothing landed awaits the consumer"
         return None
 
@@ -967,12 +1150,14 @@ class CreditSpec:
             nb = None  # fully settled: granted == released + reclaimed
         return self._with_peer(state, s, self._replace_books(peer, b, nb))
 
-    def _g_reclaim_after_fence(self, state: CreditState, s: int, epoch: int) -> str | None:
-        peer = state.peers[s]
-        b = self._books_for(peer, epoch)
+    def _epoch_fencing(self, state: CreditState, s: int, epoch: int) -> str | None:
+        b = self._books_for(state.peers[s], epoch)
         if b is None or b.status != FENCING:
             return "the epoch is not fencing"
-        if any(e == epoch and ss == state.session for ss, e, _ in peer.inflight):
+        return None
+
+    def _epoch_work_settled(self, state: CreditState, s: int, epoch: int) -> str | None:
+        if any(e == epoch and ss == state.session for ss, e, _ in state.peers[s].inflight):
             return "in-flight work of the epoch has not landed or failed yet"
         return None
 
@@ -988,11 +1173,12 @@ class CreditSpec:
 
     # ---- faults: staleness, restarts, a regressed publish ------------------------------
 
-    def _g_become_stale(self, state: CreditState, s: int) -> str | None:
+    def _stale_left(self, state: CreditState, s: int) -> str | None:
         if state.faults.stale >= self.bounds.max_stale:
             return "fault budget: max_stale used"
-        if not self._fault_left(state):
-            return "fault budget: max_faults used"
+        return None
+
+    def _entry_live_and_fresh(self, state: CreditState, s: int) -> str | None:
         led = state.peers[s].ledger
         if not led.session or led.freshness == STALE:
             return "no live ledger entry or already stale"
@@ -1001,16 +1187,18 @@ class CreditSpec:
     def _e_become_stale(self, state: CreditState, s: int) -> CreditState:
         # SEMANTICS §7: TTL expiry or disconnect; a newer update of the same key revives it.
         peer = state.peers[s]
-        led = peer.ledger._replace(freshness=STALE, stale_at=peer.ledger.last_seq)
+        led = peer.ledger
+        led = led._replace(freshness=STALE, stale_at=led.last_seq, stale_tokens=led.tokens)
         f = state.faults
         state = state._replace(faults=f._replace(stale=f.stale + 1))
         return self._with_peer(state, s, peer._replace(ledger=led))
 
-    def _g_sender_restart(self, state: CreditState, s: int) -> str | None:
+    def _sender_restart_left(self, state: CreditState, s: int) -> str | None:
         if state.faults.sender_restarts >= self.bounds.max_sender_restarts:
             return "fault budget: max_sender_restarts used"
-        if not self._fault_left(state):
-            return "fault budget: max_faults used"
+        return None
+
+    def _epoch_within_bound(self, state: CreditState, s: int) -> str | None:
         if state.peers[s].epoch >= self.bounds.max_epoch:
             return "bound: max_epoch reached for this sender"
         return None
@@ -1037,11 +1225,9 @@ class CreditSpec:
         state = state._replace(faults=f._replace(sender_restarts=f.sender_restarts + 1))
         return self._with_peer(state, s, peer)
 
-    def _g_receiver_restart(self, state: CreditState) -> str | None:
+    def _receiver_restart_left(self, state: CreditState) -> str | None:
         if state.faults.receiver_restarts >= self.bounds.max_receiver_restarts:
             return "fault budget: max_receiver_restarts used"
-        if not self._fault_left(state):
-            return "fault budget: max_faults used"
         return None
 
     def _e_receiver_restart(self, state: CreditState) -> CreditState:
@@ -1065,18 +1251,17 @@ class CreditSpec:
         f = state.faults
         return CreditState(session, peers, f._replace(receiver_restarts=f.receiver_restarts + 1))
 
-    def _g_publish_regressed(self, state: CreditState, s: int, r: int) -> str | None:
-        if type(r) is not int or not 0 <= r < self.bounds.resources:
-            return "resource index out of range"
+    def _regression_left(self, state: CreditState, s: int, r: int) -> str | None:
         if state.faults.regressions >= self.bounds.max_regressions:
             return "fault budget: max_regressions used"
-        if not self._fault_left(state):
-            return "fault budget: max_faults used"
+        return None
+
+    def _holds_live_grant(self, state: CreditState, s: int, r: int) -> str | None:
         peer = state.peers[s]
         led = peer.ledger
         if (led.session, led.epoch) != (state.session, peer.epoch) or not led.grant_total[r]:
             return "the sender holds no accepted grant of this resource on the live key"
-        return self._g_publish(state, peer.books[-1])
+        return None
 
     def _e_publish_regressed(self, state: CreditState, s: int, r: int) -> CreditState:
         """A faulty receiver publishes, under its next sequence, a total for resource ``r`` one
@@ -1106,6 +1291,8 @@ class CreditSpec:
             yield "receiver_restart", ()
 
     def _receiver_restart_candidate(self, state: CreditState) -> bool:
+        if not self.PRUNE_CANDIDATES:
+            return True
         return (
             self._fault_left(state)
             and state.faults.receiver_restarts < self.bounds.max_receiver_restarts
@@ -1115,6 +1302,9 @@ class CreditSpec:
         self, state: CreditState, s: int
     ) -> Iterator[tuple[str, tuple[Hashable, ...]]]:
         """The candidate instances of sender ``s`` (``grant`` first; see ``_instances``)."""
+        if not self.PRUNE_CANDIDATES:
+            yield from self._every_sender_instance(state, s)
+            return
         bounds = self.bounds
         faults = state.faults
         n_charges = len(self._charges)
@@ -1169,6 +1359,38 @@ class CreditSpec:
         if restart:
             yield "sender_restart", (s,)
 
+    def _every_sender_instance(
+        self, state: CreditState, s: int
+    ) -> Iterator[tuple[str, tuple[Hashable, ...]]]:
+        """Every instance of every action of sender ``s``: each charge, demand and resource
+        index, each message in flight, each in-flight item and each epoch with books (the guards
+        alone decide; see ``PRUNE_CANDIDATES``)."""
+        n_charges = len(self._charges)
+        peer = state.peers[s]
+        yield "grant", (s,)
+        yield "push_update", (s,)
+        yield "send_activation", (s,)
+        for d in range(n_charges + 1):
+            yield "report_usage", (s, d)
+        for action in _CHARGE_ACTIONS:
+            for c in range(n_charges):
+                yield action, (s, c)
+        yield "become_stale", (s,)
+        for r in range(self.bounds.resources):
+            yield "publish_regressed", (s, r)
+        for bag in (peer.to_sender, peer.to_receiver):
+            for msg, _n in bag:
+                yield "deliver", (s, msg)
+                yield "duplicate", (s, msg)
+                yield "lose", (s, msg)
+        for item in sorted(set(peer.inflight)):
+            yield "data_lands", (s, item)
+            yield "fail_inflight", (s, item)
+        for b in peer.books:
+            yield "consumer_release", (s, b.epoch)
+            yield "reclaim_after_fence", (s, b.epoch)
+        yield "sender_restart", (s,)
+
     def successors(self, state: CreditState) -> Iterator[Any]:
         """Every enabled instance of ``_instances(state)``, in that order, with its successor.
 
@@ -1200,7 +1422,11 @@ class CreditSpec:
         sender (the memo would then be unsound).
         """
         peer = state.peers[s]
-        free = self.free_capacity(state) if peer.books[-1].demand else None
+        free = (
+            self.free_capacity(state)
+            if peer.books[-1].demand or not self.PRUNE_CANDIDATES
+            else None
+        )
         key = (id(peer), state.session, state.faults, room, free)
         entry = self._steps_cache.get(key)
         if entry is not None and entry[0] is peer:
@@ -1233,6 +1459,14 @@ class CreditSpec:
             return f"{action}: the first argument must be a sender index, got {args[0]!r}"
         if action in _CHARGE_ACTIONS and not self._charge_ok(args[1]):
             return f"{action}: unknown charge index {args[1]!r}"
+        if action == "report_usage" and not (
+            type(args[1]) is int and 0 <= args[1] <= len(self._charges)
+        ):
+            return f"{action}{args!r}: demand must be 0 or 1 + a charge index"
+        if action == "publish_regressed" and not (
+            type(args[1]) is int and 0 <= args[1] < self.bounds.resources
+        ):
+            return f"{action}{args!r}: resource index out of range"
         if action in ("data_lands", "fail_inflight") and not (
             isinstance(args[1], tuple) and len(args[1]) == 3
         ):
@@ -1424,6 +1658,15 @@ class CreditSpec:
         led = state.peers[s].ledger
         return led.freshness != REVIVED or led.last_seq > led.stale_at
 
+    def inv_stale_never_reserves(self, state: CreditState) -> bool:
+        """A STALE entry takes no new reservation: every RESERVED token it holds was reserved
+        before it became stale (``stale_tokens``, the history of those still held)."""
+        return self._every_sender(state, "stale_never_reserves")
+
+    def _stale_never_reserves_at(self, state: CreditState, s: int) -> bool:
+        led = state.peers[s].ledger
+        return led.freshness != STALE or led.tokens == led.stale_tokens
+
     def inv_generation_fenced(self, state: CreditState) -> bool:
         """No sender uses a fenced generation; work is never in flight to reclaimed capacity.
 
@@ -1473,11 +1716,11 @@ class CreditSpec:
         ):
             available = self.available(led)
             for i, charge in enumerate(self._charges):
-                if not _vle(charge, available) and self._g_report_usage(state, s, i + 1):
+                if not _vle(charge, available) and self._guard["report_usage"](state, s, i + 1):
                     return False
         for bag in (peer.to_sender, peer.to_receiver):
             for msg, _n in bag:
-                if self._g_deliver(state, s, msg) is not None:
+                if self._guard["deliver"](state, s, msg) is not None:
                     return False
         return True
 
@@ -1526,6 +1769,12 @@ class CreditSpec:
                 'RFC state machine: "Stale +-- newer update -> Active"; acceptance 3 (a stale '
                 "update never re-opens credit)",
                 self.inv_stale_revival,
+            ),
+            SpecInvariant(
+                "stale_sender_never_reserves",
+                'RFC state machine rule 2: "Stale: stop new credit-gated dispatch; existing '
+                'transport-owned work continues to terminal state"',
+                self.inv_stale_never_reserves,
             ),
             SpecInvariant(
                 "control_never_blocked_by_data_credit",
@@ -1773,7 +2022,7 @@ class CreditSpec:
         return CreditState(state.session, tuple(self._intern(p) for p in state.peers), faults)
 
     def invariants_hold(self, state: CreditState) -> bool:
-        """Every invariant of ``invariants()`` holds (one memoised pass instead of nine):
+        """Every invariant of ``invariants()`` holds (one memoised pass instead of ten):
         the capacity sum, then each sender's memoised verdict (``_failed_checks``)."""
         messages, free, _seq_ok = self._facts(state)
         if min(free) < 0:
@@ -1809,7 +2058,7 @@ class CreditSpec:
         (renumbered for the session, then interned), memoised on the same context plus ``s``.
         ``room`` and ``free_capacity`` are ``state``'s."""
         peer = state.peers[s]
-        free = free_capacity if peer.books[-1].demand else None
+        free = free_capacity if peer.books[-1].demand or not self.PRUNE_CANDIDATES else None
         key = (id(peer), s, state.session, state.faults, room, free)
         entry = self._canon_steps_cache.get(key)
         if entry is not None and entry[0] is peer:
@@ -1905,6 +2154,26 @@ class CreditSpec:
             out[f"{pre}.to_sender"] = tuple((_show(m), n) for m, n in p.to_sender)
             out[f"{pre}.to_receiver"] = tuple((_show(m), n) for m, n in p.to_receiver)
         return out
+
+
+def _conjunction(action: str) -> Callable[..., str | None]:
+    """``CreditSpec._g_<action>``: the first failing conjunct of ``GUARDS[action]`` (those in
+    ``WITHOUT`` left out), or ``None`` when all hold."""
+
+    def guard(self: CreditSpec, state: CreditState, *args: Any) -> str | None:
+        for check in self._conjuncts[action]:
+            reason = check(state, *args)
+            if reason is not None:
+                return reason
+        return None
+
+    guard.__name__ = guard.__qualname__ = f"_g_{action}"
+    return guard
+
+
+for _action in _ACTIONS:
+    setattr(CreditSpec, f"_g_{_action}", _conjunction(_action))
+assert tuple(GUARDS) == _ACTIONS
 
 
 def _show(msg: Any) -> str:

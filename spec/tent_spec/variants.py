@@ -1,9 +1,10 @@
 """Known-bad variants: the credit spec with one RFC rule removed each.
 
-Every variant overrides one guard or effect of :class:`~tent_spec.credit.CreditSpec` (the clean
-spec's code path stays as reviewers read it). The model checker must refute each with a short
-counterexample that violates the named invariant: that is the evidence the rule is needed and
-that the invariants are strong enough to notice its absence.
+Every variant removes one conjunct of a guard (``WITHOUT``) or overrides one guard or effect of
+:class:`~tent_spec.credit.CreditSpec` (the clean spec's code path stays as reviewers read it).
+The model checker must refute each with a short counterexample that violates the named
+invariant: that is the evidence the rule is needed and that the invariants are strong enough
+to notice its absence.
 
 :data:`KNOWN_BAD` maps a variant name to ``(factory, expected invariant, rule text)``; the factory
 takes a :class:`~tent_spec.credit.CreditBounds` and returns the variant model.
@@ -37,6 +38,7 @@ __all__ = [
     "NoWriteAdmission",
     "PartialReserve",
     "ReuseBeforeFence",
+    "StaleReserve",
 ]
 
 
@@ -120,7 +122,10 @@ class ControlChargedToDataCredit(CreditSpec):
         led = state.peers[s].ledger
         if led.session and self.available(led)[0] < 1:
             return "no data credit left for the control message"
-        return super()._g_report_usage(state, s, demand)
+        for check in self._conjuncts["report_usage"]:
+            if (reason := check(state, s, demand)) is not None:
+                return reason
+        return None
 
 
 class CompletionMintsCredit(CreditSpec):
@@ -167,6 +172,12 @@ class NoWriteAdmission(AdversarialCreditSpec):
     def _g_data_lands(self, state: CreditState, s: int, item: Any) -> str | None:
         return CreditSpec._g_data_lands(self, state, s, item)
 
+class StaleReserve(CreditSpec):
+    """Reserve ignores staleness: a sender whose entry went STALE (TTL expiry, disconnect) keeps
+    dispatching on the credit it still holds."""
+
+    WITHOUT = frozenset({("reserve", "entry_not_stale")})
+
 
 Factory = type[CreditSpec]
 
@@ -212,6 +223,11 @@ KNOWN_BAD: Mapping[str, tuple[Factory, str, str]] = {
         "dispatch_holds_full_charge",
         'RFC concurrency rule 6: "Completion only reports receiver resource release; it must '
         'not mint sender-side credit locally."',
+    ),
+    "stale_reserve": (
+        StaleReserve,
+        "stale_sender_never_reserves",
+        'RFC state machine rule 2: "Stale: stop new credit-gated dispatch"',
     ),
     "reuse_before_fence": (
         ReuseBeforeFence,

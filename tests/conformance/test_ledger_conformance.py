@@ -406,7 +406,7 @@ class LedgerConformance(RuleBasedStateMachine):
         if tracked.state is not TokenState.RESERVED:
             assert isinstance(outcome, InvalidEntry), outcome  # each step happens once
             return
-        assert SPEC._g_token(self.spec, tracked.k, tracked.c) is None
+        assert SPEC._g_commit(self.spec, tracked.k, tracked.c) is None
         assert outcome is None, outcome
         effect = SPEC._e_commit if event == "commit" else SPEC._e_rollback
         self.spec = effect(self.spec, tracked.k, tracked.c)

@@ -13,7 +13,7 @@ from tent_credit import (
     SessionId,
     charge_for_plan,
 )
-from tent_credit._allocator import AllocatorConfig
+from tent_credit._allocator import AllocatorConfig, ReceiverCreditAllocator
 from tent_credit._backpressure import BackpressureInfo, BackpressureSource
 from tent_credit._endpoints import CreditReceiver, SenderEndpoint
 from tent_credit._ledger import ReservationToken, TokenState
@@ -27,7 +27,7 @@ from tent_credit._messages import (
 )
 from tent_credit._negotiation import CreditMode, NegotiationState
 from tent_credit._wire import decode, encode
-from tent_credit.errors import InvalidArgument, InvalidEntry, LocalProtocolError
+from tent_credit.errors import InvalidArgument, InvalidEntry, LocalProtocolError, TooManyRequests
 from tent_credit.testing import FaultRates
 
 R = CreditResource
@@ -303,13 +303,25 @@ def test_closed_receiver_endpoint_refuses_input() -> None:
         ep.receive_message(b"", 0)
 
 
+INCAST_GRANT_SLOTS = 4
+
+
 def run_incast(
     seed: int, rates: FaultRates, senders: int = 3, per_sender: int = 60
 ) -> LoopbackNetwork:
     """A receiver and N senders over faulty channels, with a sender reconnect and a receiver
-    restart in the middle; returns the quiesced network."""
+    restart in the middle; returns the quiesced network.
+
+    Each sender may hold and asks for up to ``INCAST_GRANT_SLOTS``: three senders want 12 of
+    the 8 slots, so they contend and only the receiver's capacity check keeps them within it.
+    """
     assert CHARGE is not None
-    rx = CreditReceiver(config(), SessionId(1), freshness_ttl_ms=50, refresh_interval_ns=2_000_000)
+    rx = CreditReceiver(
+        config(max_grant_slots=INCAST_GRANT_SLOTS),
+        SessionId(1),
+        freshness_ttl_ms=50,
+        refresh_interval_ns=2_000_000,
+    )
     net = LoopbackNetwork(rx, seed=seed, rates=rates)
     now = 0
     peers = list(range(1, senders + 1))
@@ -321,14 +333,17 @@ def run_incast(
         for p in peers:
             tx = net.senders[p]
             if sent[p] < per_sender and tx.key is not None:
-                demand(tx, min(per_sender - sent[p], 3))
+                demand(tx, min(per_sender - sent[p], INCAST_GRANT_SLOTS))
                 if net.try_send(p, CHARGE, now):
                     sent[p] += 1
         if i == 1_000:
             net.reconnect_sender(2, now)
         if i == 2_000:
             new = CreditReceiver(
-                config(), SessionId(2), freshness_ttl_ms=50, refresh_interval_ns=2_000_000
+                config(max_grant_slots=INCAST_GRANT_SLOTS),
+                SessionId(2),
+                freshness_ttl_ms=50,
+                refresh_interval_ns=2_000_000,
             )
             net.restart_receiver(new, now)
         net.step(now)
@@ -383,6 +398,8 @@ def test_three_senders_over_lossy_duplicating_reordering_channels_recover_fully(
     net = run_incast(seed=11, rates=rates)
     stats = net.statistics()
     assert stats.completed == stats.reserved > 0
+    # they contended: all of the capacity was committed at some point
+    assert stats.peak_outstanding[R.REQUEST_SLOTS] == stats.capacity[R.REQUEST_SLOTS]
     for r, peak in stats.peak_outstanding.items():
         assert peak <= stats.capacity[r]
     for r, peak in stats.peak_occupied.items():
@@ -403,6 +420,21 @@ def test_any_seed_keeps_capacity_and_recovers(seed: int, drop: float) -> None:
     for r, peak in stats.peak_occupied.items():
         assert peak <= stats.capacity[r]
     assert_all_credit_usable(net)
+
+
+def test_the_incast_runs_fail_when_the_allocator_ignores_capacity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 10 item 20: with 3 x 2 of 8 slots ever wanted, the two incast tests above passed
+    # without capacity enforcement. Now they contend: ignoring capacity must show, as an
+    # over-commit the allocator's last check refuses or as a peak over capacity.
+    monkeypatch.setattr(ReceiverCreditAllocator, "free_for", lambda self, r, c: 1 << 40)
+    rates = FaultRates(drop=0.1, duplicate=0.1, reorder=0.3, max_delay_ns=40_000)
+    try:
+        stats = run_incast(seed=11, rates=rates).statistics()
+    except TooManyRequests:
+        return
+    assert any(stats.peak_outstanding[r] > stats.capacity[r] for r in stats.capacity)
 
 
 def test_activation_for_another_class_is_a_violation() -> None:

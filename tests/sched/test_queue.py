@@ -99,9 +99,21 @@ def test_limits_reject_invalid_values(fields: dict[str, Any]) -> None:
         QueueLimits(**fields)
 
 
-@pytest.mark.parametrize("theta", [0.0, 0, 1.0, 1, 1.2, 5.0])
-def test_threshold_zero_or_at_least_one_is_accepted(theta: float) -> None:
-    AdmissionQueue(LIMITS, deadline_aware=True, mlu_local_threshold=theta)
+@pytest.mark.parametrize(
+    ("theta", "dropped"),
+    [(0.0, False), (0, False), (1.0, True), (1, True), (1.2, False), (5.0, False)],
+)
+def test_threshold_zero_or_at_least_one_is_accepted_and_applied(
+    theta: float, dropped: bool
+) -> None:
+    # An owner whose MLU is exactly 1.0: θ = 0 disables the drop, θ ≤ 1.0 drops it (>=).
+    queue = AdmissionQueue(LIMITS, deadline_aware=True, mlu_local_threshold=theta)
+    (owner,) = queue.try_admit(
+        1, 10, [req(1, 1000, deadline_ns=NOW + 1000, degradation_eligible=True)]
+    )
+    result = queue.pick_for_dispatch(10, BIG, now_ns=NOW, bandwidth_bps=BW)
+    assert result.dropped == ((owner,) if dropped else ())
+    assert len(result.picked) == (0 if dropped else 1)
 
 
 @pytest.mark.parametrize("theta", [0.5, 0.999, 1e-9])

@@ -443,9 +443,11 @@ def test_explain_names_the_failing_guard_for_malformed_and_unknown_actions() -> 
     assert "unknown action" in model.explain(state, "fly", ())
     assert "takes 1 arguments" in model.explain(state, "cancel", ())
     assert "no owner 9" in model.explain(state, "cancel", (9,))
-    assert "max_time_ns" in model.explain(state, "advance_time", (1,)) or model.apply(
-        state, "advance_time", (1,)
-    )
+    # time advances in configured steps up to max_time_ns (2 in admission/tiny), then stops
+    assert model.explain(state, "advance_time", (1,)) == "enabled"
+    at_max = _run_from(model, state, ("advance_time", (1,)), ("advance_time", (1,)))
+    assert model.apply(at_max, "advance_time", (1,)) is None
+    assert "max_time_ns" in model.explain(at_max, "advance_time", (1,))
     assert "already" in model.explain(state, "set_bandwidth", (state.bandwidth_bps,))
 
 

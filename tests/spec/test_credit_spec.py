@@ -29,9 +29,27 @@ from tent_spec.credit import (
 from tent_spec.credit_adversarial import AdversarialCreditSpec
 from tent_spec.variants import KNOWN_BAD
 
+# Every walk here is bounded: a spec with a guard removed can have an infinite state space
+# (e.g. reserve without its credit check consumes without limit), and the test must then fail
+# with that message instead of hanging. The tiny model has 3,566 states.
+MAX_STATES = 20_000
+
+
+class StateBoundExceeded(AssertionError):
+    """The walk found more than ``MAX_STATES`` states: the model is not the finite one meant."""
+
+
+def _count(seen: int) -> None:
+    if seen > MAX_STATES:
+        raise StateBoundExceeded(
+            f"more than {MAX_STATES:,} reachable states: the model is not finite "
+            "(a guard or a bound is missing)"
+        )
+
 
 class Explored:
-    """The reachable graph of a spec: canonical states, edges, BFS depth."""
+    """The reachable graph of a spec: canonical states, edges, BFS depth (at most
+    ``MAX_STATES`` states, else :class:`StateBoundExceeded`)."""
 
     def __init__(self, spec: CreditSpec, *, symmetry: bool = True) -> None:
         canon: Callable[[Any], Any] = spec.canonicalize if symmetry else (lambda s: s)
@@ -58,6 +76,7 @@ class Explored:
                 if nkey not in self.states:
                     self.states[nkey], self.depth[nkey] = nxt, self.depth[key] + 1
                     queue.append(nkey)
+                    _count(len(self.states))
 
 
 def first_violation(spec: CreditSpec, name: str) -> tuple[int, Any] | None:
@@ -76,6 +95,7 @@ def first_violation(spec: CreditSpec, name: str) -> tuple[int, Any] | None:
             if key not in seen:
                 seen.add(key)
                 queue.append((nxt, depth + 1))
+                _count(len(seen))
     return None
 
 
@@ -496,3 +516,47 @@ def test_known_bad_configs_build_the_variants() -> None:
         model = build()
         assert isinstance(model, KNOWN_BAD[name][0])
         assert model.name == f"known-bad/{name}"
+
+
+# ---- guard conjuncts, staleness (issue 10, item 16) -----------------------------------------
+
+
+def without(*pairs: tuple[str, str], prune: bool = True) -> type[CreditSpec]:
+    """The credit spec with the named guard conjuncts removed (as the guard ablation does)."""
+    return type("Without", (CreditSpec,), {"WITHOUT": frozenset(pairs), "PRUNE_CANDIDATES": prune})
+
+
+def test_a_stale_sender_that_reserves_violates_the_stale_invariant() -> None:
+    # Before the invariant existed, removing this conjunct passed every model check.
+    spec = without(("reserve", "entry_not_stale"))(CREDIT_BOUNDS["tiny"])
+    found = first_violation(spec, "stale_sender_never_reserves")
+    assert found is not None
+    depth, state = found
+    assert depth == 6  # ask, receive, grant, apply, go stale, reserve
+    assert any(p.ledger.freshness == STALE and p.ledger.tokens for p in state.peers)
+
+
+def test_the_clean_spec_keeps_the_stale_invariant_on_tiny() -> None:
+    spec, _graph = tiny()
+    assert first_violation(spec, "stale_sender_never_reserves") is None
+
+
+def test_a_walk_of_a_spec_without_its_credit_check_fails_instead_of_hanging() -> None:
+    spec = without(("reserve", "credit_covers_charge"))(CREDIT_BOUNDS["tiny"])
+    with pytest.raises(StateBoundExceeded):
+        Explored(spec)
+
+
+def test_candidate_pruning_hides_nothing_in_the_clean_spec() -> None:
+    # The ablation turns pruning off; on the clean spec that must change nothing.
+    pruned = tiny()[1]
+    unpruned = Explored(without(prune=False)(CREDIT_BOUNDS["tiny"]))
+    assert unpruned.states.keys() == pruned.states.keys()
+    assert {k: sorted(v) for k, v in unpruned.edges.items()} == {
+        k: sorted(v) for k, v in pruned.edges.items()
+    }
+
+
+def test_without_names_only_existing_conjuncts() -> None:
+    with pytest.raises(InvalidBounds, match="names no guard conjunct"):
+        without(("reserve", "no_such_guard"))(CREDIT_BOUNDS["tiny"])

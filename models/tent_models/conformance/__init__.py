@@ -17,6 +17,7 @@ from tent_models.conformance._lockstep import (
     Outcome,
     OutcomeKind,
     StepVerdict,
+    minimise_divergence,
     run_lockstep,
 )
 
@@ -30,5 +31,6 @@ __all__ = [
     "Outcome",
     "OutcomeKind",
     "StepVerdict",
+    "minimise_divergence",
     "run_lockstep",
 ]

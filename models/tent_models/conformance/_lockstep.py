@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import traceback
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
 import attrs
@@ -37,6 +37,7 @@ __all__ = [
     "Outcome",
     "OutcomeKind",
     "StepVerdict",
+    "minimise_divergence",
     "run_lockstep",
 ]
 
@@ -152,14 +153,21 @@ class Divergence:
     steps: tuple[TraceStep, ...] = ()
     actions: tuple[ActionInstance, ...] = ()
 
-    def format(self) -> str:
-        """The trace in the checker's format, then the divergence and the differing fields."""
-        lines = [
-            format_trace(
-                self.steps, violated=f"conformance ({self.kind}) at step {self.step}", cites=""
-            ),
-            f"    {self.detail}",
-        ]
+    def format(self, *, full: bool = False) -> str:
+        """The trace in the checker's format, then the divergence and the differing fields.
+
+        Diff-only by default: the initial state shows only the fields that a later step
+        changes or that differ at the divergence (the others are counted); ``full`` shows every
+        field of the initial state.
+        """
+        steps = self.steps if full else self._diff_only_steps()
+        hidden = len(self.steps[0].fields) - len(steps[0].fields) if steps else 0
+        trace = format_trace(
+            steps, violated=f"conformance ({self.kind}) at step {self.step}", cites=""
+        ).split("\n")
+        if hidden:
+            trace.insert(1, f"    ({hidden} field(s) that never change are not shown)")
+        lines = [*trace, f"    {self.detail}"]
         lines.extend(
             f"    {key}: spec {spec!r} / implementation {impl!r}"
             for key, (spec, impl) in self.mismatch.items()
@@ -168,6 +176,16 @@ class Divergence:
 
     def __str__(self) -> str:
         return self.format()
+
+    def _diff_only_steps(self) -> tuple[TraceStep, ...]:
+        if not self.steps:
+            return ()
+        relevant = set(self.mismatch)
+        for step in self.steps[1:]:
+            relevant.update(step.changed)
+        first = self.steps[0]
+        kept = {k: v for k, v in first.fields.items() if k in relevant}
+        return (attrs.evolve(first, fields=kept), *self.steps[1:])
 
 
 class StepVerdict(enum.StrEnum):
@@ -351,6 +369,63 @@ class Lockstep(Generic[S]):
             steps=self.trace(),
             actions=self.actions,
         )
+
+
+def minimise_divergence(
+    replay: Callable[[Sequence[ActionInstance]], Divergence | None],
+    divergence: Divergence,
+    *,
+    max_replays: int = 2_000,
+) -> Divergence:
+    """A shorter run that diverges the same way (same kind, at the same action), found by
+    replaying ``divergence.actions`` with steps removed, as the checker minimises
+    (:func:`tent_models.checker.minimise`).
+
+    ``replay(actions)`` runs ``actions`` on a fresh spec and implementation in lockstep and
+    returns the first divergence or ``None``. Policy (delta debugging over steps):
+
+    1. Replay the recorded actions; if that does not diverge the same way (the divergence is
+       not reproducible, e.g. it needed a harness draw), return ``divergence`` unchanged.
+    2. For chunk sizes ``len // 2``, ``len // 4``, ..., 1: delete each chunk in turn and keep
+       the deletion when the replay still diverges the same way (its actions end at the
+       divergence, so later steps fall away too).
+    3. Repeat 2 until no single step can be deleted (1-minimal), or until ``max_replays``
+       replays were spent (the shortest divergence found so far is returned).
+    """
+
+    def same(found: Divergence | None) -> bool:
+        return (
+            found is not None
+            and found.kind is divergence.kind
+            and found.action == divergence.action
+        )
+
+    replays = 1
+    best = replay(divergence.actions)
+    if best is None or not same(best):
+        return divergence
+    changed = True
+    while changed and replays < max_replays:
+        changed = False
+        chunk = max(len(best.actions) // 2, 1)
+        while chunk >= 1 and replays < max_replays:
+            start = 0
+            while start < len(best.actions) - 1 and replays < max_replays:
+                # the last action is the divergent one: it always stays
+                current = best.actions
+                candidate = current[:start] + current[start + chunk :]
+                if not candidate or candidate[-1] != current[-1]:
+                    start += chunk
+                    continue
+                found = replay(candidate)
+                replays += 1
+                if found is not None and same(found) and len(found.actions) < len(current):
+                    best = found
+                    changed = True
+                else:
+                    start += chunk
+            chunk //= 2
+    return best
 
 
 def run_lockstep(

@@ -1018,6 +1018,9 @@ class CreditAdapter:
             _vector(entry.consumed, n),
             _vector(entry.returned, n),
             tuple(tokens),
+            # the spec's history of tokens held since staleness: the harness draws no reserve
+            # on a STALE entry and the implementation refuses one, so all of them
+            tuple(tokens) if freshness == STALE else (),
         )
 
     def _abstract_books(self, s: int) -> tuple[int, tuple[Books, ...]]:
