@@ -21,6 +21,13 @@ Conventions every spec model follows:
 Optionally, for speed only, a model may also provide ``fingerprinted_successors``,
 ``fingerprint`` and ``invariants_hold`` (see :mod:`tent_models.checker._fastpath`); each must
 equal what it replaces, and ``tent_models.checker.PlainModel`` hides them for a cross-check.
+
+A readable model whose state is a frozen dataclass or ``NamedTuple`` of components gets the
+same kind of speed-up without a hand-written fast path by declaring, also optionally,
+``footprints() -> Mapping[action, Footprint]`` (the fields each action reads and writes) and
+``action_successors(state, action)`` (that action's steps; chained over ``action_names()``
+they are ``successors(state)``). The checker then memoises each action's steps per value of
+the fields it reads (:mod:`tent_models.checker._components`).
 """
 
 from __future__ import annotations
@@ -37,6 +44,13 @@ class Step(NamedTuple):
     action: str
     args: tuple[Hashable, ...]
     state: Any
+
+
+class Footprint(NamedTuple):
+    """The top-level state fields an action's guard and effect read and the ones it writes."""
+
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
 
 
 class Invariant(NamedTuple):

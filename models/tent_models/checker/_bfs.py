@@ -25,6 +25,7 @@ import gc
 import sys
 import time
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -248,6 +249,9 @@ def _explore_serial(
     action_table = record.action_table
     fired, enabled, new_states = record.fired, record.enabled, record.new_states
 
+    seen_get = seen.get
+    parent_append, action_append, good_append = parent.append, action_ids.append, good.append
+    edge_src_append, edge_dst_append = edge_src.append, edge_dst.append
     on_new = new_state_checker(model, record)
     initial_entries, initial_frontier = seed_initial(model, record, symmetry=symmetry, limit=limit)
     seen.update(initial_entries)
@@ -262,15 +266,20 @@ def _explore_serial(
             break
         level_start = count
         next_frontier: list[tuple[int, Any]] = []
+        # Per level, the name of every transition fired and, per expanded state, each name
+        # once (enabled); counted by Counter in C at the level's end.
+        level_fired: list[str] = []
+        level_enabled: list[str] = []
+        fire = level_fired.append
         for src, state in frontier:
             src_recovered = check_recoverability and recovered(state)
             if src_recovered:
                 good[src] = 1
             record_edges = check_recoverability and not src_recovered
-            names: dict[str, int] = {}
+            first = len(level_fired)
             for name, args, nxt, fp in expand(state):
-                names[name] = names.get(name, 0) + 1
-                dst = seen.get(fp)
+                fire(name)
+                dst = seen_get(fp)
                 if dst is None:
                     dst = count
                     seen[fp] = dst
@@ -280,33 +289,26 @@ def _explore_serial(
                     if aid is None:
                         aid = action_index[instance] = len(action_table)
                         action_table.append(instance)
-                    parent.append(src)
-                    action_ids.append(aid)
+                    parent_append(src)
+                    action_append(aid)
                     new_states[name] = new_states.get(name, 0) + 1
                     on_new(dst, nxt)
                     if within_bounds(nxt):
-                        good.append(0)
+                        good_append(0)
                         next_frontier.append((dst, nxt))
                     else:
-                        good.append(1)
+                        good_append(1)
                     if count >= limit:
                         truncated = True
                 if record_edges and dst != src and name not in faults:
-                    edge_src.append(src)
-                    edge_dst.append(dst)
+                    edge_src_append(src)
+                    edge_dst_append(dst)
                 if truncated:
                     break
-            for name, times in names.items():
-                if name not in fired:
-                    raise ModelContractError(
-                        f"model {model.name!r}: action {name!r} is not in action_names()"
-                    )
-                enabled[name] += 1
-                fired[name] += times
-                transitions += times
-            if (
-                not names
-                and check_deadlock
+            if len(level_fired) > first:
+                level_enabled.extend(set(level_fired[first:]))
+            elif (
+                check_deadlock
                 and record.deadlock is None
                 and not quiescent_by_bound(state)
                 and not recovered(state)
@@ -314,6 +316,14 @@ def _explore_serial(
                 record.deadlock = src
             if count >= limit:
                 break
+        for counts, names in ((fired, level_fired), (enabled, level_enabled)):
+            for name, times in Counter(names).items():
+                if name not in counts:
+                    raise ModelContractError(
+                        f"model {model.name!r}: action {name!r} is not in action_names()"
+                    )
+                counts[name] += times
+        transitions += len(level_fired)
         frontier = next_frontier
         if count > level_start:
             depth += 1
