@@ -37,6 +37,7 @@ from typing import Any
 
 from tent_models.checker import PlainModel, check, fingerprint
 from tent_models.checker._bfs import cyclic_gc_paused
+from tent_models.checker._components import materialise
 from tent_models.checker._fastpath import FAST_PATH_METHODS, expander, fingerprinter
 
 
@@ -97,7 +98,7 @@ def bare_bfs(model: Any, max_states: int | None) -> tuple[int, float]:
             for _action, _args, nxt, fp in expand(state):
                 if fp not in seen:
                     seen.add(fp)
-                    queue.append(nxt)
+                    queue.append(materialise(nxt))
     seconds = time.perf_counter() - started
     return len(seen), seconds
 

@@ -16,6 +16,7 @@ Exit codes: 0 success, 1 a failed target / stale artefact, 2 a usage error (clic
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -39,7 +40,7 @@ from rich.text import Text
 
 from tent_models import diagrams, registry
 from tent_models import manifest as manifest_file
-from tent_models.checker import CheckResult, check
+from tent_models.checker import CheckResult, InvalidArgument, check, on_ray
 from tent_models.manifest import Counts, Manifest, ManifestError
 from tent_models.registry import Outcome, RunOptions, Target, TargetKind, Tier
 
@@ -136,6 +137,14 @@ def main() -> None:
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Simulation seed (--simulate)."
 )
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Run on a Ray cluster ('auto', 'ray://host:port', 'local'): exhaustive checks shard "
+    "the seen set over one actor per cluster CPU, --simulate runs a swarm of seeded walks as "
+    "Ray tasks. Needs the [ray] extra.",
+)
 def check_command(
     *,
     deep: bool,
@@ -152,6 +161,7 @@ def check_command(
     walks: int,
     depth: int,
     seed: int,
+    ray_address: str | None,
 ) -> None:
     """Check the shipped models, refute the known-bad variants and run the z3 proofs.
 
@@ -203,7 +213,13 @@ def check_command(
         def runner(target: Target) -> Outcome:
             return registry.run_target(target, options)
 
-    outcomes = _run_all(targets, runner, console=console, progress=progress)
+    with contextlib.ExitStack() as stack:
+        if ray_address:
+            try:
+                stack.enter_context(on_ray(ray_address))
+            except InvalidArgument as exc:
+                raise click.ClickException(str(exc)) from exc
+        outcomes = _run_all(targets, runner, console=console, progress=progress)
     seconds = time.perf_counter() - started
     for outcome in outcomes:
         if not outcome.passed or (show_refutations and outcome.refutation):

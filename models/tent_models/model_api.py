@@ -68,6 +68,13 @@ class Witness(NamedTuple):
     holds: Callable[[Any], bool]
 
 
+def no_symmetry(self: Any, state: S) -> S:
+    """A ``canonicalize`` for a model without symmetry (``canonicalize = no_symmetry`` in the
+    class body): every state is its own representative. The checker recognises it and skips
+    the call (and, for a model with footprints, builds only the successors that are new)."""
+    return state
+
+
 class SpecModel(Protocol[S]):
     """What the checker needs from a specification instantiated with concrete bounds."""
 

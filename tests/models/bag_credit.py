@@ -21,7 +21,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tent_models.model_api import Footprint, Invariant, Step, Witness
+from tent_models.model_api import Footprint, Invariant, Step, Witness, no_symmetry
 
 ACTIONS = (
     "grant",
@@ -366,8 +366,7 @@ class BagCredit:
             world.faults,
         )
 
-    def canonicalize(self, world: World) -> World:
-        return world
+    canonicalize = no_symmetry  # no symmetry reduction (senders are not interchangeable here)
 
     def within_bounds(self, world: World) -> bool:
         return True

@@ -17,8 +17,16 @@ from toy_models import Counter, CreditToy, Mutex
 
 
 def comparable(result: CheckResult) -> CheckResult:
-    """Drop what legitimately differs between runs: timing, storage and the worker count."""
-    return attrs.evolve(result, seconds=0.0, states_per_second=0.0, bytes_per_state=0.0, workers=0)
+    """Drop what legitimately differs between runs: timing, storage, the worker count and the
+    shards' sizes."""
+    return attrs.evolve(
+        result,
+        seconds=0.0,
+        states_per_second=0.0,
+        bytes_per_state=0.0,
+        workers=0,
+        shard_states=(),
+    )
 
 
 MODELS = [
@@ -39,6 +47,9 @@ def test_parallel_result_equals_serial(factory: Callable[[], Any], workers: int)
     parallel = check(factory(), workers=workers)
     assert comparable(parallel) == comparable(serial)
     assert parallel.workers == workers
+    assert len(parallel.shard_states) == workers
+    assert sum(parallel.shard_states) == serial.distinct_states
+    assert serial.shard_states == ()
 
 
 @pytest.mark.parametrize("symmetry", [True, False])

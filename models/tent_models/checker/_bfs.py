@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from tent_models.checker._components import Deferred
 from tent_models.checker._errors import ModelContractError
 from tent_models.checker._fastpath import expander, fingerprinter
 from tent_models.checker._trace import ActionInstance
@@ -67,6 +68,7 @@ class Exploration:
     exhaustive: bool = False
     seconds: float = 0.0
     storage_bytes: int = 0
+    shard_states: list[int] = attrs.Factory(list)  # states stored per shard (sharded runs)
 
     @property
     def distinct_states(self) -> int:
@@ -277,13 +279,15 @@ def _explore_serial(
                 good[src] = 1
             record_edges = check_recoverability and not src_recovered
             first = len(level_fired)
-            for name, args, nxt, fp in expand(state):
+            for name, args, successor, fp in expand(state):
                 fire(name)
                 dst = seen_get(fp)
                 if dst is None:
                     dst = count
                     seen[fp] = dst
                     count += 1
+                    # a Deferred successor is built only now that it is new
+                    nxt = successor() if successor.__class__ is Deferred else successor
                     instance = (name, args)
                     aid = action_index.get(instance)
                     if aid is None:

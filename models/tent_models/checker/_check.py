@@ -16,6 +16,7 @@ from tent_models.checker._fingerprint import (
 )
 from tent_models.checker._liveness import recoverable_states
 from tent_models.checker._parallel import explore_parallel
+from tent_models.checker._ray import current_engine, explore_ray
 from tent_models.checker._result import (
     ActionCoverage,
     CheckResult,
@@ -38,6 +39,7 @@ def check(
     check_deadlock: bool = True,
     check_recoverability: bool = True,
     progress: bool = False,
+    ray: str | None = None,
 ) -> CheckResult:
     """Explore every reachable state of ``model`` breadth-first and judge it.
 
@@ -55,15 +57,34 @@ def check(
     ``symmetry`` canonicalises each state before fingerprinting; ``workers > 1`` shards the seen
     set over that many processes (identical result); ``max_states`` stops after that many
     distinct states (the result is then not exhaustive); ``progress`` shows a rich progress bar.
+    ``ray`` (a Ray address: ``auto``, ``ray://host:port``, or ``local`` for a new local
+    cluster; an initialised Ray session is reused) shards the seen set over ``workers`` Ray
+    actors instead of processes (:mod:`~tent_models.checker._ray`; identical result); inside
+    :func:`~tent_models.checker.on_ray` a call without ``ray`` uses that engine.
     Raises :class:`InvalidArgument` for ``workers < 1`` or ``max_states < 1`` (before running)
-    and :class:`ModelContractError` when the model breaks its contract.
+    or when Ray is missing or unreachable, and :class:`ModelContractError` when the model
+    breaks its contract.
     """
     if workers < 1:
         raise InvalidArgument(f"workers must be >= 1, got {workers}")
+    engine = current_engine() if ray is None else None
+    if engine is not None:  # inside on_ray: the engine's address and shard count
+        ray, workers = engine.address, engine.shards
     if max_states is not None and max_states < 1:
         raise InvalidArgument(f"max_states must be >= 1 when given, got {max_states}")
     with _progress_hook(model.name, enabled=progress) as hook, cyclic_gc_paused():
-        if workers == 1:
+        if ray is not None:
+            record = explore_ray(
+                model,
+                address=ray,
+                workers=workers,
+                symmetry=symmetry,
+                max_states=max_states,
+                check_deadlock=check_deadlock,
+                check_recoverability=check_recoverability,
+                progress=hook,
+            )
+        elif workers == 1:
             record = explore_serial(
                 model,
                 symmetry=symmetry,
@@ -223,6 +244,7 @@ def build_result(
         coverage=coverage,
         witnesses=tuple(witness_results),
         violations=tuple(violations),
+        shard_states=tuple(record.shard_states),
     )
 
 

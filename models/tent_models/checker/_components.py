@@ -13,17 +13,23 @@ methods (:class:`~tent_models.model_api.SpecModel` documents them):
 
 Policy:
 
-1. Each component value is interned (one shared object per value) and given a 128-bit digest
-   of a canonical, injective encoding of its value (:func:`encode`), once per distinct value.
+1. Each component value is interned (one shared object per value per field) and given a
+   64-bit digest ``xxh3_64(marshal((field index, encode(value))))`` of a canonical, injective
+   encoding of its value (:func:`encode`), once per distinct value.
 2. The steps of action ``a`` in a state are memoised per (``a``, the interned read
    components): a hit rebuilds each successor from the state's components with the memoised
    written ones. On a miss ``action_successors`` runs and every field outside ``writes`` must
    come back unchanged (else :class:`ModelContractError`); reads cannot be checked, which is
    what ``tent check --plain`` (the model without these methods) cross-checks.
-3. A state's fingerprint is ``xxh3_64`` of the marshalled tuple of its components' digests:
-   a function of the state's value alone, identical in every process. Two distinct states
-   differ in some component, whose digests collide with probability 2**-128, so a pair of
-   distinct states collides with probability about 2**-64, the figure the checker reports.
+3. A state's fingerprint is the sum of its components' digests mod 2**64 (AdHash): a
+   function of the state's value alone, identical in every process, and a successor's is its
+   parent's plus the memoised difference of the written components' digests. Two distinct
+   states differ in some field, whose digest enters the difference of their sums with
+   coefficient 1: modelling xxh3 as a random function they collide with probability 2**-64,
+   the figure the checker reports (Bellare and Micciancio, "A New Paradigm for
+   Collision-free Hashing", 1997; the credit spec's fast path uses the same construction).
+5. A model whose ``canonicalize`` is :func:`~tent_models.model_api.no_symmetry` (or a run
+   without symmetry) gets successors as :class:`Deferred` values, built only when new.
 4. Memo tables are cleared when they reach :data:`MEMO_LIMIT` entries (bounded memory; each
    entry holds the objects whose ids key it, so a cleared or stale id never aliases).
 """
@@ -35,14 +41,23 @@ from collections.abc import Callable, Iterator
 from marshal import dumps
 from typing import Any
 
-from xxhash import xxh3_64_intdigest, xxh3_128_intdigest
+from xxhash import xxh3_64_intdigest
 
 from tent_models.checker._errors import ModelContractError
 
-__all__ = ["COMPONENT_METHODS", "MEMO_LIMIT", "ComponentEngine", "encode", "has_components"]
+__all__ = [
+    "COMPONENT_METHODS",
+    "MEMO_LIMIT",
+    "ComponentEngine",
+    "Deferred",
+    "encode",
+    "has_components",
+    "materialise",
+]
 
 COMPONENT_METHODS = ("footprints", "action_successors")
 MEMO_LIMIT = 1 << 18
+_MASK64 = (1 << 64) - 1
 
 _SCALARS = (int, str, bytes, float, type(None))
 
@@ -93,10 +108,11 @@ class ComponentEngine:
         self.state_type: type | None = None
         self.fields: tuple[str, ...] = ()
         self.build: Callable[[list[Any]], Any] = tuple
-        self.plan: list[tuple[int, str, tuple[int, ...], tuple[int, ...]]] = []
-        self.by_value: dict[Any, Any] = {}
-        self.known: dict[int, tuple[Any, Any, int]] = {}  # id -> (object, interned, digest)
-        self.memo: dict[tuple[int, ...], tuple[tuple[Any, ...], list[tuple[Any, ...]]]] = {}
+        self.plan: list[tuple[int, str, tuple[int, ...], tuple[int, ...], bool]] = []
+        # per slot: value -> interned object; id -> (object, interned, slot digest)
+        self.by_value: list[dict[Any, Any]] = []
+        self.known: list[dict[int, tuple[Any, Any, int]]] = []
+        self.memo: dict[tuple[int, ...], tuple[tuple[Any, ...], list[Any]]] = {}
 
     # ---- the state's shape --------------------------------------------------------------
 
@@ -143,12 +159,15 @@ class ComponentEngine:
                     name,
                     tuple(index[f] for f in reads),
                     tuple(index[f] for f in writes),
+                    set(writes) <= set(reads),
                 )
             )
+        self.by_value = [{} for _ in self.fields]
+        self.known = [{} for _ in self.fields]
         self.state_type = kind
 
     def _parts(self, state: Any) -> list[tuple[Any, Any, int]]:
-        """``(object, interned, digest)`` of each component of ``state``."""
+        """``(object, interned, slot digest)`` of each component of ``state``."""
         if type(state) is not self.state_type:
             if self.state_type is None:
                 self._learn(state)
@@ -156,71 +175,85 @@ class ComponentEngine:
                 raise ModelContractError(
                     f"model {self.model.name!r}: a state of type {type(state).__qualname__}"
                 )
-        known = self.known
         out = []
-        for name in self.fields:
+        for slot, name in enumerate(self.fields):
             value = getattr(state, name)
-            entry = known.get(id(value))
+            entry = self.known[slot].get(id(value))
             if entry is None or entry[0] is not value:
-                entry = self._intern(value)
+                entry = self._intern(slot, value)
             out.append(entry)
         return out
 
-    def _intern(self, value: Any) -> tuple[Any, Any, int]:
-        if len(self.by_value) >= MEMO_LIMIT:
-            self.by_value.clear()
-        if len(self.known) >= MEMO_LIMIT:
-            self.known.clear()
-        shared = self.by_value.setdefault(value, value)
-        entry = self.known.get(id(shared))
+    def _intern(self, slot: int, value: Any) -> tuple[Any, Any, int]:
+        by_value, known = self.by_value[slot], self.known[slot]
+        if len(by_value) >= MEMO_LIMIT:
+            by_value.clear()
+        if len(known) >= MEMO_LIMIT:
+            known.clear()
+        shared = by_value.setdefault(value, value)
+        entry = known.get(id(shared))
         if entry is None or entry[0] is not shared:
-            entry = (shared, shared, xxh3_128_intdigest(dumps(encode(shared), 2)))
-            self.known[id(shared)] = entry
+            entry = (shared, shared, xxh3_64_intdigest(dumps((slot, encode(shared)), 2)))
+            known[id(shared)] = entry
         if shared is not value:
             entry = (value, shared, entry[2])
-            self.known[id(value)] = entry
+            known[id(value)] = entry
         return entry
 
     # ---- the hot loop -------------------------------------------------------------------
 
     def fingerprint(self, state: Any) -> int:
-        return xxh3_64_intdigest(dumps(tuple(part[2] for part in self._parts(state)), 2))
+        return sum(part[2] for part in self._parts(state)) & _MASK64
 
     def expand(self, state: Any, canonicalize: Callable[[Any], Any] | None) -> Iterator[Any]:
         """``(action, args, next, fingerprint(next))`` for every step, ``successors`` order;
-        ``next`` is canonicalised when ``canonicalize`` is given."""
+        ``next`` is canonicalised when ``canonicalize`` is given, and a :class:`Deferred`
+        (built on demand: most successors are seen before) when there is nothing to
+        canonicalise."""
         parts = self._parts(state)
         shared = [part[1] for part in parts]
         digests = [part[2] for part in parts]
+        total = sum(digests)
         ids = [id(value) for value in shared]
         memo, build, fingerprint = self.memo, self.build, self.fingerprint
         pick = ids.__getitem__
-        for position, name, reads, writes in self.plan:
+        for position, name, reads, writes, local in self.plan:
             key = (position, *map(pick, reads))
             entry = memo.get(key)
             if entry is None:
                 # The entry holds the read components, so their ids stay theirs while it lives.
-                entry = (tuple(shared[i] for i in reads), self._miss(state, name, writes))
+                entry = (
+                    tuple(shared[i] for i in reads),
+                    self._miss(state, name, writes, digests if local else None),
+                )
                 if len(memo) >= MEMO_LIMIT:
                     memo.clear()
                 memo[key] = entry
-            for args, written, written_digests in entry[1]:
+            for args, written, fixed in entry[1]:
+                if fixed is None:  # written fields outside the reads: their digests vary
+                    fp = total + sum(e[2] for e in written) - sum(digests[i] for i in writes)
+                    fp &= _MASK64
+                else:
+                    fp = (total + fixed) & _MASK64
+                if canonicalize is None:
+                    yield name, args, Deferred(build, shared, writes, written), fp
+                    continue
                 values = shared.copy()
-                marks = digests.copy()
-                for i, value, digest in zip(writes, written, written_digests, strict=True):
-                    values[i] = value
-                    marks[i] = digest
+                for i, item in zip(writes, written, strict=True):
+                    values[i] = item[1]
                 nxt = build(values)
-                if canonicalize is not None:
-                    canonical = canonicalize(nxt)
-                    if canonical is not nxt:  # another representative: its own components
-                        yield name, args, canonical, fingerprint(canonical)
-                        continue
-                yield name, args, nxt, xxh3_64_intdigest(dumps(tuple(marks), 2))
+                canonical = canonicalize(nxt)
+                if canonical is not nxt:  # another representative: its own components
+                    yield name, args, canonical, fingerprint(canonical)
+                else:
+                    yield name, args, nxt, fp
 
     def _miss(
-        self, state: Any, name: str, writes: tuple[int, ...]
-    ) -> list[tuple[Any, tuple[Any, ...], tuple[int, ...]]]:
+        self, state: Any, name: str, writes: tuple[int, ...], digests: list[int] | None
+    ) -> list[tuple[tuple[Any, ...], tuple[tuple[Any, Any, int], ...], int | None]]:
+        """The memo entry of one action: per step its args, the interned written components
+        and, when ``digests`` (of ``state``; given when the writes are among the reads) fix
+        them, the fingerprint delta."""
         fields = self.fields
         kept = [i for i in range(len(fields)) if i not in writes]
         steps = []
@@ -237,6 +270,36 @@ class ComponentEngine:
                         f"model {self.model.name!r}: {name}{tuple(args)!r} changed "
                         f"{fields[i]!r}, outside its footprint"
                     )
-            entries = [self._intern(getattr(nxt, fields[i])) for i in writes]
-            steps.append((tuple(args), tuple(e[1] for e in entries), tuple(e[2] for e in entries)))
+            written = tuple(self._intern(i, getattr(nxt, fields[i])) for i in writes)
+            delta = None
+            if digests is not None:
+                delta = sum(e[2] for e in written) - sum(digests[i] for i in writes)
+            steps.append((tuple(args), written, delta))
         return steps
+
+
+class Deferred:
+    """A successor not built yet: ``deferred()`` builds it (once per new state, in the
+    checker's loop); the components are the expanded state's with the written ones replaced."""
+
+    __slots__ = ("build", "shared", "writes", "written")
+
+    def __init__(
+        self,
+        build: Callable[[list[Any]], Any],
+        shared: list[Any],
+        writes: tuple[int, ...],
+        written: tuple[tuple[Any, Any, int], ...],
+    ) -> None:
+        self.build, self.shared, self.writes, self.written = build, shared, writes, written
+
+    def __call__(self) -> Any:
+        values = self.shared.copy()
+        for i, item in zip(self.writes, self.written, strict=True):
+            values[i] = item[1]
+        return self.build(values)
+
+
+def materialise(state: Any) -> Any:
+    """``state`` itself, or the successor a :class:`Deferred` stands for."""
+    return state() if state.__class__ is Deferred else state

@@ -29,6 +29,7 @@ from typing import Any
 
 from tent_models.checker._components import COMPONENT_METHODS, ComponentEngine, has_components
 from tent_models.checker._fingerprint import fingerprint
+from tent_models.model_api import no_symmetry
 
 __all__ = [
     "FAST_PATH_METHODS",
@@ -103,7 +104,8 @@ def expander(model: Any, *, symmetry: bool) -> Callable[[Any], Expansion]:
     successors = model.successors
     engine = component_engine(model) if not callable(getattr(model, "fingerprint", None)) else None
     if engine is not None:
-        canonicalizer = model.canonicalize if symmetry else None
+        identity = getattr(type(model), "canonicalize", None) is no_symmetry
+        canonicalizer = model.canonicalize if symmetry and not identity else None
 
         def by_component(state: Any) -> Expansion:
             return engine.expand(state, canonicalizer)

@@ -44,19 +44,20 @@ from tent_models.checker._bfs import (
     seed_initial,
     storage_bytes,
 )
+from tent_models.checker._components import materialise
 from tent_models.checker._errors import CheckerError, ModelContractError
 from tent_models.checker._fastpath import expander
 from tent_models.checker._trace import ActionInstance
 from tent_models.model_api import SpecModel
 
-__all__ = ["explore_parallel"]
+__all__ = ["Caller", "Options", "Worker", "drive", "explore_parallel", "shard_initial"]
 
 _SHIFT = 20  # successor position bits in a key
 _MAX_POSITION = (1 << _SHIFT) - 1
 
 
 @attrs.frozen(kw_only=True)
-class _Options:
+class Options:
     workers: int
     symmetry: bool
     check_deadlock: bool
@@ -81,7 +82,7 @@ class _LevelReport:
 class _Mailbox:
     """Tagged worker-to-worker messages; early messages of a later phase are buffered."""
 
-    def __init__(self, inbox: Queue[Any]) -> None:
+    def __init__(self, inbox: Any) -> None:  # anything with a blocking ``get()``
         self.inbox = inbox
         self.pending: dict[tuple[str, int, int], Any] = {}
 
@@ -93,7 +94,7 @@ class _Mailbox:
         return {key[2]: self.pending.pop(key) for key in wanted}
 
 
-class _Worker:
+class Worker:
     """One shard: its part of the seen set, its frontier, its coverage counters."""
 
     def __init__(
@@ -101,17 +102,20 @@ class _Worker:
         model: SpecModel[Any],
         *,
         me: int,
-        options: _Options,
-        inboxes: Sequence[Queue[Any]],
+        options: Options,
+        inboxes: Sequence[Any],
         seen: dict[int, int],
         frontier: list[tuple[int, int, Any]],
+        inbox: Any = None,
     ) -> None:
+        """``inboxes[w].put(message)`` reaches worker ``w``; this worker reads its own from
+        ``inbox`` (default ``inboxes[me]``, a multiprocessing queue)."""
         self.model = model
         self.me = me
         self.options = options
         self.count = options.workers
         self.inboxes = inboxes
-        self.mailbox = _Mailbox(inboxes[me])
+        self.mailbox = _Mailbox(inboxes[me] if inbox is None else inbox)
         self.others = [w for w in range(self.count) if w != me]
         self.seen = seen
         self.frontier = frontier
@@ -163,7 +167,7 @@ class _Worker:
                     if aid is None:
                         aid = action_index[instance] = len(action_table)
                         action_table.append(instance)
-                    pending[fp] = (base | position, aid, nxt)
+                    pending[fp] = (base | position, aid, materialise(nxt))
                 position += 1
             if position > _MAX_POSITION:
                 raise ModelContractError(f"a state has more than {_MAX_POSITION} successors")
@@ -322,33 +326,37 @@ class _Worker:
             + len(self.known_remote) * _KEY_OBJECT_BYTES
         )
 
+    def handle(self, command: str, payload: Any) -> Any:
+        """Run one coordinator command (``_drive``) and return its reply."""
+        if command == "expand":
+            return self.expand()
+        if command == "assign":
+            self.assign(payload)
+            return None
+        if command == "edges":
+            return self.resolve_edges()
+        if command == "finish":
+            return (self.enabled, self.fired, self.recovered_indices.tobytes(), len(self.seen))
+        raise CheckerError(f"unknown worker command {command!r}")
+
 
 def _worker_main(
     model: SpecModel[Any],
     *,
     me: int,
-    options: _Options,
+    options: Options,
     inboxes: Sequence[Queue[Any]],
     conn: Connection,
     seen: dict[int, int],
     frontier: list[tuple[int, int, Any]],
 ) -> None:
-    worker = _Worker(model, me=me, options=options, inboxes=inboxes, seen=seen, frontier=frontier)
+    worker = Worker(model, me=me, options=options, inboxes=inboxes, seen=seen, frontier=frontier)
     gc.disable()  # as cyclic_gc_paused in the serial engine; this process only explores
     try:
         while True:
             command, payload = conn.recv()
-            if command == "expand":
-                conn.send(("ok", worker.expand()))
-            elif command == "assign":
-                worker.assign(payload)
-                conn.send(("ok", None))
-            elif command == "edges":
-                conn.send(("ok", worker.resolve_edges()))
-            else:  # "finish"
-                conn.send(
-                    ("ok", (worker.enabled, worker.fired, worker.recovered_indices.tobytes()))
-                )
+            conn.send(("ok", worker.handle(command, payload)))
+            if command == "finish":
                 return
     except BaseException:
         conn.send(("error", traceback.format_exc()))
@@ -367,6 +375,19 @@ def _call(conns: Sequence[Connection], command: str, payloads: Sequence[Any]) ->
             raise CheckerError(f"a checker worker failed:\n{value}")
         results.append(value)
     return results
+
+
+def shard_initial(
+    entries: list[tuple[int, int]], frontier: list[tuple[int, int, Any]], workers: int
+) -> tuple[list[dict[int, int]], list[list[tuple[int, int, Any]]]]:
+    """Split the seeded seen entries and frontier by owner (``fingerprint % workers``)."""
+    shard_seen: list[dict[int, int]] = [{} for _ in range(workers)]
+    for fp, index in entries:
+        shard_seen[fp % workers][fp] = index
+    shard_frontier: list[list[tuple[int, int, Any]]] = [[] for _ in range(workers)]
+    for item in frontier:
+        shard_frontier[item[1] % workers].append(item)
+    return shard_seen, shard_frontier
 
 
 def explore_parallel(
@@ -389,18 +410,13 @@ def explore_parallel(
     record = new_exploration(model)
     limit = max_states if max_states is not None else sys.maxsize
     entries, initial_frontier = seed_initial(model, record, symmetry=symmetry, limit=limit)
-    options = _Options(
+    options = Options(
         workers=workers,
         symmetry=symmetry,
         check_deadlock=check_deadlock,
         check_recoverability=check_recoverability,
     )
-    shard_seen: list[dict[int, int]] = [{} for _ in range(workers)]
-    for fp, index in entries:
-        shard_seen[fp % workers][fp] = index
-    shard_frontier: list[list[tuple[int, int, Any]]] = [[] for _ in range(workers)]
-    for item in initial_frontier:
-        shard_frontier[item[1] % workers].append(item)
+    shard_seen, shard_frontier = shard_initial(entries, initial_frontier, workers)
     context = multiprocessing.get_context("fork")
     inboxes: list[Queue[Any]] = [context.Queue() for _ in range(workers)]
     pipes = [context.Pipe() for _ in range(workers)]
@@ -425,27 +441,16 @@ def explore_parallel(
     try:
         for process in processes:
             process.start()
-        worker_bytes = _run_levels(
+        worker_bytes, record.shard_states = drive(
             model,
             record,
-            conns=conns,
+            call=lambda command, payloads: _call(conns, command, payloads),
             workers=workers,
             limit=limit,
             has_frontier=bool(initial_frontier),
+            check_recoverability=check_recoverability,
             progress=progress,
         )
-        if record.exhaustive and check_recoverability:
-            for raw_src, raw_dst in _call(conns, "edges", [None] * workers):
-                record.edge_src.frombytes(raw_src)
-                record.edge_dst.frombytes(raw_dst)
-        for enabled, fired, recovered_raw in _call(conns, "finish", [None] * workers):
-            for name in record.enabled:
-                record.enabled[name] += enabled[name]
-                record.fired[name] += fired[name]
-            indices = array("I")
-            indices.frombytes(recovered_raw)
-            for index in indices:
-                record.good[index] = 1
     finally:
         for process in processes:
             process.join(timeout=5)
@@ -462,11 +467,58 @@ def explore_parallel(
     return record
 
 
+Caller = Callable[[str, Sequence[Any]], list[Any]]
+"""Send one command to every worker (one payload each) and return their replies in order."""
+
+
+def drive(
+    model: SpecModel[Any],
+    record: Exploration,
+    *,
+    call: Caller,
+    workers: int,
+    limit: int,
+    has_frontier: bool,
+    check_recoverability: bool,
+    progress: ProgressHook | None,
+) -> tuple[int, list[int]]:
+    """Coordinate the workers through every level, then merge their edges and coverage.
+
+    The transport is ``call`` (pipes to forked processes here, Ray actor calls in
+    :mod:`._ray`). Returns the workers' storage estimate in bytes and each shard's number of
+    stored states.
+    """
+    worker_bytes = _run_levels(
+        model,
+        record,
+        call=call,
+        workers=workers,
+        limit=limit,
+        has_frontier=has_frontier,
+        progress=progress,
+    )
+    if record.exhaustive and check_recoverability:
+        for raw_src, raw_dst in call("edges", [None] * workers):
+            record.edge_src.frombytes(raw_src)
+            record.edge_dst.frombytes(raw_dst)
+    sizes = []
+    for enabled, fired, recovered_raw, size in call("finish", [None] * workers):
+        for name in record.enabled:
+            record.enabled[name] += enabled[name]
+            record.fired[name] += fired[name]
+        indices = array("I")
+        indices.frombytes(recovered_raw)
+        for index in indices:
+            record.good[index] = 1
+        sizes.append(size)
+    return worker_bytes, sizes
+
+
 def _run_levels(
     model: SpecModel[Any],
     record: Exploration,
     *,
-    conns: Sequence[Connection],
+    call: Caller,
     workers: int,
     limit: int,
     has_frontier: bool,
@@ -480,7 +532,7 @@ def _run_levels(
     while has_frontier and not truncated:
         if record.invariant_hits or record.deadlock is not None:
             break
-        reports: list[_LevelReport] = _call(conns, "expand", [None] * workers)
+        reports: list[_LevelReport] = call("expand", [None] * workers)
         for worker, report in enumerate(reports):
             for instance in report.new_actions:
                 aid = action_index.get(instance)
@@ -531,7 +583,7 @@ def _run_levels(
                 for name, position in found.items():
                     if position < len(kept) and (name not in hits or kept[position] < hits[name]):
                         hits[name] = kept[position]
-        _call(conns, "assign", [part.tobytes() for part in indices])
+        call("assign", [part.tobytes() for part in indices])
         if merged:
             record.depth += 1
         worker_bytes = sum(report.storage_bytes for report in reports)

@@ -107,6 +107,8 @@ class CheckResult:
     ``bytes_per_state`` estimates the checker's own storage (seen set, parent links, edges) per
     distinct state; ``collision_probability`` is the birthday bound for 64-bit fingerprints and
     ``collision_probability_tlc`` TLC's optimistic ``n (generated - n) / 2**64``.
+    ``shard_states`` is each shard's share of the seen set in a multi-process or Ray run
+    (they sum to ``distinct_states``), empty otherwise.
     """
 
     model: str
@@ -126,3 +128,4 @@ class CheckResult:
     coverage: tuple[ActionCoverage, ...]
     witnesses: tuple[WitnessResult, ...]
     violations: tuple[CounterExample, ...]
+    shard_states: tuple[int, ...] = ()  # distinct states stored by each shard (sharded runs)
