@@ -151,15 +151,17 @@ def explore_ray(
     ]
     del shard_seen, shard_frontier
 
-    def call(command: str, payloads: Sequence[Any]) -> list[Any]:
-        refs = [actor.run.remote(command, p) for actor, p in zip(actors, payloads, strict=True)]
+    def wait(refs: list[Any]) -> list[Any]:
         try:
             return list(ray.get(refs))
         except ray.exceptions.RayError as exc:
             raise CheckerError(f"a Ray shard failed:\n{exc}") from exc
 
+    def call(command: str, payloads: Sequence[Any]) -> list[Any]:
+        return wait([a.run.remote(command, p) for a, p in zip(actors, payloads, strict=True)])
+
     try:
-        ray.get([actor.connect.remote(actors) for actor in actors])
+        wait([actor.connect.remote(actors) for actor in actors])
         worker_bytes, record.shard_states = drive(
             model,
             record,
