@@ -64,3 +64,28 @@ def test_parallel_max_states_cut_keeps_the_same_states() -> None:
     parallel = check(CreditToy(), max_states=500, workers=2)
     assert parallel.distinct_states == serial.distinct_states == 500
     assert (parallel.exhaustive, parallel.ok) == (serial.exhaustive, serial.ok) == (False, True)
+
+
+def test_balance_plan_evens_out_frontiers_and_leaves_even_ones_alone() -> None:
+    from tent_models.checker._parallel import balance_plan
+
+    assert balance_plan([500, 480]) is None
+    plan = balance_plan([1000, 0, 200])
+    assert plan is not None
+    sizes = [1000, 0, 200]
+    for worker, (sends, _sources) in enumerate(plan):
+        for target, moved in sends:
+            sizes[worker] -= moved
+            sizes[target] += moved
+            assert worker in plan[target][1]
+    assert max(sizes) - min(sizes) <= 1 + len(sizes)
+    assert sum(sizes) == 1200
+
+
+def test_states_stay_with_their_generator_and_the_shards_still_sum_up() -> None:
+    """One initial state: without balancing, one worker would expand everything."""
+    serial = check(CreditToy())
+    parallel = check(CreditToy(), workers=2)
+    assert comparable(parallel) == comparable(serial)
+    assert sum(parallel.shard_states) == serial.distinct_states
+    assert all(size < serial.distinct_states for size in parallel.shard_states)

@@ -40,7 +40,8 @@ from tent_models.checker._bfs import (
     storage_bytes,
 )
 from tent_models.checker._errors import CheckerError, InvalidArgument
-from tent_models.checker._parallel import Options, Worker, drive, shard_initial
+from tent_models.checker._parallel import drive, shard_initial
+from tent_models.checker._shard import Options, Worker
 from tent_models.model_api import SpecModel
 
 __all__ = ["RayEngine", "connect", "current_engine", "explore_ray", "on_ray"]
