@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from tent_models.checker._bitstate import BitSet
 from tent_models.checker._components import Deferred
 from tent_models.checker._errors import ModelContractError
 from tent_models.checker._fastpath import expander, fingerprinter
@@ -69,6 +70,7 @@ class Exploration:
     seconds: float = 0.0
     storage_bytes: int = 0
     shard_states: list[int] = attrs.Factory(list)  # states stored per shard (sharded runs)
+    bitstate: int = 0  # log2 of the bit array's size in a bitstate run, else 0
 
     @property
     def distinct_states(self) -> int:
@@ -97,7 +99,7 @@ def new_exploration(model: SpecModel[Any]) -> Exploration:
     names = list(model.action_names())
     return Exploration(
         initial_states={},
-        parent=array("q"),
+        parent=array("i"),  # 4 bytes: up to 2**31 states
         action_ids=array("I"),
         action_table=[],
         enabled=dict.fromkeys(names, 0),
@@ -210,11 +212,14 @@ def explore_serial(
     check_deadlock: bool,
     check_recoverability: bool,
     progress: ProgressHook | None,
+    bitstate: int | None = None,
 ) -> Exploration:
     """Explore ``model`` breadth-first in this process (policy in the module docstring).
 
-    Raises :class:`ModelContractError` when the model has no initial state or yields an
-    action name missing from ``action_names()``.
+    ``bitstate`` (log2 of a bit count) replaces the seen table by a bit array
+    (:mod:`._bitstate`); no recoverability edges are recorded then. Raises
+    :class:`ModelContractError` when the model has no initial state or yields an action name
+    missing from ``action_names()``.
     """
     with cyclic_gc_paused():
         return _explore_serial(
@@ -222,8 +227,9 @@ def explore_serial(
             symmetry=symmetry,
             max_states=max_states,
             check_deadlock=check_deadlock,
-            check_recoverability=check_recoverability,
+            check_recoverability=check_recoverability and bitstate is None,
             progress=progress,
+            bitstate=bitstate,
         )
 
 
@@ -235,6 +241,7 @@ def _explore_serial(
     check_deadlock: bool,
     check_recoverability: bool,
     progress: ProgressHook | None,
+    bitstate: int | None,
 ) -> Exploration:
     started = time.perf_counter()
     record = new_exploration(model)
@@ -244,7 +251,7 @@ def _explore_serial(
     quiescent_by_bound = model.quiescent_by_bound
     faults = model.fault_actions()
     limit = max_states if max_states is not None else sys.maxsize
-    seen: dict[int, int] = {}
+    seen: dict[int, int] | BitSet = {} if bitstate is None else BitSet(bitstate)
     parent, action_ids, good = record.parent, record.action_ids, record.good
     edge_src, edge_dst = record.edge_src, record.edge_dst
     action_index: dict[ActionInstance, int] = {}
@@ -337,7 +344,13 @@ def _explore_serial(
     record.depth = depth
     record.exhaustive = not frontier and not truncated
     record.seconds = time.perf_counter() - started
-    record.storage_bytes = storage_bytes(
-        len(seen), sys.getsizeof(seen), parent, action_ids, good, edge_src, edge_dst
-    )
+    if isinstance(seen, BitSet):
+        record.bitstate = seen.log2_bits
+        record.storage_bytes = seen.nbytes() + storage_bytes(
+            0, 0, parent, action_ids, good, edge_src, edge_dst
+        )
+    else:
+        record.storage_bytes = storage_bytes(
+            len(seen), sys.getsizeof(seen), parent, action_ids, good, edge_src, edge_dst
+        )
     return record

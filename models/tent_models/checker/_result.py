@@ -129,3 +129,5 @@ class CheckResult:
     witnesses: tuple[WitnessResult, ...]
     violations: tuple[CounterExample, ...]
     shard_states: tuple[int, ...] = ()  # distinct states stored by each shard (sharded runs)
+    bitstate: int = 0  # log2 of the bit array of a bitstate run (then collision_probability
+    # is the expected number of states omitted, capped at 1); 0 for an exact seen set
