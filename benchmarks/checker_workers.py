@@ -97,6 +97,7 @@ def main() -> None:
                 row["baseline_parallel_s"] = old["seconds"]
                 row["baseline_speedup"] = round(serial["seconds"] / old["seconds"], 2)
             rounds.append(row)
+            print(json.dumps({name: row}), file=sys.stderr, flush=True)  # partial results
         speedups = [r["speedup"] for r in rounds]
         report["models"][name] = {
             "states": serial["states"],

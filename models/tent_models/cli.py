@@ -79,8 +79,8 @@ def main() -> None:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Checker processes per model (the seen set is sharded by fingerprint; identical "
-    "results; per-process memo tables limit the gain: about 1.0x on 2 cores for credit/ci).",
+    help="Checker processes per model (the seen set is sharded by fingerprint, a state is "
+    "expanded where it was generated; identical results; 1 is the serial engine).",
 )
 @click.option(
     "--plain",
