@@ -111,7 +111,7 @@ def expander(model: Any, *, symmetry: bool) -> Callable[[Any], Expansion]:
             return engine.expand(state, canonicalizer)
 
         return by_component
-    if not symmetry:
+    if not symmetry or getattr(type(model), "canonicalize", None) is no_symmetry:
 
         def plain(state: Any) -> Expansion:
             for action, args, nxt in successors(state):
