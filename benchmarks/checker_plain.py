@@ -77,12 +77,14 @@ BASELINE_SCRIPT = """
 import json, sys, time
 sys.path[:0] = [{models!r}, {spec!r}, {tests!r}]
 import tent_models.model_api as api
-if not hasattr(api, "Footprint"):  # the older API: bag_credit imports the name only
+if not hasattr(api, "Footprint"):  # the older API: bag_credit imports these names only
     from typing import NamedTuple
     class Footprint(NamedTuple):
         reads: tuple
         writes: tuple
     api.Footprint = Footprint
+if not hasattr(api, "no_symmetry"):
+    api.no_symmetry = lambda self, state: state
 from bag_credit import BagCredit
 from tent_models.checker import PlainModel, check
 from tent_models.configs import CONFIGS

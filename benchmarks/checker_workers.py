@@ -8,7 +8,10 @@ Usage::
 
 Each round runs every model once serially and once with ``--workers`` processes, alternating,
 so both see the same load; the speedup is serial seconds over parallel seconds per round (the
-best and the median are reported). The load average before and after is recorded: on a
+best and the median are reported). CPU times (this process; the forked workers, once joined)
+give two figures the load disturbs less: ``work_inflation`` (the parallel run's total CPU over
+the serial run's) and ``cpu_bound_speedup_estimate`` (serial CPU over one worker's share plus
+the coordinator's). The load average before and after is recorded: on a
 shared machine a ratio is only as good as the cores that were free. With ``--baseline-src``
 (an older tree with ``models/`` and ``spec/``) the parallel runs of that tree's checker are
 interleaved too, in a subprocess.
@@ -19,12 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+RUSAGE_CHILDREN = resource.RUSAGE_CHILDREN  # the forked workers, once joined
 
 BASELINE = """
 import json, sys, time
@@ -44,12 +50,22 @@ def run(name: str, workers: int, cut: int | None) -> dict[str, Any]:
 
     target = next(t for t in catalogue() if t.name == name)
     model = target.model()
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = check(model, workers=workers, max_states=cut)
+    seconds = time.perf_counter() - started
+    me_after = resource.getrusage(resource.RUSAGE_SELF)
+    children_after = resource.getrusage(RUSAGE_CHILDREN)
+    own = me_after.ru_utime + me_after.ru_stime - me.ru_utime - me.ru_stime
+    forked = (
+        children_after.ru_utime + children_after.ru_stime - children.ru_utime - children.ru_stime
+    )
     return {
         "states": result.distinct_states,
         "ok": result.ok,
-        "seconds": round(time.perf_counter() - started, 2),
+        "seconds": round(seconds, 2),
+        "cpu_coordinator_s": round(own, 2),
+        "cpu_workers_s": round(forked, 2),
     }
 
 
@@ -86,11 +102,25 @@ def main() -> None:
             parallel = run(name, options.workers, options.max_states)
             if serial["states"] != parallel["states"]:
                 raise SystemExit(f"{name}: {serial['states']} != {parallel['states']} states")
+            serial_cpu = serial["cpu_coordinator_s"]
+            per_worker = parallel["cpu_workers_s"] / options.workers
             row = {
                 "serial_s": serial["seconds"],
                 "parallel_s": parallel["seconds"],
                 "speedup": round(serial["seconds"] / parallel["seconds"], 2),
                 "load": round(os.getloadavg()[0], 1),
+                "serial_cpu_s": serial_cpu,
+                "parallel_cpu_workers_s": parallel["cpu_workers_s"],
+                "parallel_cpu_coordinator_s": parallel["cpu_coordinator_s"],
+                # CPU the parallel run spent over the serial run's (duplicated work, exchange)
+                "work_inflation": round(
+                    (parallel["cpu_workers_s"] + parallel["cpu_coordinator_s"]) / serial_cpu, 2
+                ),
+                # the speedup free cores would give if each worker's share ran alongside the
+                # coordinator's (an estimate that the machine's load does not disturb)
+                "cpu_bound_speedup_estimate": round(
+                    serial_cpu / (per_worker + parallel["cpu_coordinator_s"]), 2
+                ),
             }
             if options.baseline_src is not None:
                 old = run_baseline(options.baseline_src, name, options.workers, options.max_states)
