@@ -45,7 +45,7 @@ def test_bit_set_membership_and_the_omission_formula() -> None:
     table[12345] = 0
     assert 12345 in table and len(table) == 1 and table.nbytes() == 8192
     assert omission_probability(0, 16) == 0.0
-    assert omission_probability(1 << 16, 16) == pytest.approx((1 - 2.718281828 ** -3) ** 3)
+    assert omission_probability(1 << 16, 16) == pytest.approx((1 - 2.718281828**-3) ** 3)
 
 
 @pytest.mark.parametrize(
