@@ -17,6 +17,7 @@ Exit codes: 0 success, 1 a failed target / stale artefact, 2 a usage error (clic
 from __future__ import annotations
 
 import importlib
+import contextlib
 import json
 import os
 import sys
@@ -41,6 +42,7 @@ from rich.text import Text
 
 from tent_models import diagrams, registry
 from tent_models import manifest as manifest_file
+from tent_models.checker import InvalidArgument, on_ray
 from tent_models.manifest import Counts, Manifest, ManifestError
 from tent_models.project import ProjectError, UserModel, find_pyproject, load_project, user_targets
 from tent_models.registry import Outcome, RunOptions, Target, TargetKind, Tier
@@ -171,8 +173,8 @@ def _source(
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Checker processes per model (the seen set is sharded by fingerprint; identical "
-    "results; per-process memo tables limit the gain: about 1.0x on 2 cores for credit/ci).",
+    help="Checker processes per model (the seen set is sharded by fingerprint, a state is "
+    "expanded where it was generated; identical results; 1 is the serial engine).",
 )
 @click.option(
     "--plain",
@@ -230,6 +232,14 @@ def _source(
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Simulation seed (--simulate)."
 )
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Run on a Ray cluster ('auto', 'ray://host:port', 'local'): exhaustive checks shard "
+    "the seen set over one actor per cluster CPU, --simulate runs a swarm of seeded walks as "
+    "Ray tasks. Needs the [ray] extra.",
+)
 def check_command(
     *,
     deep: bool,
@@ -248,6 +258,7 @@ def check_command(
     walks: int,
     depth: int,
     seed: int,
+    ray_address: str | None,
 ) -> None:
     """Check the shipped models, refute the known-bad variants and run the z3 proofs.
 
@@ -302,7 +313,13 @@ def check_command(
         def runner(target: Target) -> Outcome:
             return registry.run_target(target, options)
 
-    outcomes = _run_all(targets, runner, console=console, progress=progress)
+    with contextlib.ExitStack() as stack:
+        if ray_address:
+            try:
+                stack.enter_context(on_ray(ray_address))
+            except InvalidArgument as exc:
+                raise click.ClickException(str(exc)) from exc
+        outcomes = _run_all(targets, runner, console=console, progress=progress)
     seconds = time.perf_counter() - started
     for outcome in outcomes:
         if not outcome.passed or (show_refutations and outcome.refutation):

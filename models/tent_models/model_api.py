@@ -21,6 +21,13 @@ Conventions every spec model follows:
 Optionally, for speed only, a model may also provide ``fingerprinted_successors``,
 ``fingerprint`` and ``invariants_hold`` (see :mod:`tent_models.checker._fastpath`); each must
 equal what it replaces, and ``tent_models.checker.PlainModel`` hides them for a cross-check.
+
+A readable model whose state is a frozen dataclass or ``NamedTuple`` of components gets the
+same kind of speed-up without a hand-written fast path by declaring, also optionally,
+``footprints() -> Mapping[action, Footprint]`` (the fields each action reads and writes) and
+``action_successors(state, action)`` (that action's steps; chained over ``action_names()``
+they are ``successors(state)``). The checker then memoises each action's steps per value of
+the fields it reads (:mod:`tent_models.checker._components`).
 """
 
 from __future__ import annotations
@@ -39,6 +46,13 @@ class Step(NamedTuple):
     state: Any
 
 
+class Footprint(NamedTuple):
+    """The top-level state fields an action's guard and effect read and the ones it writes."""
+
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+
+
 class Invariant(NamedTuple):
     """A named safety predicate. ``cites`` quotes the RFC rule / acceptance criterion it encodes."""
 
@@ -52,6 +66,13 @@ class Witness(NamedTuple):
 
     name: str
     holds: Callable[[Any], bool]
+
+
+def no_symmetry(self: Any, state: S) -> S:
+    """A ``canonicalize`` for a model without symmetry (``canonicalize = no_symmetry`` in the
+    class body): every state is its own representative. The checker recognises it and skips
+    the call (and, for a model with footprints, builds only the successors that are new)."""
+    return state
 
 
 class SpecModel(Protocol[S]):

@@ -86,7 +86,8 @@ def test_check_results_with_and_without_the_fast_path_are_equal(name: str) -> No
 def test_parallel_exploration_uses_the_fast_path_with_the_serial_result() -> None:
     serial = check(CONFIGS["credit/tiny"]())
     parallel = check(CONFIGS["credit/tiny"](), workers=2)
-    assert attrs.evolve(comparable(parallel), workers=1) == comparable(serial)
+    assert attrs.evolve(comparable(parallel), workers=1, shard_states=()) == comparable(serial)
+    assert sum(parallel.shard_states) == serial.distinct_states
 
 
 def test_without_symmetry_the_fused_expansion_is_not_used() -> None:

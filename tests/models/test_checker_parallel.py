@@ -17,8 +17,16 @@ from toy_models import Counter, CreditToy, Mutex
 
 
 def comparable(result: CheckResult) -> CheckResult:
-    """Drop what legitimately differs between runs: timing, storage and the worker count."""
-    return attrs.evolve(result, seconds=0.0, states_per_second=0.0, bytes_per_state=0.0, workers=0)
+    """Drop what legitimately differs between runs: timing, storage, the worker count and the
+    shards' sizes."""
+    return attrs.evolve(
+        result,
+        seconds=0.0,
+        states_per_second=0.0,
+        bytes_per_state=0.0,
+        workers=0,
+        shard_states=(),
+    )
 
 
 MODELS = [
@@ -39,6 +47,9 @@ def test_parallel_result_equals_serial(factory: Callable[[], Any], workers: int)
     parallel = check(factory(), workers=workers)
     assert comparable(parallel) == comparable(serial)
     assert parallel.workers == workers
+    assert len(parallel.shard_states) == workers
+    assert sum(parallel.shard_states) == serial.distinct_states
+    assert serial.shard_states == ()
 
 
 @pytest.mark.parametrize("symmetry", [True, False])
@@ -53,3 +64,29 @@ def test_parallel_max_states_cut_keeps_the_same_states() -> None:
     parallel = check(CreditToy(), max_states=500, workers=2)
     assert parallel.distinct_states == serial.distinct_states == 500
     assert (parallel.exhaustive, parallel.ok) == (serial.exhaustive, serial.ok) == (False, True)
+
+
+def test_balance_plan_evens_out_frontiers_and_leaves_even_ones_alone() -> None:
+    from tent_models.checker._parallel import balance_plan
+
+    assert balance_plan([500, 480]) is None
+    plan = balance_plan([1000, 0, 200])
+    assert plan is not None
+    sizes = [1000, 0, 200]
+    for worker, (sends, _sources) in enumerate(plan):
+        for target, moved in sends:
+            sizes[worker] -= moved
+            sizes[target] += moved
+            assert worker in plan[target][1]
+    assert max(sizes) - min(sizes) <= 1 + len(sizes)
+    assert sum(sizes) == 1200
+
+
+def test_one_initial_state_gives_the_serial_result_and_a_split_seen_set() -> None:
+    """One initial state: every state starts with worker 0 and reaches worker 1 only by
+    rebalancing; the result and the seen set's split must not depend on it."""
+    serial = check(CreditToy())
+    parallel = check(CreditToy(), workers=2)
+    assert comparable(parallel) == comparable(serial)
+    assert sum(parallel.shard_states) == serial.distinct_states
+    assert all(size < serial.distinct_states for size in parallel.shard_states)

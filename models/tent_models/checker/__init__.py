@@ -1,8 +1,9 @@
 """The generic explicit-state model checker for :class:`~tent_models.model_api.SpecModel` specs.
 
-``check`` explores a bounded model breadth-first (optionally over several processes) and judges
-invariants, deadlocks, recoverability, witnesses and per-action coverage; ``simulate`` runs
-seeded random walks; ``replay`` re-applies a trace. Counterexamples print as numbered,
+``check`` explores a bounded model breadth-first (optionally over several processes, or Ray
+actors) and judges invariants, deadlocks, recoverability, witnesses and per-action coverage;
+``simulate`` runs seeded random walks and ``swarm`` many diversified ones (optionally as Ray
+tasks); ``replay`` re-applies a trace. Counterexamples print as numbered,
 diff-only steps (``format_trace``), the format z3 counterexamples-to-induction reuse.
 """
 
@@ -21,6 +22,7 @@ from tent_models.checker._fingerprint import (
     collision_probability_tlc,
     fingerprint,
 )
+from tent_models.checker._ray import RayEngine, on_ray
 from tent_models.checker._report import format_counterexample, format_result
 from tent_models.checker._result import (
     ActionCoverage,
@@ -31,6 +33,7 @@ from tent_models.checker._result import (
     WitnessResult,
 )
 from tent_models.checker._simulate import simulate
+from tent_models.checker._swarm import swarm
 from tent_models.checker._trace import format_trace, minimise, replay, trace_steps
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "InvalidArgument",
     "ModelContractError",
     "PlainModel",
+    "RayEngine",
     "ReplayError",
     "TraceStep",
     "ViolationKind",
@@ -54,7 +58,9 @@ __all__ = [
     "format_result",
     "format_trace",
     "minimise",
+    "on_ray",
     "replay",
     "simulate",
+    "swarm",
     "trace_steps",
 ]

@@ -25,12 +25,15 @@ import gc
 import sys
 import time
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import attrs
 
+from tent_models.checker._bitstate import BitSet
+from tent_models.checker._components import Deferred
 from tent_models.checker._errors import ModelContractError
 from tent_models.checker._fastpath import expander, fingerprinter
 from tent_models.checker._trace import ActionInstance
@@ -66,6 +69,8 @@ class Exploration:
     exhaustive: bool = False
     seconds: float = 0.0
     storage_bytes: int = 0
+    shard_states: list[int] = attrs.Factory(list)  # states stored per shard (sharded runs)
+    bitstate: int = 0  # log2 of the bit array's size in a bitstate run, else 0
 
     @property
     def distinct_states(self) -> int:
@@ -94,7 +99,7 @@ def new_exploration(model: SpecModel[Any]) -> Exploration:
     names = list(model.action_names())
     return Exploration(
         initial_states={},
-        parent=array("q"),
+        parent=array("i"),  # 4 bytes: up to 2**31 states
         action_ids=array("I"),
         action_table=[],
         enabled=dict.fromkeys(names, 0),
@@ -207,11 +212,14 @@ def explore_serial(
     check_deadlock: bool,
     check_recoverability: bool,
     progress: ProgressHook | None,
+    bitstate: int | None = None,
 ) -> Exploration:
     """Explore ``model`` breadth-first in this process (policy in the module docstring).
 
-    Raises :class:`ModelContractError` when the model has no initial state or yields an
-    action name missing from ``action_names()``.
+    ``bitstate`` (log2 of a bit count) replaces the seen table by a bit array
+    (:mod:`._bitstate`); no recoverability edges are recorded then. Raises
+    :class:`ModelContractError` when the model has no initial state or yields an action name
+    missing from ``action_names()``.
     """
     with cyclic_gc_paused():
         return _explore_serial(
@@ -219,8 +227,9 @@ def explore_serial(
             symmetry=symmetry,
             max_states=max_states,
             check_deadlock=check_deadlock,
-            check_recoverability=check_recoverability,
+            check_recoverability=check_recoverability and bitstate is None,
             progress=progress,
+            bitstate=bitstate,
         )
 
 
@@ -232,6 +241,7 @@ def _explore_serial(
     check_deadlock: bool,
     check_recoverability: bool,
     progress: ProgressHook | None,
+    bitstate: int | None,
 ) -> Exploration:
     started = time.perf_counter()
     record = new_exploration(model)
@@ -241,13 +251,16 @@ def _explore_serial(
     quiescent_by_bound = model.quiescent_by_bound
     faults = model.fault_actions()
     limit = max_states if max_states is not None else sys.maxsize
-    seen: dict[int, int] = {}
+    seen: dict[int, int] | BitSet = {} if bitstate is None else BitSet(bitstate)
     parent, action_ids, good = record.parent, record.action_ids, record.good
     edge_src, edge_dst = record.edge_src, record.edge_dst
     action_index: dict[ActionInstance, int] = {}
     action_table = record.action_table
     fired, enabled, new_states = record.fired, record.enabled, record.new_states
 
+    seen_get = seen.get
+    parent_append, action_append, good_append = parent.append, action_ids.append, good.append
+    edge_src_append, edge_dst_append = edge_src.append, edge_dst.append
     on_new = new_state_checker(model, record)
     initial_entries, initial_frontier = seed_initial(model, record, symmetry=symmetry, limit=limit)
     seen.update(initial_entries)
@@ -262,51 +275,51 @@ def _explore_serial(
             break
         level_start = count
         next_frontier: list[tuple[int, Any]] = []
+        # Per level, the name of every transition fired and, per expanded state, each name
+        # once (enabled); counted by Counter in C at the level's end.
+        level_fired: list[str] = []
+        level_enabled: list[str] = []
+        fire = level_fired.append
         for src, state in frontier:
             src_recovered = check_recoverability and recovered(state)
             if src_recovered:
                 good[src] = 1
             record_edges = check_recoverability and not src_recovered
-            names: dict[str, int] = {}
-            for name, args, nxt, fp in expand(state):
-                names[name] = names.get(name, 0) + 1
-                dst = seen.get(fp)
+            first = len(level_fired)
+            for name, args, successor, fp in expand(state):
+                fire(name)
+                dst = seen_get(fp)
                 if dst is None:
                     dst = count
                     seen[fp] = dst
                     count += 1
+                    # a Deferred successor is built only now that it is new
+                    nxt = successor() if successor.__class__ is Deferred else successor
                     instance = (name, args)
                     aid = action_index.get(instance)
                     if aid is None:
                         aid = action_index[instance] = len(action_table)
                         action_table.append(instance)
-                    parent.append(src)
-                    action_ids.append(aid)
+                    parent_append(src)
+                    action_append(aid)
                     new_states[name] = new_states.get(name, 0) + 1
                     on_new(dst, nxt)
                     if within_bounds(nxt):
-                        good.append(0)
+                        good_append(0)
                         next_frontier.append((dst, nxt))
                     else:
-                        good.append(1)
+                        good_append(1)
                     if count >= limit:
                         truncated = True
                 if record_edges and dst != src and name not in faults:
-                    edge_src.append(src)
-                    edge_dst.append(dst)
+                    edge_src_append(src)
+                    edge_dst_append(dst)
                 if truncated:
                     break
-            for name, times in names.items():
-                if name not in fired:
-                    raise ModelContractError(
-                        f"model {model.name!r}: action {name!r} is not in action_names()"
-                    )
-                enabled[name] += 1
-                fired[name] += times
-                transitions += times
-            if (
-                not names
-                and check_deadlock
+            if len(level_fired) > first:
+                level_enabled.extend(set(level_fired[first:]))
+            elif (
+                check_deadlock
                 and record.deadlock is None
                 and not quiescent_by_bound(state)
                 and not recovered(state)
@@ -314,6 +327,14 @@ def _explore_serial(
                 record.deadlock = src
             if count >= limit:
                 break
+        for counts, names in ((fired, level_fired), (enabled, level_enabled)):
+            for name, times in Counter(names).items():
+                if name not in counts:
+                    raise ModelContractError(
+                        f"model {model.name!r}: action {name!r} is not in action_names()"
+                    )
+                counts[name] += times
+        transitions += len(level_fired)
         frontier = next_frontier
         if count > level_start:
             depth += 1
@@ -323,7 +344,13 @@ def _explore_serial(
     record.depth = depth
     record.exhaustive = not frontier and not truncated
     record.seconds = time.perf_counter() - started
-    record.storage_bytes = storage_bytes(
-        len(seen), sys.getsizeof(seen), parent, action_ids, good, edge_src, edge_dst
-    )
+    if isinstance(seen, BitSet):
+        record.bitstate = seen.log2_bits
+        record.storage_bytes = seen.nbytes() + storage_bytes(
+            0, 0, parent, action_ids, good, edge_src, edge_dst
+        )
+    else:
+        record.storage_bytes = storage_bytes(
+            len(seen), sys.getsizeof(seen), parent, action_ids, good, edge_src, edge_dst
+        )
     return record

@@ -9,6 +9,7 @@ from typing import Any
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from tent_models.checker._bfs import Exploration, ProgressHook, cyclic_gc_paused, explore_serial
+from tent_models.checker._bitstate import omission_probability
 from tent_models.checker._errors import InvalidArgument
 from tent_models.checker._fingerprint import (
     collision_probability,
@@ -16,6 +17,7 @@ from tent_models.checker._fingerprint import (
 )
 from tent_models.checker._liveness import recoverable_states
 from tent_models.checker._parallel import explore_parallel
+from tent_models.checker._ray import current_engine, explore_ray
 from tent_models.checker._result import (
     ActionCoverage,
     CheckResult,
@@ -38,6 +40,8 @@ def check(
     check_deadlock: bool = True,
     check_recoverability: bool = True,
     progress: bool = False,
+    ray: str | None = None,
+    bitstate: int | None = None,
 ) -> CheckResult:
     """Explore every reachable state of ``model`` breadth-first and judge it.
 
@@ -57,16 +61,44 @@ def check(
     ``symmetry`` canonicalises each state before fingerprinting; ``workers > 1`` shards the seen
     set over that many processes (identical result); ``max_states`` stops after that many
     distinct states (the result is then not exhaustive); ``progress`` shows a rich progress bar.
-    Raises :class:`InvalidArgument` for ``workers < 1`` or ``max_states < 1`` (before running)
-    and :class:`ModelContractError` when the model breaks its contract.
+    ``ray`` (a Ray address: ``auto``, ``ray://host:port``, or ``local`` for a new local
+    cluster; an initialised Ray session is reused) shards the seen set over ``workers`` Ray
+    actors instead of processes (:mod:`~tent_models.checker._ray`; identical result); inside
+    :func:`~tent_models.checker.on_ray` a call without ``ray`` uses that engine.
+    ``bitstate`` (log2 of a bit count, 10..40; e.g. 30 = 128 MiB) stores the seen set as a
+    bit array (SPIN's bitstate hashing, :mod:`~tent_models.checker._bitstate`): fixed memory,
+    but a state may be wrongly taken as seen and omitted; ``collision_probability`` is then
+    the expected number of omitted states (capped at 1), and recoverability is not judged.
+    Raises :class:`InvalidArgument` for ``workers < 1`` or ``max_states < 1`` (before running),
+    for ``bitstate`` outside 10..40 or with ``workers > 1`` or ``ray``,
+    or when Ray is missing or unreachable, and :class:`ModelContractError` when the model
+    breaks its contract.
     """
     if workers < 1:
         raise InvalidArgument(f"workers must be >= 1, got {workers}")
+    engine = current_engine() if ray is None and bitstate is None else None
+    if engine is not None:  # inside on_ray: the engine's address and shard count
+        ray, workers = engine.address, engine.shards
+    if bitstate is not None and not 10 <= bitstate <= 40:
+        raise InvalidArgument(f"bitstate must be in 10..40 (log2 of the bits), got {bitstate}")
+    if bitstate is not None and (workers > 1 or ray is not None):
+        raise InvalidArgument("bitstate runs in one process (no workers, no Ray)")
     if max_states is not None and max_states < 1:
         raise InvalidArgument(f"max_states must be >= 1 when given, got {max_states}")
     check_recoverability = check_recoverability and declares_recovery(model)
     with _progress_hook(model.name, enabled=progress) as hook, cyclic_gc_paused():
-        if workers == 1:
+        if ray is not None:
+            record = explore_ray(
+                model,
+                address=ray,
+                workers=workers,
+                symmetry=symmetry,
+                max_states=max_states,
+                check_deadlock=check_deadlock,
+                check_recoverability=check_recoverability,
+                progress=hook,
+            )
+        elif workers == 1:
             record = explore_serial(
                 model,
                 symmetry=symmetry,
@@ -74,6 +106,7 @@ def check(
                 check_deadlock=check_deadlock,
                 check_recoverability=check_recoverability,
                 progress=hook,
+                bitstate=bitstate,
             )
         else:
             record = explore_parallel(
@@ -90,7 +123,7 @@ def check(
         record,
         symmetry=symmetry,
         workers=workers,
-        check_recoverability=check_recoverability,
+        check_recoverability=check_recoverability and bitstate is None,
     )
 
 
@@ -224,13 +257,19 @@ def build_result(
         seconds=record.seconds,
         states_per_second=distinct / record.seconds if record.seconds > 0 else 0.0,
         bytes_per_state=record.storage_bytes / distinct,
-        collision_probability=collision_probability(distinct),
+        collision_probability=(
+            min(1.0, distinct * omission_probability(distinct, record.bitstate))
+            if record.bitstate
+            else collision_probability(distinct)
+        ),
         collision_probability_tlc=collision_probability_tlc(distinct, record.transitions),
         symmetry=symmetry,
         workers=workers,
         coverage=coverage,
         witnesses=tuple(witness_results),
         violations=tuple(violations),
+        shard_states=tuple(record.shard_states),
+        bitstate=record.bitstate,
     )
 
 

@@ -23,16 +23,49 @@ compared state by state (``tent check --plain``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from tent_models.checker._components import COMPONENT_METHODS, ComponentEngine, has_components
 from tent_models.checker._fingerprint import fingerprint
+from tent_models.model_api import no_symmetry
 
-__all__ = ["FAST_PATH_METHODS", "Expansion", "PlainModel", "expander", "fingerprinter"]
+__all__ = [
+    "FAST_PATH_METHODS",
+    "HIDDEN_METHODS",
+    "Expansion",
+    "PlainModel",
+    "component_engine",
+    "expander",
+    "fingerprinter",
+]
 
 FAST_PATH_METHODS = ("fingerprint", "fingerprinted_successors", "intern", "invariants_hold")
 
+# What PlainModel hides: the hand-written fast path and the component declarations.
+HIDDEN_METHODS = FAST_PATH_METHODS + COMPONENT_METHODS
+
 Expansion = Iterable[tuple[str, tuple[Any, ...], Any, int]]
+
+_engines: weakref.WeakKeyDictionary[Any, ComponentEngine] = weakref.WeakKeyDictionary()
+
+
+def component_engine(model: Any) -> ComponentEngine | None:
+    """The shared :class:`ComponentEngine` of a model that declares footprints, else None.
+
+    One engine per model object, so the initial states, the expansion and the simulation
+    intern into the same tables (fingerprints are value-based either way).
+    """
+    if not has_components(model):
+        return None
+    try:
+        engine = _engines.get(model)
+        if engine is None:
+            engine = _engines[model] = ComponentEngine(model)
+    except TypeError:  # a model that cannot be weakly referenced: an engine of its own
+        return ComponentEngine(model)
+    return engine
 
 
 def fingerprinter(model: Any) -> Callable[[Any], int]:
@@ -47,6 +80,9 @@ def fingerprinter(model: Any) -> Callable[[Any], int]:
     own = getattr(model, "fingerprint", None)
     if callable(own):
         return own  # type: ignore[no-any-return]
+    engine = component_engine(model)
+    if engine is not None:
+        return engine.fingerprint
     pack = model.pack
 
     def of(state: Any) -> int:
@@ -66,7 +102,16 @@ def expander(model: Any, *, symmetry: bool) -> Callable[[Any], Expansion]:
     """
     fingerprint_of = fingerprinter(model)
     successors = model.successors
-    if not symmetry:
+    engine = component_engine(model) if not callable(getattr(model, "fingerprint", None)) else None
+    if engine is not None:
+        identity = getattr(type(model), "canonicalize", None) is no_symmetry
+        canonicalizer = model.canonicalize if symmetry and not identity else None
+
+        def by_component(state: Any) -> Expansion:
+            return engine.expand(state, canonicalizer)
+
+        return by_component
+    if not symmetry or getattr(type(model), "canonicalize", None) is no_symmetry:
 
         def plain(state: Any) -> Expansion:
             for action, args, nxt in successors(state):
@@ -95,7 +140,7 @@ class PlainModel:
         self.name: str = model.name
 
     def __getattr__(self, name: str) -> Any:
-        if name in FAST_PATH_METHODS:
+        if name in HIDDEN_METHODS:
             raise AttributeError(f"{name} is hidden by PlainModel")
         return getattr(self._model, name)
 

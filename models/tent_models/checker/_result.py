@@ -110,6 +110,8 @@ class CheckResult:
     ``bytes_per_state`` estimates the checker's own storage (seen set, parent links, edges) per
     distinct state; ``collision_probability`` is the birthday bound for 64-bit fingerprints and
     ``collision_probability_tlc`` TLC's optimistic ``n (generated - n) / 2**64``.
+    ``shard_states`` is each shard's share of the seen set in a multi-process or Ray run
+    (they sum to ``distinct_states``), empty otherwise.
     """
 
     model: str
@@ -129,3 +131,6 @@ class CheckResult:
     coverage: tuple[ActionCoverage, ...]
     witnesses: tuple[WitnessResult, ...]
     violations: tuple[CounterExample, ...]
+    shard_states: tuple[int, ...] = ()  # distinct states stored by each shard (sharded runs)
+    bitstate: int = 0  # log2 of the bit array of a bitstate run (then collision_probability
+    # is the expected number of states omitted, capped at 1); 0 for an exact seen set

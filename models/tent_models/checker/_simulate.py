@@ -11,6 +11,7 @@ from typing import Any
 from tent_models.checker._bfs import state_fingerprint, storage_bytes
 from tent_models.checker._errors import InvalidArgument, ModelContractError
 from tent_models.checker._fingerprint import collision_probability, collision_probability_tlc
+from tent_models.checker._ray import current_engine
 from tent_models.checker._result import (
     ActionCoverage,
     CheckResult,
@@ -18,6 +19,7 @@ from tent_models.checker._result import (
     ViolationKind,
     WitnessResult,
 )
+from tent_models.checker._swarm import swarm
 from tent_models.checker._trace import (
     ActionInstance,
     compared_values,
@@ -47,6 +49,10 @@ def simulate(
     4. Witnesses are reported satisfied with a minimised trace when a walk met them; an unmet
        witness or an action that never fired is *not* a failure (the run is not exhaustive).
 
+    Inside :func:`~tent_models.checker.on_ray` the walks run instead as a swarm
+    (:func:`~tent_models.checker.swarm`): the engine's task count, ``walks`` split over them,
+    each with its own seed, action bias and depth bound up to ``depth``.
+
     Raises :class:`InvalidArgument` for ``walks < 1`` or ``depth < 0`` (nothing ran) and
     :class:`ModelContractError` when the model has no initial state.
     """
@@ -54,6 +60,18 @@ def simulate(
         raise InvalidArgument(f"walks must be >= 1, got {walks}")
     if depth < 0:
         raise InvalidArgument(f"depth must be >= 0, got {depth}")
+    engine = current_engine()
+    if engine is not None:
+        tasks = min(engine.swarm_tasks, walks)
+        return swarm(
+            model,
+            seed=seed,
+            tasks=tasks,
+            walks=-(-walks // tasks),
+            depth=max(depth, 1),
+            check_deadlock=check_deadlock,
+            ray=engine.address,
+        )
     started = time.perf_counter()
     initials = list(model.initial_states())
     if not initials:

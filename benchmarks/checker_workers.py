@@ -1,0 +1,143 @@
+"""``--workers 1`` against ``--workers N`` on the shipped models, interleaved; prints JSON.
+
+Usage::
+
+    python benchmarks/checker_workers.py [--models credit/ci admission/ci gated/ci]
+                                         [--workers 2] [--rounds 2] [--max-states N]
+                                         [--baseline-src DIR]
+
+Each round runs every model once serially and once with ``--workers`` processes, alternating,
+so both see the same load; the speedup is serial seconds over parallel seconds per round (the
+best and the median are reported). CPU times (this process; the forked workers, once joined)
+give two figures the load disturbs less: ``work_inflation`` (the parallel run's total CPU over
+the serial run's) and ``cpu_bound_speedup_estimate`` (serial CPU over one worker's share plus
+the coordinator's). The load average before and after is recorded: on a
+shared machine a ratio is only as good as the cores that were free. With ``--baseline-src``
+(an older tree with ``models/`` and ``spec/``) the parallel runs of that tree's checker are
+interleaved too, in a subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RUSAGE_CHILDREN = resource.RUSAGE_CHILDREN  # the forked workers, once joined
+
+BASELINE = """
+import json, sys, time
+sys.path[:0] = [{models!r}, {spec!r}]
+from tent_models.registry import catalogue
+from tent_models.checker import check
+target = next(t for t in catalogue() if t.name == {name!r})
+started = time.perf_counter()
+r = check(target.model(), workers={workers}, max_states={cut})
+print(json.dumps({{"states": r.distinct_states, "seconds": time.perf_counter() - started}}))
+"""
+
+
+def run(name: str, workers: int, cut: int | None) -> dict[str, Any]:
+    from tent_models.checker import check
+    from tent_models.registry import catalogue
+
+    target = next(t for t in catalogue() if t.name == name)
+    model = target.model()
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    result = check(model, workers=workers, max_states=cut)
+    seconds = time.perf_counter() - started
+    me_after = resource.getrusage(resource.RUSAGE_SELF)
+    children_after = resource.getrusage(RUSAGE_CHILDREN)
+    own = me_after.ru_utime + me_after.ru_stime - me.ru_utime - me.ru_stime
+    forked = (
+        children_after.ru_utime + children_after.ru_stime - children.ru_utime - children.ru_stime
+    )
+    return {
+        "states": result.distinct_states,
+        "ok": result.ok,
+        "seconds": round(seconds, 2),
+        "cpu_coordinator_s": round(own, 2),
+        "cpu_workers_s": round(forked, 2),
+    }
+
+
+def run_baseline(source: Path, name: str, workers: int, cut: int | None) -> dict[str, Any]:
+    script = BASELINE.format(
+        models=str(source / "models"), spec=str(source / "spec"), name=name, workers=workers,
+        cut=cut,
+    )  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True)
+    value: dict[str, Any] = json.loads(out.stdout)
+    value["seconds"] = round(value["seconds"], 2)
+    return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--models", nargs="+", default=["credit/ci", "admission/ci", "gated/ci"])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-states", type=int, default=None)
+    parser.add_argument("--baseline-src", type=Path, default=None)
+    options = parser.parse_args()
+    report: dict[str, Any] = {
+        "workers": options.workers,
+        "max_states": options.max_states,
+        "cpus": os.cpu_count(),
+        "load_before": os.getloadavg(),
+        "models": {},
+    }
+    for name in options.models:
+        rounds = []
+        for _ in range(options.rounds):
+            serial = run(name, 1, options.max_states)
+            parallel = run(name, options.workers, options.max_states)
+            if serial["states"] != parallel["states"]:
+                raise SystemExit(f"{name}: {serial['states']} != {parallel['states']} states")
+            serial_cpu = serial["cpu_coordinator_s"]
+            per_worker = parallel["cpu_workers_s"] / options.workers
+            row = {
+                "serial_s": serial["seconds"],
+                "parallel_s": parallel["seconds"],
+                "speedup": round(serial["seconds"] / parallel["seconds"], 2),
+                "load": round(os.getloadavg()[0], 1),
+                "serial_cpu_s": serial_cpu,
+                "parallel_cpu_workers_s": parallel["cpu_workers_s"],
+                "parallel_cpu_coordinator_s": parallel["cpu_coordinator_s"],
+                # CPU the parallel run spent over the serial run's (duplicated work, exchange)
+                "work_inflation": round(
+                    (parallel["cpu_workers_s"] + parallel["cpu_coordinator_s"]) / serial_cpu, 2
+                ),
+                # the speedup free cores would give if each worker's share ran alongside the
+                # coordinator's (an estimate that the machine's load does not disturb)
+                "cpu_bound_speedup_estimate": round(
+                    serial_cpu / (per_worker + parallel["cpu_coordinator_s"]), 2
+                ),
+            }
+            if options.baseline_src is not None:
+                old = run_baseline(options.baseline_src, name, options.workers, options.max_states)
+                row["baseline_parallel_s"] = old["seconds"]
+                row["baseline_speedup"] = round(serial["seconds"] / old["seconds"], 2)
+            rounds.append(row)
+            print(json.dumps({name: row}), file=sys.stderr, flush=True)  # partial results
+        speedups = [r["speedup"] for r in rounds]
+        report["models"][name] = {
+            "states": serial["states"],
+            "rounds": rounds,
+            "best_speedup": max(speedups),
+            "median_speedup": round(statistics.median(speedups), 2),
+        }
+    report["load_after"] = os.getloadavg()
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
