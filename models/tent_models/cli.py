@@ -16,8 +16,8 @@ Exit codes: 0 success, 1 a failed target / stale artefact, 2 a usage error (clic
 
 from __future__ import annotations
 
-import importlib
 import contextlib
+import importlib
 import json
 import os
 import sys
