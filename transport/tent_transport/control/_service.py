@@ -250,13 +250,18 @@ class ControlServer:
         if self._credit is None:
             return
         now = self._clock()
-        for (peer, _qos), messages in self._credit.messages_to_send(now).items():
-            ps = self._sessions.get(peer)
-            if ps is None or not ps.current:
+        # only the endpoints of our connections: the receiver may hold others (the staging
+        # path's in-process endpoint), whose messages are not ours to take
+        timers = []
+        for ps in self._sessions.values():
+            endpoint = ps.endpoint
+            if endpoint is None or not ps.current or endpoint.closed:
                 continue
-            for message in messages:
+            for message in endpoint.messages_to_send(now):
                 ps.connection.publish(FrameKind.CREDIT, message)
-        self._timer.arm(self._credit.get_timer(), now)
+            if (when := endpoint.get_timer()) is not None:
+                timers.append(when)
+        self._timer.arm(min(timers, default=None), now)
 
     async def close(self) -> None:
         self._timer.cancel()

@@ -40,7 +40,13 @@ from ..control import (
     TlsIdentity,
 )
 from ..devices.tcp import TcpDataServer, TcpRail
-from ..dispatch import DispatchCore, TransferEvent, TransferRequest, TransferState
+from ..dispatch import (
+    DispatchCore,
+    TransferEvent,
+    TransferPlan,
+    TransferRequest,
+    TransferState,
+)
 from ..errors import InvalidArgument, LocalProtocolError, RemoteProtocolError
 from ..segments import (
     Access,
@@ -55,6 +61,7 @@ from ._handle import TransferHandle
 from ._metrics import TransportCollector
 from ._options import EngineOptions
 from ._receiving import DataLanded, ReceiverSide
+from ._staging import StagingPath
 
 __all__ = ["Engine"]
 
@@ -141,6 +148,15 @@ class Engine:
             faults=options.control_faults,
         )
         self.receiver.control = self.control
+        if options.staging_slots and self.credit is not None:
+            self.receiver.staging = StagingPath(
+                config=config,
+                credit=self.credit,
+                segments=self.segments,
+                peer=options.peer_id,
+                slots=options.staging_slots,
+                slot_bytes=options.staging_slot_bytes,
+            )
         TransportCollector(
             self.registry,
             rails=self.rails,
@@ -382,6 +398,13 @@ class Engine:
                 raise InvalidArgument("submit takes TransferRequest values")
             if request.peer not in self._links:
                 raise LocalProtocolError(f"peer {request.peer} is not connected")
+            if (
+                request.plan is TransferPlan.STAGED
+                and self.gate is not None
+                and request.length > self.config.dispatch.slice_bytes
+            ):
+                # its STAGING_SLOTS ride on one slice only: the receiver stages whole writes
+                raise LocalProtocolError("a staged write must fit one dispatch slice")
         ids = self.core.submit(batch, time.monotonic_ns())
         peers = {r.peer for r in batch}
         handle = TransferHandle(

@@ -40,6 +40,9 @@ class EngineOptions:
     8. ``control_faults``: a fault channel per peer for control frames (tests).
     9. ``trace``: a ``tent_credit`` trace sink for the credit endpoints (``tent trace``).
     10. ``metrics_port``: serve the engine's registry over HTTP (``prometheus_client``).
+    12. ``staging_slots`` / ``staging_slot_bytes``: the receiver's staging pool for staged
+        writes (0 slots: no staging; needs receiver credit, and the slot count should equal the
+        STAGING_SLOTS capacity). A staged write must fit one slot and one dispatch slice.
     11. ``credit_session``: this receiver's credit session id (default: minted from the wall
         clock, so a restart gets a larger one; a fixed value is for traces and tests).
     """
@@ -58,6 +61,8 @@ class EngineOptions:
     trace: TraceSink | None = None
     metrics_port: int | None = None
     credit_session: int | None = None
+    staging_slots: int = 0
+    staging_slot_bytes: int = 4 << 20
 
     def __attrs_post_init__(self) -> None:
         if self.identity.local_peer != self.peer_id:

@@ -36,6 +36,7 @@ from tent_credit.errors import CreditError
 from ..control import ControlServer, FrameKind, PeerSession
 from ..devices.tcp import Flags, Request, TcpDataServer
 from ..segments import SegmentTable, encode_descriptors
+from ._staging import StagingPath
 
 __all__ = ["DataLanded", "ReceiverSide", "ReceiverStatistics"]
 
@@ -90,6 +91,7 @@ class ReceiverSide:
         self.credit = credit
         self.segments = segments
         self.control: ControlServer | None = None
+        self.staging: StagingPath | None = None
         self.data: list[TcpDataServer] = []
         self._release_on_landing = release_on_landing
         self._on_landed = on_landed
@@ -153,10 +155,13 @@ class ReceiverSide:
             ps.connection.close(f"quarantined: {reason}")  # retires the session's data too
 
     def landed(self, peer: int, session: int, request: Request) -> None:
+        amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
+        self._announce(peer, request, amounts)
+
+    def _announce(self, peer: int, request: Request, amounts: dict[CreditResource, int]) -> None:
         self._landed += 1
         landed_id = next(self._ids)
         if request.flags & Flags.CREDITED:
-            amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
             self._held[landed_id] = _Held(
                 peer=peer, qos=request.qos_class, epoch=request.epoch, amounts=amounts
             )
@@ -181,6 +186,34 @@ class ReceiverSide:
         if request.flags & Flags.CREDITED:
             amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
             self._release(peer, request.qos_class, request.epoch, amounts)
+
+    # ---------------------------------------------------------------- the staged path
+
+    def staging_slot(self, request: Request) -> tuple[int, memoryview] | None:
+        return None if self.staging is None else self.staging.slot(request.length)
+
+    def staging_free(self, slot: int) -> None:
+        if self.staging is not None:
+            self.staging.free_slot(slot)
+
+    def staged(
+        self, peer: int, session: int, request: Request, slot: int, finish: Callable[[bool], None]
+    ) -> None:
+        assert self.staging is not None
+
+        def done(ok: bool, detail: str) -> None:
+            if ok:
+                # the slot is free again: its STAGING_SLOTS go back now; the rest of the
+                # charge is held for the consumer like a direct write's
+                amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
+                slots = amounts.pop(_R.STAGING_SLOTS, 0)
+                self._release(peer, request.qos_class, request.epoch, {_R.STAGING_SLOTS: slots})
+                self._announce(peer, request, amounts)
+            else:
+                self.aborted(peer, session, request, f"inner transfer failed: {detail}")
+            finish(ok)
+
+        self.staging.move(slot, request.segment, request.offset, request.length, done)
 
     # ---------------------------------------------------------------- the application
 

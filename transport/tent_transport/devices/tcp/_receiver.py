@@ -26,6 +26,7 @@ A connection lost in the middle of a payload reports :meth:`DataPlane.aborted` f
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import ssl
@@ -63,6 +64,18 @@ class DataPlane(Protocol):
     def aborted(self, peer: int, session: int, request: Request, reason: str) -> None:
         """An admitted write will never land whole (integrity failure, connection lost)."""
 
+    def staging_slot(self, request: Request) -> tuple[int, memoryview] | None:
+        """A staging-pool slot for an admitted staged write (``None``: no staging here)."""
+
+    def staged(
+        self, peer: int, session: int, request: Request, slot: int, finish: Callable[[bool], None]
+    ) -> None:
+        """A staged write landed in ``slot`` and verified: move it to its target, then call
+        ``finish(ok)`` (which sends its acknowledgement, in order)."""
+
+    def staging_free(self, slot: int) -> None:
+        """Give back a slot whose write never landed whole."""
+
 
 @attrs.frozen(kw_only=True)
 class DataServerStatistics:
@@ -89,6 +102,14 @@ class _Stats:
 _BIND, _HEADER, _PAYLOAD, _DEAD = range(4)
 
 
+@attrs.define
+class _Reply:
+    """One acknowledgement in request order (``ack`` ``None``: a staged write still moving)."""
+
+    ack: Ack | None = None
+    payload: memoryview | None = None
+
+
 class _ServerProtocol(asyncio.BufferedProtocol):
     def __init__(self, server: TcpDataServer) -> None:
         self._server = server
@@ -101,6 +122,9 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         self.session = -1
         self._request: Request | None = None
         self._dest: memoryview | None = None
+        self._slot: int | None = None  # the staging slot of the write being received
+        # acknowledgements leave in request order; a staged write's waits for its inner move
+        self._acks: collections.deque[_Reply] = collections.deque()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._bind_timer: asyncio.TimerHandle | None = None
 
@@ -152,6 +176,9 @@ class _ServerProtocol(asyncio.BufferedProtocol):
             self._server.plane.aborted(
                 self.peer, self.session, self._request, "connection lost mid-payload"
             )
+            if self._slot is not None:
+                self._server.plane.staging_free(self._slot)
+                self._slot = None
         self._state = _DEAD
         self._dest = None
         self._server._forget(self)
@@ -227,49 +254,76 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         if request.opcode == WireOpcode.READ:
             self._serve_read(request, view)
             return
-        if request.flags & Flags.STAGED:
-            self._refuse(request, AckStatus.MALFORMED, "staged writes go through the engine")
-            return
         reason = server.plane.admit(self.peer, self.session, request)
         if reason is not None:
             self._refuse(request, AckStatus.REFUSED, reason)
             return
+        if request.flags & Flags.STAGED:
+            # the target was checked above; the bytes land in a staging slot first
+            slot = server.plane.staging_slot(request)
+            if slot is None:
+                server.plane.aborted(self.peer, self.session, request, "no staging slot")
+                self._refuse(request, AckStatus.REFUSED, "no staging pool slot for it")
+                return
+            self._slot, view = slot
         self._request = request
         self._dest = view
         self._state = _PAYLOAD
 
     def _on_payload(self) -> None:
         request, dest = self._request, self._dest
-        assert request is not None and dest is not None and self._transport is not None
+        assert request is not None and dest is not None
         self._request = None
         self._dest = None
         self._state = _HEADER
         server = self._server
+        slot, self._slot = self._slot, None
         if checksum(dest) != request.checksum:
             server._stats.integrity += 1
-            self._transport.write(
-                Ack(
-                    status=AckStatus.INTEGRITY, checksum=0, request=request.request, length=0
-                ).pack()
-            )
+            self._ack(request, AckStatus.INTEGRITY)
             server.plane.aborted(self.peer, self.session, request, "checksum mismatch")
+            if slot is not None:
+                server.plane.staging_free(slot)
             return
         server._stats.landed += 1
         server._stats.bytes += request.length
+        if slot is not None:
+            entry = _Reply()
+            self._acks.append(entry)
+
+            def finish(ok: bool) -> None:
+                status = AckStatus.OK if ok else AckStatus.ACCESS
+                entry.ack = Ack(status=status, checksum=0, request=request.request, length=0)
+                self._flush_acks()
+
+            server.plane.staged(self.peer, self.session, request, slot, finish)
+            return
         # the consumer hears of it before the sender's acknowledgement leaves
         server.plane.landed(self.peer, self.session, request)
-        self._transport.write(
-            Ack(status=AckStatus.OK, checksum=0, request=request.request, length=0).pack()
+        self._ack(request, AckStatus.OK)
+
+    def _ack(self, request: Request, status: AckStatus, payload: memoryview | None = None) -> None:
+        ack = Ack(
+            status=status,
+            checksum=0 if payload is None else checksum(payload),
+            request=request.request,
+            length=0 if payload is None else len(payload),
         )
+        self._acks.append(_Reply(ack=ack, payload=payload))
+        self._flush_acks()
+
+    def _flush_acks(self) -> None:
+        while self._acks and self._acks[0].ack is not None:
+            reply = self._acks.popleft()
+            assert reply.ack is not None
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.write(reply.ack.pack())
+                if reply.payload is not None:
+                    self._transport.write(reply.payload)
 
     def _serve_read(self, request: Request, view: memoryview) -> None:
-        assert self._transport is not None
         self._server._stats.reads += 1
-        ack = Ack(
-            status=AckStatus.OK, checksum=checksum(view), request=request.request, length=len(view)
-        )
-        self._transport.write(ack.pack())
-        self._transport.write(view)
+        self._ack(request, AckStatus.OK, view)  # in order, also behind a staged write
 
     def close(self) -> None:
         self._fail("closed locally")

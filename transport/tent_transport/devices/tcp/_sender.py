@@ -284,6 +284,8 @@ class TcpRail:
             flags |= Flags.CREDITED
             lease_session, epoch, qos = s.lease.session, s.lease.epoch, s.lease.qos_class
             for resource, amount in s.lease.charge:
+                if resource == 3:  # STAGING_SLOTS: a staged write, landing in the staging pool
+                    flags |= Flags.STAGED
                 index = _RESOURCE_INDEX.get(resource)
                 if index is None:
                     raise PostRefused(f"unknown credit resource {resource}", ready=True)
