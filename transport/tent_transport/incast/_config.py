@@ -214,9 +214,11 @@ def interleave(rows: Sequence[Sequence[RunConfig]], repetitions: int) -> list[Ru
 
 
 def tune_candidates(base: RunConfig) -> Iterator[RunConfig]:
-    """Per-sender fixed windows 1 ... capacity, and up to 4 x capacity / senders (issue 13)."""
+    """Per-sender fixed windows from 1 up to capacity (and up to 4 x capacity / senders where
+    that is larger, issue 13), doubling: 1, 2, 4, ... (each a whole N-process run here)."""
     top = max(base.slots, 4 * base.slots // base.senders)
-    for window in range(1, top + 1):
+    window = 1
+    while window <= top:
         yield attrs.evolve(
             base,
             row=f"{base.row} tune",
@@ -224,3 +226,4 @@ def tune_candidates(base: RunConfig) -> Iterator[RunConfig]:
             window=window,
             depth=max(base.depth, window),
         )
+        window *= 2

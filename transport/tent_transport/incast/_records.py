@@ -58,6 +58,8 @@ SCHEMA: dict[str, tuple[type, ...]] = {
     "final_occupancy": (dict,),
     "credit_outstanding": (dict,),
     "receiver_restarts": (int,),
+    "sender_cpu_s": (float, int),
+    "receiver_cpu_s": (float, int),
     "occupancy_series": (list,),
 }
 
@@ -97,6 +99,54 @@ def machine() -> dict[str, Any]:
     }
 
 
+def occupancy_timeline(
+    intervals: Sequence[tuple[int, int]], capacity: int, t0_ns: int, max_points: int = 2000
+) -> tuple[int, int, list[list[float]]]:
+    """Peak, violations (posts that took the count above ``capacity``) and a bounded series
+    ``[ms since t0, count]`` of the number of open ``(start, end)`` intervals."""
+    events = sorted([(e, -1) for _s, e in intervals] + [(s, 1) for s, _e in intervals])
+    count = peak = violations = 0
+    series: list[list[float]] = []
+    for t, step in events:  # at a tie, an end (-1) sorts before a start: freed, then reused
+        count += step
+        if step > 0:
+            peak = max(peak, count)
+            violations += count > capacity
+        series.append([round((t - t0_ns) / 1e6, 3), count])
+    stride = max(1, len(series) // max_points)
+    return peak, violations, series[::stride]
+
+
+def _intervals(
+    senders: Sequence[Mapping[str, Any]], receivers: Sequence[Mapping[str, Any]]
+) -> tuple[list[tuple[int, int]], int]:
+    """Each posted write's receiver occupancy, from its post (sender clock) to its consumer's
+    release (receiver clock; one machine-wide monotonic clock). A write never released ends
+    where its receiver died or its sender saw it fail; a completed write never released stays
+    open (returned as the count left occupied)."""
+    released: dict[tuple[int, int], tuple[int, int]] = {}  # (sender, seq) -> (release, life)
+    for life, rec in enumerate(receivers):
+        for sender, seq, _landed, release in rec.get("writes", []):
+            released[(int(sender), int(seq))] = (int(release), life)
+    out = []
+    leaked = 0
+    for report in senders:
+        me = int(report["peer_id"])
+        for _t0, t_end, status, _detail, seq, post in report["results"]:
+            if not post:
+                continue  # never posted: it occupied nothing at the receiver
+            release, life = released.get((me, int(seq)), (0, -1))
+            if release:
+                out.append((int(post), release))
+                continue
+            dead = [r.get("killed_ns", 0) for r in receivers if r.get("killed_ns", 0) > post]
+            if dead or status != "COMPLETED":
+                out.append((int(post), min([int(t_end), *dead])))
+            else:
+                leaked += 1
+    return out, leaked
+
+
 def _fenced(status: str, detail: str) -> bool:
     text = f"{status} {detail}".lower()
     return status != "COMPLETED" and any(word in text for word in _FENCED_DETAILS)
@@ -108,6 +158,7 @@ def build_record(
     receivers: Sequence[Mapping[str, Any]],
     *,
     restarts: int,
+    t0_ns: int = 0,
 ) -> dict[str, Any]:
     """The run's record from every sender's ``done`` report and every receiver lifetime's
     ``drained`` report (the last one is the receiver that survived to the end)."""
@@ -123,12 +174,12 @@ def build_record(
     messages = 0
     control_bytes = 0
     for report in senders:
-        done = [(t0, t1) for t0, t1, status, _ in report["results"] if status == "COMPLETED"]
+        done = [(r[0], r[1]) for r in report["results"] if r[2] == "COMPLETED"]
         lat = [(t1 - t0) / 1000.0 for t0, t1 in done]
         p50.append(round(percentile(lat, 50), 1))
         p99.append(round(percentile(lat, 99), 1))
         completed += len(done)
-        for _t0, _t1, status, detail in report["results"]:
+        for _t0, _t1, status, detail, *_ in report["results"]:
             if status == "COMPLETED":
                 continue
             key = f"{status}: {detail}"[:80]
@@ -155,8 +206,7 @@ def build_record(
     integrity = 0
     refused = 0
     quarantined: set[int] = set()
-    series: list[list[float]] = []
-    for life, rec in enumerate(receivers):
+    for rec in receivers:
         for name, value in rec["peak"].items():
             peak[name] = max(peak.get(name, 0), int(value))
         for name, value in rec["violations"].items():
@@ -164,7 +214,13 @@ def build_record(
         integrity += sum(int(v) for v in rec["integrity"].values())
         refused += int(rec["refused"])
         quarantined.update(int(q) for q in rec["quarantined"])
-        series.extend([[round(t / 1e6, 3), v, life] for t, v in rec["samples"]])
+    # request slots and bytes: posted to released (what the receiver must hold for the sender)
+    intervals, leaked = _intervals(senders, receivers)
+    slots_peak, slots_over, series = occupancy_timeline(intervals, config.slots, t0_ns)
+    peak["request_slots"] = slots_peak
+    peak["data_bytes"] = slots_peak * config.block
+    violations["request_slots"] = slots_over
+    violations["data_bytes"] = slots_over
     transfers = max(1, config.offered)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -203,9 +259,16 @@ def build_record(
         "integrity_errors": integrity,
         "refused_writes": refused,
         "quarantined": sorted(quarantined),
-        "final_occupancy": dict(last.get("final", {})),
+        "final_occupancy": {
+            "request_slots": leaked,
+            "data_bytes": leaked * config.block,
+            "consumer_slots": int(last.get("final", {}).get("consumer_slots", 0)),
+            "receiver_admitted": int(last.get("final", {}).get("request_slots", 0)),
+        },
         "credit_outstanding": dict(last.get("credit_outstanding", {})),
         "receiver_restarts": restarts,
+        "sender_cpu_s": round(sum(float(r.get("cpu_s", 0.0)) for r in senders), 3),
+        "receiver_cpu_s": round(sum(float(r.get("cpu_s", 0.0)) for r in receivers), 3),
         "occupancy_series": series,
     }
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import resource
 import socket
 import struct
 import threading
@@ -83,9 +84,14 @@ def engine_config(spec: dict[str, Any], side: str) -> dict[str, Any]:
                 "staging_slots": slots,
                 "consumer_slots": slots,
             },
-            "grant": {"initial_grant": grant},
+            "grant": {"initial_grant": grant, "max_grant": dict(grant, staging_slots=slots)},
         },
     }
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return float(usage.ru_utime + usage.ru_stime)
 
 
 def _identity(me: int, others: list[int]) -> PskIdentity:
@@ -177,6 +183,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     side = engine.receiver
     admit, landed, aborted, release = side.admit, side.landed, side.aborted, side.release
     live: set[int] = set()  # landed ids not yet released
+    writes: dict[tuple[int, int], list[int]] = {}  # (sender, write_id) -> [seq, landed, released]
 
     # The engine has no occupancy observer: wrap the data plane's calls on this instance.
     def admit_hook(peer: int, session: int, request: Any) -> str | None:
@@ -195,6 +202,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         elif checksum(view[HEADER.size :]) != sums[pool_index(sender, seq, depth)]:
             integrity["body"] += 1
         landed_bytes += request.length
+        writes[(peer, request.write_id)] = [seq, time.monotonic_ns(), 0]
         occ.add("consumer_slots", 1)
         landed(peer, session, request)
 
@@ -206,6 +214,9 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     def release_hook(event: DataLanded) -> bool:
         if event.landed_id in live:
             live.discard(event.landed_id)
+            entry = writes.get((event.sender, event.write_id))
+            if entry is not None:
+                entry[2] = time.monotonic_ns()
             occ.add("request_slots", -1)
             occ.add("data_bytes", -event.length)
             occ.add("consumer_slots", -1)
@@ -263,11 +274,13 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
                             "final": dict(occ.now),
                             "credit_outstanding": outstanding,
                             "samples": occ.samples,
+                            "writes": [[p, *e] for (p, _w), e in writes.items()],
                             "integrity": integrity,
                             "refused": stats.refused,
                             "quarantined": list(stats.quarantined),
                             "landed": stats.landed,
                             "landed_bytes": landed_bytes,
+                            "cpu_s": _cpu_s(),
                             "unreleased": stats.unreleased + len(live) + side.pending_landed(),
                         },
                     )
@@ -307,6 +320,23 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             peer_id=me, identity=_identity(me, [RECEIVER]), peer_dead_after_s=30.0
         ),
     )
+    posted: dict[int, int] = {}  # seq -> when its (last) slice went to the rail
+
+    def hook(rail: Any) -> None:
+        # the engine has no post observer: wrap this rail instance's post
+        post = rail.post
+
+        def timed_post(slices: Any, now_ns: int) -> None:
+            t = time.monotonic_ns()  # before the bytes can leave: a post starts the occupancy
+            post(slices, now_ns)  # raises PostRefused (nothing posted): no timestamp then
+            for s in slices:
+                if s.opcode is Opcode.WRITE and len(s.local) >= HEADER.size:
+                    posted[HEADER.unpack_from(s.local)[2]] = t
+
+        rail.post = timed_post
+
+    for rail in engine.rails:
+        hook(rail)
     await engine.start()
     peer = await engine.connect("127.0.0.1", spec["control_port"], expect_peer=RECEIVER)
     await engine.wait_regions(peer, lambda d: bool(d.regions), timeout=60)
@@ -319,7 +349,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     if command[0] != "go":
         await engine.close()
         return
-    results: list[tuple[int, int, str, str]] = []  # t_submit, t_end, status, detail
+    results: list[tuple[int, int, str, str, int, int]] = []  # t0, t_end, status, detail, seq, post
     seqs = iter(range(spec["blocks_per_sender"]))
     link = engine._links[peer]
 
@@ -335,7 +365,8 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             try:
                 d = await region()
             except TimeoutError:
-                results.append((time.monotonic_ns(), time.monotonic_ns(), "NO_REGION", ""))
+                t = time.monotonic_ns()
+                results.append((t, t, "NO_REGION", "", seq, 0))
                 continue
             desc = d.regions[0]
             request = TransferRequest(
@@ -351,12 +382,14 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
                 handle = engine.submit([request])
                 state = await handle.wait(spec["timeout_s"])
             except Exception as exc:  # a typed submit refusal is an outcome, not a crash
-                results.append((t0, time.monotonic_ns(), "SUBMIT_ERROR", type(exc).__name__))
+                t = time.monotonic_ns()
+                results.append((t0, t, "SUBMIT_ERROR", type(exc).__name__, seq, 0))
                 continue
             status = state.status
             if status is TaskStatus.PENDING:
                 handle.cancel()
-            results.append((t0, time.monotonic_ns(), status.name, state.detail or ""))
+            end = time.monotonic_ns()
+            results.append((t0, end, status.name, state.detail or "", seq, posted.pop(seq, 0)))
             if status is not TaskStatus.COMPLETED and spec["condition"] == "restart":
                 await asyncio.sleep(0.05)  # the session is being replaced; no resubmit
 
@@ -381,6 +414,8 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
         (
             "done",
             {
+                "peer_id": me,
+                "cpu_s": _cpu_s(),
                 "results": results,
                 "stalls": stalls,
                 "stall_ns": stall_ns,
