@@ -68,8 +68,13 @@ class RunConfig:
     """Fixed mode: the per-sender local window."""
     lease_batch: int = attrs.field(default=2, validator=_positive)
     """Credit mode: blocks per grant (the activation's grant and every later one)."""
+    usage_interval_us: int = attrs.field(default=5000, validator=_positive)
+    """Credit mode: how often a stalled sender re-reports its unmet demand (the engine's
+    default is 1000; at 1000 µs, 4+ stalled sender processes flood a receiver on this machine)."""
     release_delay_ms: float = 0.0
     restart_after_s: float = 1.0
+    """Restart: the receiver is killed once a third of the offered blocks landed (at the
+    latest after 20 x this)."""
     repetition: int = 0
     path: str = "direct"
     device: str = "tcp"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing
+import os
+import signal
 import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -39,9 +41,13 @@ class _Proc:
         self.process.start()
         child.close()
 
-    def recv(self, timeout: float) -> Any:
+    def recv(self, timeout: float, waiting_for: str = "an answer") -> Any:
         if not self.conn.poll(timeout):
-            raise RunFailed(f"{self.process.name} sent nothing in {timeout:.0f} s")
+            if self.process.pid is not None and self.process.is_alive():
+                with contextlib.suppress(OSError):
+                    os.kill(self.process.pid, signal.SIGUSR1)  # its stacks, on stderr
+                time.sleep(0.5)
+            raise RunFailed(f"{self.process.name} sent nothing in {timeout:.0f} s ({waiting_for})")
         try:
             return self.conn.recv()
         except EOFError:
@@ -96,9 +102,15 @@ def run_one(config: RunConfig) -> dict[str, Any]:
             s.send("go")
         deadline = time.monotonic() + config.timeout_s
         if config.condition is Condition.RESTART:
-            time.sleep(config.restart_after_s)
+            # kill once a third of the offered blocks landed (bounded by restart_after_s x 20)
+            give_up = time.monotonic() + 20 * config.restart_after_s
+            while time.monotonic() < give_up:
+                receiver.send("count")
+                if _expect(receiver.recv(30, "count"), "count")[1] >= config.offered // 3:
+                    break
+                time.sleep(0.01)
             receiver.send("drain", 0.0)  # its occupancy so far: the kill loses the process
-            receivers.append(_expect(receiver.recv(30), "drained")[1])
+            receivers.append(_expect(receiver.recv(30, "drain before the kill"), "drained")[1])
             receiver.kill()
             receivers[-1]["killed_ns"] = time.monotonic_ns()
             restarts += 1
@@ -107,9 +119,11 @@ def run_one(config: RunConfig) -> dict[str, Any]:
         reports = []
         for s in senders:
             left = max(1.0, deadline - time.monotonic())
-            reports.append(_expect(s.recv(left), "done")[1])
-        receiver.send("drain", 30.0 + config.release_delay_ms * config.offered / 1000.0)
-        receivers.append(_expect(receiver.recv(90), "drained")[1])
+            reports.append(_expect(s.recv(left, "sender done"), "done")[1])
+        for s in senders:  # gone: every unused grant they held must be reclaimed
+            s.stop()
+        receiver.send("drain", 30.0 + config.release_delay_ms * config.offered / 1000.0, True)
+        receivers.append(_expect(receiver.recv(90, "final drain"), "drained")[1])
     finally:
         for s in senders:
             s.stop()

@@ -14,9 +14,11 @@ release. Those are the resources credit mode grants, counted the same way in eve
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import contextlib
 import random
 import resource
+import signal
 import socket
 import struct
 import threading
@@ -78,6 +80,7 @@ def engine_config(spec: dict[str, Any], side: str) -> dict[str, Any]:
         "receiver_credit": {
             "enabled": True,
             "mode": "required",
+            "usage_interval_ns": spec["usage_interval_us"] * 1000,
             "capacity": {
                 "data_bytes": slots * block,
                 "request_slots": slots,
@@ -87,6 +90,14 @@ def engine_config(spec: dict[str, Any], side: str) -> dict[str, Any]:
             "grant": {"initial_grant": grant, "max_grant": dict(grant, staging_slots=slots)},
         },
     }
+
+
+def _outstanding(engine: Engine) -> dict[str, int]:
+    """The credit allocator's outstanding amounts that are non-zero (granted, not reclaimed)."""
+    if engine.credit is None:
+        return {}
+    a = engine.credit.allocator.statistics()
+    return {r.name.lower(): int(v) for r, v in a.outstanding.items() if v}
 
 
 def _cpu_s() -> float:
@@ -153,7 +164,13 @@ class Occupancy:
             self._stride *= 2
 
 
+def _diagnosable() -> None:
+    # a worker that stops answering dumps its threads' stacks on SIGUSR1 (the runner sends it)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def receiver_main(conn: Connection, spec: dict[str, Any]) -> None:
+    _diagnosable()
     asyncio.run(_receiver(conn, spec))
 
 
@@ -256,15 +273,21 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
             command = await pipe.queue.get()
             if command[0] == "exit":
                 break
+            if command[0] == "count":
+                conn.send(("count", side.statistics().landed))
+                continue
             if command[0] == "drain":
                 end = time.monotonic() + command[1]
-                while (side.pending_landed() or live) and time.monotonic() < end:
+                def busy() -> bool:
+                    if side.pending_landed() or live:
+                        return True
+                    # senders gone (final drain): their unused grants must come back too
+                    return bool(command[2:] and command[2] and _outstanding(engine))
+
+                while busy() and time.monotonic() < end:
                     await asyncio.sleep(0.01)
                 stats = side.statistics()
-                outstanding = {}
-                if engine.credit is not None:
-                    a = engine.credit.allocator.statistics()
-                    outstanding = {r.name.lower(): int(v) for r, v in a.outstanding.items()}
+                outstanding = _outstanding(engine)
                 conn.send(
                     (
                         "drained",
@@ -309,6 +332,7 @@ def _tcp_bytes(sock: socket.socket | None) -> int:
 
 
 def sender_main(conn: Connection, spec: dict[str, Any]) -> None:
+    _diagnosable()
     asyncio.run(_sender(conn, spec))
 
 
@@ -380,16 +404,18 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             t0 = time.monotonic_ns()  # before credit acquisition: the submit itself
             try:
                 handle = engine.submit([request])
-                state = await handle.wait(spec["timeout_s"])
+                state = await handle.wait(min(30.0, spec["timeout_s"] / 3))
             except Exception as exc:  # a typed submit refusal is an outcome, not a crash
                 t = time.monotonic_ns()
                 results.append((t0, t, "SUBMIT_ERROR", type(exc).__name__, seq, 0))
                 continue
             status = state.status
-            if status is TaskStatus.PENDING:
-                handle.cancel()
             end = time.monotonic_ns()
-            results.append((t0, end, status.name, state.detail or "", seq, posted.pop(seq, 0)))
+            detail = state.detail or ""
+            if status is TaskStatus.PENDING:  # stuck: say at what, then give it up
+                detail = f"timed out; backpressure {state.backpressure}"[:200]
+                handle.cancel()
+            results.append((t0, end, status.name, detail, seq, posted.pop(seq, 0)))
             if status is not TaskStatus.COMPLETED and spec["condition"] == "restart":
                 await asyncio.sleep(0.05)  # the session is being replaced; no resubmit
 
