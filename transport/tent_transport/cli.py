@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .bench import bench
-from .incast._cli import incast_command, report_command, verify_command
 from .errors import ConfigError
+from .incast._cli import incast_command, report_command, verify_command
 from .sim import (
     SimResult,
     Summary,

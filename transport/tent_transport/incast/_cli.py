@@ -12,6 +12,13 @@ from typing import Any
 
 import attrs
 import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from ._config import (
     MIB,
@@ -23,6 +30,9 @@ from ._config import (
     interleave,
     smoke_matrix,
 )
+from ._report import write_report
+from ._runner import read_records, run_matrix
+from ._verify import verify_records
 
 __all__ = ["incast_command", "report_command", "verify_command"]
 
@@ -32,7 +42,7 @@ def _split(text: str) -> list[str]:
 
 
 def _custom(
-    senders: str, modes: str, condition: str, batches: str, window: int, reps: int, **kw: Any
+    *, senders: str, modes: str, condition: str, batches: str, window: int, reps: int, **kw: Any
 ) -> list[RunConfig]:
     try:
         counts = [int(s) for s in _split(senders)]
@@ -54,7 +64,9 @@ def _custom(
                     lease_batch=b,
                     window=window,
                     slots=kw["slots"] or (64 if slowdown else 8),
-                    release_delay_ms=5.0 if slowdown else (2.0 if cond is Condition.RESTART else 0.0),
+                    release_delay_ms=5.0
+                    if slowdown
+                    else (2.0 if cond is Condition.RESTART else 0.0),
                     block=kw["block"],
                     blocks_per_sender=kw["blocks"],
                     depth=max(kw["depth"], window),
@@ -73,14 +85,6 @@ class _Progress:
         self.start = time.monotonic()
         self._bar: Any = None
         if self.tty:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
             self._bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
@@ -91,7 +95,9 @@ class _Progress:
             self._task = self._bar.add_task("incast", total=total)
             self._bar.start()
 
-    def __call__(self, done: int, total: int, config: RunConfig, record: dict[str, Any] | None):
+    def __call__(
+        self, done: int, total: int, config: RunConfig, record: dict[str, Any] | None
+    ) -> None:
         label = f"{config.row} [{config.mode.value}] rep {config.repetition}"
         if self._bar is not None:
             self._bar.update(self._task, completed=done, total=total, description=label)
@@ -103,7 +109,8 @@ class _Progress:
             summary = f"ERROR {record['error']}"
         else:
             summary = (
-                f"{record['throughput_mib_s']:.0f} MiB/s peak {record['peak_occupancy'].get('request_slots')}"
+                f"{record['throughput_mib_s']:.0f} MiB/s peak "
+                f"{record['peak_occupancy'].get('request_slots')}"
                 f"/{record['capacity']['request_slots']} violations {record['capacity_violations']}"
                 f" worst p99 {record['worst_sender_p99_us'] / 1000:.1f} ms"
             )
@@ -115,36 +122,112 @@ class _Progress:
 
 
 @click.command("incast")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=Path("incast.jsonl"), show_default=True, help="JSONL file, one record per run (appended).")
-@click.option("--repetitions", "-r", type=int, default=3, show_default=True, help="Interleaved repetitions of every row.")
-@click.option("--full", is_flag=True, help="The whole product of senders x condition x lease batch x mode.")
-@click.option("--smoke", is_flag=True, help="4 senders, one repetition per mode, 1 MiB blocks (CI).")
-@click.option("--tune/--no-tune", default=True, show_default=True, help="Search the 16-sender healthy fixed window first (default matrix).")
-@click.option("--scale", type=int, default=1, show_default=True, help="Multiply the default per-run volume.")
-@click.option("--senders", default="", help="Custom rows: sender counts, e.g. 4,16 (instead of the matrix).")
-@click.option("--mode", "modes", default="disabled,fixed,credit", show_default=True, help="Custom rows: modes.")
-@click.option("--condition", type=click.Choice([c.value for c in Condition]), default="normal", show_default=True)
-@click.option("--lease-batch", "batches", default="2", show_default=True, help="Custom rows: grant chunks, e.g. 1,2,4,8.")
-@click.option("--window", type=int, default=2, show_default=True, help="Custom rows: fixed per-sender window.")
-@click.option("--slots", type=int, default=0, help="Custom rows: receiver capacity (0: 8, 64 for slowdown).")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("incast.jsonl"),
+    show_default=True,
+    help="JSONL file, one record per run (appended).",
+)
+@click.option(
+    "--repetitions",
+    "-r",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Interleaved repetitions of every row.",
+)
+@click.option(
+    "--full", is_flag=True, help="The whole product of senders x condition x lease batch x mode."
+)
+@click.option(
+    "--smoke", is_flag=True, help="4 senders, one repetition per mode, 1 MiB blocks (CI)."
+)
+@click.option(
+    "--tune/--no-tune",
+    default=True,
+    show_default=True,
+    help="Search the 16-sender healthy fixed window first (default matrix).",
+)
+@click.option(
+    "--scale", type=int, default=1, show_default=True, help="Multiply the default per-run volume."
+)
+@click.option(
+    "--senders", default="", help="Custom rows: sender counts, e.g. 4,16 (instead of the matrix)."
+)
+@click.option(
+    "--mode",
+    "modes",
+    default="disabled,fixed,credit",
+    show_default=True,
+    help="Custom rows: modes.",
+)
+@click.option(
+    "--condition",
+    type=click.Choice([c.value for c in Condition]),
+    default="normal",
+    show_default=True,
+)
+@click.option(
+    "--lease-batch",
+    "batches",
+    default="2",
+    show_default=True,
+    help="Custom rows: grant chunks, e.g. 1,2,4,8.",
+)
+@click.option(
+    "--window", type=int, default=2, show_default=True, help="Custom rows: fixed per-sender window."
+)
+@click.option(
+    "--slots", type=int, default=0, help="Custom rows: receiver capacity (0: 8, 64 for slowdown)."
+)
 @click.option("--block-mib", type=int, default=4, show_default=True)
-@click.option("--blocks", type=int, default=24, show_default=True, help="Custom rows: blocks per sender.")
-@click.option("--depth", type=int, default=4, show_default=True, help="Custom rows: submits each sender keeps outstanding.")
+@click.option(
+    "--blocks", type=int, default=24, show_default=True, help="Custom rows: blocks per sender."
+)
+@click.option(
+    "--depth",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Custom rows: submits each sender keeps outstanding.",
+)
 def incast_command(
-    out: Path, repetitions: int, full: bool, smoke: bool, tune: bool, scale: int, senders: str,
-    modes: str, condition: str, batches: str, window: int, slots: int, block_mib: int,
-    blocks: int, depth: int,
+    *,
+    out: Path,
+    repetitions: int,
+    full: bool,
+    smoke: bool,
+    tune: bool,
+    scale: int,
+    senders: str,
+    modes: str,
+    condition: str,
+    batches: str,
+    window: int,
+    slots: int,
+    block_mib: int,
+    blocks: int,
+    depth: int,
 ) -> None:
     """The RFC's incast matrix: N sender processes, one receiver, through the engine over TCP."""
-    from ._runner import run_matrix
 
     tune_base = None
     if smoke:
         configs = smoke_matrix()
     elif senders:
         configs = _custom(
-            senders, modes, condition, batches, window, repetitions,
-            slots=slots, block=block_mib * MIB, blocks=blocks, depth=depth,
+            senders=senders,
+            modes=modes,
+            condition=condition,
+            batches=batches,
+            window=window,
+            reps=repetitions,
+            slots=slots,
+            block=block_mib * MIB,
+            blocks=blocks,
+            depth=depth,
         )
     elif full:
         configs = full_matrix(repetitions=repetitions, scale=scale)
@@ -169,8 +252,6 @@ def incast_command(
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def verify_command(file: Path) -> None:
     """Check an incast JSONL file against the acceptance rules; exit 1 on any failure."""
-    from ._runner import read_records
-    from ._verify import verify_records
 
     try:
         records = read_records(file)
@@ -193,11 +274,15 @@ def verify_command(file: Path) -> None:
 
 @click.command("report")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for table.md, summary.json and the plots.")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder for table.md, summary.json and the plots.",
+)
 def report_command(file: Path, out: Path) -> None:
     """Medians over repetitions beside the RFC's numbers, and the plots, into a folder."""
-    from ._report import write_report
-    from ._runner import read_records
 
     paths = write_report(read_records(file), out)
     for path in paths:

@@ -172,7 +172,11 @@ def full_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
     rows: list[list[RunConfig]] = []
     for n, condition, batch in itertools.product((1, 4, 16), Condition, (1, 2, 4, 8)):
         slots = 64 if condition is Condition.SLOWDOWN else 8
-        delay = 5.0 if condition is Condition.SLOWDOWN else (2.0 if condition is Condition.RESTART else 0.0)
+        delay = (
+            5.0
+            if condition is Condition.SLOWDOWN
+            else (2.0 if condition is Condition.RESTART else 0.0)
+        )
         rows.append(
             [
                 RunConfig(

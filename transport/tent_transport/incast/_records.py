@@ -17,7 +17,15 @@ from typing import Any
 
 from ._config import RunConfig
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "build_record", "check_schema", "jain", "machine", "percentile"]
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "build_record",
+    "check_schema",
+    "jain",
+    "machine",
+    "percentile",
+]
 
 SCHEMA_VERSION = 1
 

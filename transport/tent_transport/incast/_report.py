@@ -25,7 +25,12 @@ RFC_FIGURES: dict[str, tuple[int, int, int, int]] = {
     "16-sender": (22, 14657, 8, 0),
     "16-sender slowdown": (81, 14103, 64, 0),
 }
-RFC_THROUGHPUT_DELTA = {"16-sender": "+0.41%", "16-sender slowdown": "+9.59%", "4-sender": "-0.51%", "1-sender": "+1.53%"}
+RFC_THROUGHPUT_DELTA = {
+    "16-sender": "+0.41%",
+    "16-sender slowdown": "+9.59%",
+    "4-sender": "-0.51%",
+    "1-sender": "+1.53%",
+}
 
 _FIELDS = (
     "throughput_mib_s",
@@ -51,7 +56,9 @@ def medians(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[
     out = {}
     for key, runs in groups.items():
         m = {f: float(statistics.median(float(r[f]) for r in runs)) for f in _FIELDS}
-        m["peak_slots"] = float(statistics.median(r["peak_occupancy"].get("request_slots", 0) for r in runs))
+        m["peak_slots"] = float(
+            statistics.median(r["peak_occupancy"].get("request_slots", 0) for r in runs)
+        )
         m["max_peak_slots"] = float(max(r["peak_occupancy"].get("request_slots", 0) for r in runs))
         m["capacity"] = float(runs[0]["capacity"]["request_slots"])
         m["window"] = float(runs[0]["config"]["window"])
@@ -85,7 +92,9 @@ def comparison(med: Mapping[tuple[str, str], Mapping[str, float]]) -> list[dict[
                 "rfc": None if rfc is None else f"{rfc[0]} / {rfc[1]} vs {rfc[2]} / {rfc[3]}",
                 "throughput_ratio": _ratio(credit["throughput_mib_s"], fixed["throughput_mib_s"]),
                 "rfc_throughput_delta": RFC_THROUGHPUT_DELTA.get(row),
-                "worst_p99_ratio": _ratio(credit["worst_sender_p99_us"], fixed["worst_sender_p99_us"]),
+                "worst_p99_ratio": _ratio(
+                    credit["worst_sender_p99_us"], fixed["worst_sender_p99_us"]
+                ),
                 "fairness_fixed": fixed["jain_fairness"],
                 "fairness_credit": credit["jain_fairness"],
             }
@@ -107,14 +116,42 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def _markdown(med: Mapping[tuple[str, str], Mapping[str, float]], comp: list[dict[str, Any]], machine: Mapping[str, Any]) -> str:
+def _markdown(
+    med: Mapping[tuple[str, str], Mapping[str, float]],
+    comp: list[dict[str, Any]],
+    machine: Mapping[str, Any],
+) -> str:
     parts = [
         "### Criterion 6 and 7: fixed window against receiver credit (medians)",
         "",
         _table(
-            ["row", "cap", "fixed window", "fixed peak / violations", "credit peak / violations", "RFC (fixed vs credit)", "throughput credit / fixed", "RFC Δ", "worst P99 credit / fixed", "Jain fixed", "Jain credit"],
             [
-                [c["row"], c["capacity"], c["fixed_window"], f"{c['fixed_peak']:.0f} / {c['fixed_violations']:.0f}", f"{c['credit_peak']:.0f} / {c['credit_violations']:.0f}", c["rfc"], c["throughput_ratio"], c["rfc_throughput_delta"], c["worst_p99_ratio"], round(c["fairness_fixed"], 4), round(c["fairness_credit"], 4)]
+                "row",
+                "cap",
+                "fixed window",
+                "fixed peak / violations",
+                "credit peak / violations",
+                "RFC (fixed vs credit)",
+                "throughput credit / fixed",
+                "RFC Δ",
+                "worst P99 credit / fixed",
+                "Jain fixed",
+                "Jain credit",
+            ],
+            [
+                [
+                    c["row"],
+                    c["capacity"],
+                    c["fixed_window"],
+                    f"{c['fixed_peak']:.0f} / {c['fixed_violations']:.0f}",
+                    f"{c['credit_peak']:.0f} / {c['credit_violations']:.0f}",
+                    c["rfc"],
+                    c["throughput_ratio"],
+                    c["rfc_throughput_delta"],
+                    c["worst_p99_ratio"],
+                    round(c["fairness_fixed"], 4),
+                    round(c["fairness_credit"], 4),
+                ]
                 for c in comp
             ],
         ),
@@ -122,9 +159,35 @@ def _markdown(med: Mapping[tuple[str, str], Mapping[str, float]], comp: list[dic
         "### Every row and mode (medians over repetitions)",
         "",
         _table(
-            ["row", "mode", "runs", "MiB/s", "worst P99 ms", "mean P99 ms", "Jain", "peak slots (max)", "violations", "stalls", "stall ms", "ctl msgs / transfer"],
             [
-                [row, mode, int(m["runs"]), m["throughput_mib_s"], m["worst_sender_p99_us"] / 1000, m["mean_sender_p99_us"] / 1000, round(m["jain_fairness"], 4), m["max_peak_slots"], m["capacity_violations"], m["credit_stalls"], m["stall_time_ms"], m["control_messages_per_transfer"]]
+                "row",
+                "mode",
+                "runs",
+                "MiB/s",
+                "worst P99 ms",
+                "mean P99 ms",
+                "Jain",
+                "peak slots (max)",
+                "violations",
+                "stalls",
+                "stall ms",
+                "ctl msgs / transfer",
+            ],
+            [
+                [
+                    row,
+                    mode,
+                    int(m["runs"]),
+                    m["throughput_mib_s"],
+                    m["worst_sender_p99_us"] / 1000,
+                    m["mean_sender_p99_us"] / 1000,
+                    round(m["jain_fairness"], 4),
+                    m["max_peak_slots"],
+                    m["capacity_violations"],
+                    m["credit_stalls"],
+                    m["stall_time_ms"],
+                    m["control_messages_per_transfer"],
+                ]
                 for (row, mode), m in sorted(med.items())
             ],
         ),
@@ -136,27 +199,51 @@ def _markdown(med: Mapping[tuple[str, str], Mapping[str, float]], comp: list[dic
     return "\n".join(parts)
 
 
-def _plots(records: Sequence[Mapping[str, Any]], med: Mapping[tuple[str, str], Mapping[str, float]], out: Path) -> list[Path]:
-    import matplotlib
+def _plots(
+    records: Sequence[Mapping[str, Any]],
+    med: Mapping[tuple[str, str], Mapping[str, float]],
+    out: Path,
+) -> list[Path]:
+    import matplotlib  # noqa: PLC0415 (matplotlib only when drawing)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415
 
     paths = []
     valid = _valid(records)
     # 1. occupancy over time, fixed vs credit, on the row with the most senders (first rep)
-    candidates = [r for r in valid if r["mode"] in ("fixed", "credit") and r["config"]["condition"] == "normal" and not r["row"].endswith("tune")]
+    candidates = [
+        r
+        for r in valid
+        if r["mode"] in ("fixed", "credit")
+        and r["config"]["condition"] == "normal"
+        and not r["row"].endswith("tune")
+    ]
     if candidates:
         top = max(r["config"]["senders"] for r in candidates)
         fig, ax = plt.subplots(figsize=(7, 3.5))
         cap = 0
         for mode in ("fixed", "credit"):
-            run = next((r for r in candidates if r["mode"] == mode and r["config"]["senders"] == top and "batch" not in r["row"]), None)
+            run = next(
+                (
+                    r
+                    for r in candidates
+                    if r["mode"] == mode
+                    and r["config"]["senders"] == top
+                    and "batch" not in r["row"]
+                ),
+                None,
+            )
             if run is None:
                 continue
             cap = run["capacity"]["request_slots"]
             series = run["occupancy_series"]
-            ax.step([p[0] for p in series], [p[1] for p in series], where="post", label=f"{mode} (peak {run['peak_occupancy']['request_slots']})")
+            ax.step(
+                [p[0] for p in series],
+                [p[1] for p in series],
+                where="post",
+                label=f"{mode} (peak {run['peak_occupancy']['request_slots']})",
+            )
         ax.axhline(cap, color="black", linestyle="--", linewidth=1, label=f"capacity {cap}")
         ax.set_xlabel("time since the run started (ms)")
         ax.set_ylabel("receiver request slots in use")
@@ -168,15 +255,33 @@ def _plots(records: Sequence[Mapping[str, Any]], med: Mapping[tuple[str, str], M
         plt.close(fig)
         paths.append(path)
     # 2. throughput and worst-sender P99 per mode, per row
-    rows = sorted({row for row, mode in med if mode in ("disabled", "fixed", "credit") and "batch" not in row and not row.endswith("tune")})
+    rows = sorted(
+        {
+            row
+            for row, mode in med
+            if mode in ("disabled", "fixed", "credit")
+            and "batch" not in row
+            and not row.endswith("tune")
+        }
+    )
     if rows:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
         modes = ("disabled", "fixed", "credit")
         width = 0.8 / len(modes)
         for i, mode in enumerate(modes):
             xs = [j + i * width for j in range(len(rows))]
-            a1.bar(xs, [med.get((r, mode), {}).get("throughput_mib_s", 0) for r in rows], width, label=mode)
-            a2.bar(xs, [med.get((r, mode), {}).get("worst_sender_p99_us", 0) / 1000 for r in rows], width, label=mode)
+            a1.bar(
+                xs,
+                [med.get((r, mode), {}).get("throughput_mib_s", 0) for r in rows],
+                width,
+                label=mode,
+            )
+            a2.bar(
+                xs,
+                [med.get((r, mode), {}).get("worst_sender_p99_us", 0) / 1000 for r in rows],
+                width,
+                label=mode,
+            )
         for ax, label in ((a1, "receiver throughput (MiB/s)"), (a2, "worst-sender P99 (ms)")):
             ax.set_xticks([j + width for j in range(len(rows))], rows, rotation=20, fontsize=8)
             ax.set_ylabel(label)
@@ -194,12 +299,12 @@ def _plots(records: Sequence[Mapping[str, Any]], med: Mapping[tuple[str, str], M
     )
     if batches:
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        xs = [str(int(b[0])) for b in batches]
-        ax.bar(xs, [b[1] for b in batches], color="tab:orange", label="total stall time (ms)")
+        labels = [str(int(b[0])) for b in batches]
+        ax.bar(labels, [b[1] for b in batches], color="tab:orange", label="total stall time (ms)")
         ax.set_xlabel("lease batch (blocks per grant)")
         ax.set_ylabel("credit stall time per run (ms, median)")
         twin = ax.twinx()
-        twin.plot(xs, [b[2] for b in batches], "o-", color="tab:blue", label="throughput")
+        twin.plot(labels, [b[2] for b in batches], "o-", color="tab:blue", label="throughput")
         twin.set_ylabel("throughput (MiB/s)")
         ax.set_title("16-sender healthy: lease batch")
         fig.tight_layout()
@@ -224,7 +329,11 @@ def write_report(records: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:
     summary = out / "summary.json"
     summary.write_text(
         json.dumps(
-            {"medians": [{"row": r, "mode": m, **v} for (r, m), v in sorted(med.items())], "comparison": comp, "machine": machine},
+            {
+                "medians": [{"row": r, "mode": m, **v} for (r, m), v in sorted(med.items())],
+                "comparison": comp,
+                "machine": machine,
+            },
             indent=1,
         )
     )

@@ -53,7 +53,12 @@ def verify_record(record: Mapping[str, Any]) -> list[tuple[str, str]]:
         capacity = record["capacity"]
         over.update({r: peak[r] for r in peak if r in capacity and peak[r] > capacity[r]})
         if record["capacity_violations"] or over:
-            out.append(("capacity", f"credit mode exceeded capacity: {over or record['capacity_violations']}"))
+            out.append(
+                (
+                    "capacity",
+                    f"credit mode exceeded capacity: {over or record['capacity_violations']}",
+                )
+            )
     if record["integrity_errors"]:
         out.append(("integrity", f"{record['integrity_errors']} blocks landed corrupt"))
     if record["refused_writes"] or record["quarantined"]:

@@ -14,8 +14,8 @@ release. Those are the resources credit mode grants, counted the same way in eve
 from __future__ import annotations
 
 import asyncio
-import faulthandler
 import contextlib
+import faulthandler
 import random
 import resource
 import signal
@@ -26,7 +26,6 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tent_credit import CreditResource
 from tent_sched import TaskStatus
 
 from ..config import load_engine_config
@@ -278,7 +277,8 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
                 continue
             if command[0] == "drain":
                 end = time.monotonic() + command[1]
-                def busy() -> bool:
+
+                def busy(command: Any = command) -> bool:
                     if side.pending_landed() or live:
                         return True
                     # senders gone (final drain): their unused grants must come back too
@@ -340,9 +340,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     me, block, depth = spec["peer_id"], spec["block"], spec["depth"]
     engine = Engine(
         load_engine_config(engine_config(spec, "sender")),
-        EngineOptions(
-            peer_id=me, identity=_identity(me, [RECEIVER]), peer_dead_after_s=30.0
-        ),
+        EngineOptions(peer_id=me, identity=_identity(me, [RECEIVER]), peer_dead_after_s=30.0),
     )
     posted: dict[int, int] = {}  # seq -> when its (last) slice went to the rail
 
