@@ -68,6 +68,16 @@ class _Proc:
         self.process.join(5)
 
 
+def _stop_all(procs: Sequence[_Proc], grace_s: float = 10.0) -> None:
+    """Ask every worker to exit at once, then reap them under one shared deadline."""
+    for p in procs:
+        p.send("exit")
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        p.process.join(max(0.0, deadline - time.monotonic()))
+        p.kill()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -120,14 +130,11 @@ def run_one(config: RunConfig) -> dict[str, Any]:
         for s in senders:
             left = max(1.0, deadline - time.monotonic())
             reports.append(_expect(s.recv(left, "sender done"), "done")[1])
-        for s in senders:  # gone: every unused grant they held must be reclaimed
-            s.stop()
+        _stop_all(senders)  # gone: every unused grant they held must be reclaimed
         receiver.send("drain", 30.0 + config.release_delay_ms * config.offered / 1000.0, True)
         receivers.append(_expect(receiver.recv(90, "final drain"), "drained")[1])
     finally:
-        for s in senders:
-            s.stop()
-        receiver.stop()
+        _stop_all([*senders, receiver])
     return build_record(config, reports, receivers, restarts=restarts, t0_ns=t0_ns)
 
 
