@@ -18,6 +18,7 @@ from rich.table import Table
 
 from .bench import bench
 from .errors import ConfigError
+from .incast._cli import incast_command, report_command, verify_command
 from .sim import (
     SimResult,
     Summary,
@@ -32,6 +33,9 @@ from .sim import (
 )
 
 __all__ = ["bench", "sim"]
+
+for _command in (incast_command, verify_command, report_command):
+    bench.add_command(_command)  # issue 13: the incast matrix joins engine-tcp's bench group
 
 
 @click.group("sim")

@@ -1,0 +1,289 @@
+"""``tent bench incast``, ``tent bench verify`` and ``tent bench report`` (issue 13).
+
+The commands join the ``bench`` group of :mod:`tent_transport.bench` (see :mod:`..cli`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from ._config import (
+    MIB,
+    Condition,
+    Mode,
+    RunConfig,
+    default_matrix,
+    full_matrix,
+    interleave,
+    smoke_matrix,
+)
+from ._report import write_report
+from ._runner import read_records, run_matrix
+from ._verify import verify_records
+
+__all__ = ["incast_command", "report_command", "verify_command"]
+
+
+def _split(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _custom(
+    *, senders: str, modes: str, condition: str, batches: str, window: int, reps: int, **kw: Any
+) -> list[RunConfig]:
+    try:
+        counts = [int(s) for s in _split(senders)]
+        batch_list = [int(b) for b in _split(batches)]
+        mode_list = [Mode(m) for m in _split(modes)]
+        cond = Condition(condition)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    slowdown = cond is Condition.SLOWDOWN
+    rows = []
+    for n in counts:
+        for b in batch_list:
+            row = [
+                RunConfig(
+                    row=f"{n}-sender {cond.value}" + (f" batch {b}" if len(batch_list) > 1 else ""),
+                    mode=m,
+                    senders=n,
+                    condition=cond,
+                    lease_batch=b,
+                    window=window,
+                    slots=kw["slots"] or (64 if slowdown else 8),
+                    release_delay_ms=5.0
+                    if slowdown
+                    else (2.0 if cond is Condition.RESTART else 0.0),
+                    block=kw["block"],
+                    blocks_per_sender=kw["blocks"],
+                    depth=max(kw["depth"], window),
+                )
+                for m in mode_list
+            ]
+            rows.append(row)
+    return interleave(rows, reps)
+
+
+class _Progress:
+    """A rich bar on a TTY (runs done, current row, elapsed); one plain line per run otherwise."""
+
+    def __init__(self, total: int) -> None:
+        self.tty = sys.stderr.isatty()
+        self.start = time.monotonic()
+        self._bar: Any = None
+        if self.tty:
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                transient=False,
+            )
+            self._task = self._bar.add_task("incast", total=total)
+            self._bar.start()
+
+    def __call__(
+        self, done: int, total: int, config: RunConfig, record: dict[str, Any] | None
+    ) -> None:
+        label = f"{config.row} [{config.mode.value}] rep {config.repetition}"
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=total, description=label)
+            return
+        if record is None:
+            return
+        elapsed = time.monotonic() - self.start
+        if "error" in record:
+            summary = f"ERROR {record['error']}"
+        else:
+            summary = (
+                f"{record['throughput_mib_s']:.0f} MiB/s peak "
+                f"{record['peak_occupancy'].get('request_slots')}"
+                f"/{record['capacity']['request_slots']} violations {record['capacity_violations']}"
+                f" worst p99 {record['worst_sender_p99_us'] / 1000:.1f} ms"
+            )
+        click.echo(f"[{done}/{total} {elapsed:6.0f}s] {label}: {summary}", err=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+@click.command("incast")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("incast.jsonl"),
+    show_default=True,
+    help="JSONL file, one record per run (appended).",
+)
+@click.option(
+    "--repetitions",
+    "-r",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Interleaved repetitions of every row.",
+)
+@click.option(
+    "--full", is_flag=True, help="The whole product of senders x condition x lease batch x mode."
+)
+@click.option(
+    "--smoke", is_flag=True, help="4 senders, one repetition per mode, 1 MiB blocks (CI)."
+)
+@click.option(
+    "--tune/--no-tune",
+    default=True,
+    show_default=True,
+    help="Search the 16-sender healthy fixed window first (default matrix).",
+)
+@click.option(
+    "--scale", type=int, default=1, show_default=True, help="Multiply the default per-run volume."
+)
+@click.option(
+    "--senders", default="", help="Custom rows: sender counts, e.g. 4,16 (instead of the matrix)."
+)
+@click.option(
+    "--mode",
+    "modes",
+    default="disabled,fixed,credit",
+    show_default=True,
+    help="Custom rows: modes.",
+)
+@click.option(
+    "--condition",
+    type=click.Choice([c.value for c in Condition]),
+    default="normal",
+    show_default=True,
+)
+@click.option(
+    "--lease-batch",
+    "batches",
+    default="2",
+    show_default=True,
+    help="Custom rows: grant chunks, e.g. 1,2,4,8.",
+)
+@click.option(
+    "--window", type=int, default=2, show_default=True, help="Custom rows: fixed per-sender window."
+)
+@click.option(
+    "--slots", type=int, default=0, help="Custom rows: receiver capacity (0: 8, 64 for slowdown)."
+)
+@click.option("--block-mib", type=int, default=4, show_default=True)
+@click.option(
+    "--blocks", type=int, default=24, show_default=True, help="Custom rows: blocks per sender."
+)
+@click.option(
+    "--depth",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Custom rows: submits each sender keeps outstanding.",
+)
+def incast_command(
+    *,
+    out: Path,
+    repetitions: int,
+    full: bool,
+    smoke: bool,
+    tune: bool,
+    scale: int,
+    senders: str,
+    modes: str,
+    condition: str,
+    batches: str,
+    window: int,
+    slots: int,
+    block_mib: int,
+    blocks: int,
+    depth: int,
+) -> None:
+    """The RFC's incast matrix: N sender processes, one receiver, through the engine over TCP."""
+
+    tune_base = None
+    if smoke:
+        configs = smoke_matrix()
+    elif senders:
+        configs = _custom(
+            senders=senders,
+            modes=modes,
+            condition=condition,
+            batches=batches,
+            window=window,
+            reps=repetitions,
+            slots=slots,
+            block=block_mib * MIB,
+            blocks=blocks,
+            depth=depth,
+        )
+    elif full:
+        configs = full_matrix(repetitions=repetitions, scale=scale)
+    else:
+        configs = default_matrix(repetitions=repetitions, scale=scale)
+        if tune:
+            base = next(c for c in configs if c.row == "16-sender" and c.mode is Mode.FIXED)
+            tune_base = attrs.evolve(base, repetition=0)
+    progress = _Progress(len(configs))
+    try:
+        with out.open("a") as stream:
+            records = run_matrix(configs, stream, progress=progress, tune=tune_base)
+    finally:
+        progress.close()
+    errors = sum("error" in r for r in records)
+    click.echo(f"{len(records)} records appended to {out} ({errors} failed runs)")
+    if errors:
+        sys.exit(1)
+
+
+@click.command("verify")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def verify_command(file: Path) -> None:
+    """Check an incast JSONL file against the acceptance rules; exit 1 on any failure."""
+
+    try:
+        records = read_records(file)
+    except ValueError as exc:
+        click.echo(f"FAIL: {file}: {exc}")
+        sys.exit(1)
+    failures = verify_records(records)
+    for failure in failures:
+        click.echo(f"FAIL: {failure}")
+    reported = sum(
+        r.get("capacity_violations", 0) for r in records if r.get("mode") in ("disabled", "fixed")
+    )
+    click.echo(
+        f"{len(records)} records, {len(failures)} failures; capacity violations reported "
+        f"(not failed) in disabled/fixed modes: {reported}"
+    )
+    if failures:
+        sys.exit(1)
+
+
+@click.command("report")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder for table.md, summary.json and the plots.",
+)
+def report_command(file: Path, out: Path) -> None:
+    """Medians over repetitions beside the RFC's numbers, and the plots, into a folder."""
+
+    paths = write_report(read_records(file), out)
+    for path in paths:
+        click.echo(str(path))

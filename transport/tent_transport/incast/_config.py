@@ -1,0 +1,238 @@
+"""What one incast run is (:class:`RunConfig`) and which runs a matrix holds.
+
+A run is N sender processes writing fixed-size KV blocks into one receiver process through the
+real engine over TCP. The receiver's *nominal* capacity is ``slots`` blocks; its physical pool
+holds every sender's whole pipeline (``senders * depth`` blocks), so disabled and fixed modes
+can exceed the nominal capacity without corrupting data: that excess is what they are measured
+on. Only credit mode is held to the nominal capacity (TRANSPORT "The RFC's incast matrix").
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Iterator, Sequence
+
+import attrs
+
+__all__ = [
+    "Condition",
+    "Mode",
+    "RunConfig",
+    "default_matrix",
+    "full_matrix",
+    "interleave",
+    "smoke_matrix",
+    "tune_candidates",
+]
+
+MIB = 1 << 20
+
+
+class Mode(enum.Enum):
+    DISABLED = "disabled"
+    """No window and no credit: each sender's pipeline depth is its only bound."""
+    FIXED = "fixed"
+    """A per-sender local window (the gate's legacy window), no receiver credit."""
+    CREDIT = "credit"
+    """Receiver-advertised credit, granted ``lease_batch`` blocks at a time."""
+
+
+class Condition(enum.Enum):
+    NORMAL = "normal"
+    SLOWDOWN = "slowdown"
+    """The receiver's consumer takes ``release_delay_ms`` per block before it releases it."""
+    RESTART = "restart"
+    """The receiver process is killed (SIGKILL) mid-run and started again on the same port."""
+
+
+def _positive(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 1:
+        raise ValueError(f"{attr.name} must be a positive int, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class RunConfig:
+    """One run of the matrix (a row's one repetition). Raises ValueError on a bad field."""
+
+    row: str
+    mode: Mode
+    senders: int = attrs.field(validator=_positive)
+    condition: Condition = Condition.NORMAL
+    slots: int = attrs.field(default=8, validator=_positive)
+    block: int = attrs.field(default=4 * MIB, validator=_positive)
+    blocks_per_sender: int = attrs.field(default=24, validator=_positive)
+    depth: int = attrs.field(default=4, validator=_positive)
+    """Transfers each sender keeps submitted (its application pipeline)."""
+    window: int = attrs.field(default=2, validator=_positive)
+    """Fixed mode: the per-sender local window."""
+    lease_batch: int = attrs.field(default=2, validator=_positive)
+    """Credit mode: blocks per grant (the activation's grant and every later one)."""
+    usage_interval_us: int = attrs.field(default=5000, validator=_positive)
+    """Credit mode: how often a stalled sender re-reports its unmet demand (the engine's
+    default is 1000; at 1000 µs, 4+ stalled sender processes flood a receiver on this machine)."""
+    release_delay_ms: float = 0.0
+    restart_after_s: float = 1.0
+    """Restart: the receiver is killed once a third of the offered blocks landed (at the
+    latest after 20 x this)."""
+    repetition: int = 0
+    path: str = "direct"
+    device: str = "tcp"
+    timeout_s: float = 120.0
+
+    def __attrs_post_init__(self) -> None:
+        if self.path != "direct":
+            raise ValueError("only the direct path exists on the TCP device (no staging)")
+        if self.device != "tcp":
+            raise ValueError("only the tcp device is wired into the incast runner")
+        if self.release_delay_ms < 0 or self.restart_after_s <= 0 or self.timeout_s <= 0:
+            raise ValueError("delays and timeouts must be positive")
+
+    @property
+    def offered(self) -> int:
+        return self.senders * self.blocks_per_sender
+
+    def as_dict(self) -> dict[str, object]:
+        out = attrs.asdict(self)
+        out["mode"] = self.mode.value
+        out["condition"] = self.condition.value
+        return out
+
+
+def _healthy(row: str, senders: int, mode: Mode, **kw: object) -> RunConfig:
+    return RunConfig(row=row, mode=mode, senders=senders, **kw)  # type: ignore[arg-type]
+
+
+def _rows(modes: Sequence[Mode], scale: int) -> list[list[RunConfig]]:
+    """The RFC's rows (TRANSPORT.md), each a list of per-mode configs."""
+    b = 24 * scale
+    rows: list[list[RunConfig]] = []
+    for n in (1, 4, 16):
+        per = max(8, b // max(1, n // 4))  # 16 senders: fewer blocks each, same total order
+        rows.append([_healthy(f"{n}-sender", n, m, blocks_per_sender=per) for m in modes])
+    rows.append(
+        [
+            RunConfig(
+                row="16-sender slowdown",
+                mode=m,
+                senders=16,
+                condition=Condition.SLOWDOWN,
+                slots=64,
+                depth=8,
+                window=8,
+                release_delay_ms=5.0,
+                blocks_per_sender=12 * scale,
+            )
+            for m in modes
+        ]
+    )
+    rows.append(
+        [
+            RunConfig(
+                row="4-sender restart",
+                mode=m,
+                senders=4,
+                condition=Condition.RESTART,
+                blocks_per_sender=b,
+                release_delay_ms=2.0,
+                restart_after_s=1.0,
+            )
+            for m in modes
+        ]
+    )
+    return rows
+
+
+def default_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
+    """The RFC's rows in every mode, plus the lease-batch sweep on the 16-sender healthy row.
+
+    Repetitions interleave the modes (:func:`interleave`) so that every mode sees the same
+    machine load. The fixed-window tuning (``--tune``) is separate: :func:`tune_candidates`.
+    """
+    modes = (Mode.DISABLED, Mode.FIXED, Mode.CREDIT)
+    rows = _rows(modes, scale)
+    per = max(8, 24 * scale // 4)
+    rows.append(
+        [
+            RunConfig(
+                row=f"16-sender batch {b}",
+                mode=Mode.CREDIT,
+                senders=16,
+                lease_batch=b,
+                blocks_per_sender=per,
+            )
+            for b in (1, 4, 8)
+        ]
+    )
+    return interleave(rows, repetitions)
+
+
+def full_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
+    """Every sender count x mode x condition x lease batch (the direct path on TCP)."""
+    rows: list[list[RunConfig]] = []
+    for n, condition, batch in itertools.product((1, 4, 16), Condition, (1, 2, 4, 8)):
+        slots = 64 if condition is Condition.SLOWDOWN else 8
+        delay = (
+            5.0
+            if condition is Condition.SLOWDOWN
+            else (2.0 if condition is Condition.RESTART else 0.0)
+        )
+        rows.append(
+            [
+                RunConfig(
+                    row=f"{n}-sender {condition.value} batch {batch}",
+                    mode=m,
+                    senders=n,
+                    condition=condition,
+                    slots=slots,
+                    lease_batch=batch,
+                    release_delay_ms=delay,
+                    blocks_per_sender=max(8, 24 * scale // max(1, n // 4)),
+                )
+                for m in Mode
+            ]
+        )
+    return interleave(rows, repetitions)
+
+
+def smoke_matrix(*, block: int = MIB, blocks_per_sender: int = 8) -> list[RunConfig]:
+    """The CI smoke: 4 senders, one repetition of each mode, small blocks."""
+    return [
+        RunConfig(
+            row="4-sender smoke",
+            mode=m,
+            senders=4,
+            block=block,
+            blocks_per_sender=blocks_per_sender,
+            timeout_s=60.0,
+        )
+        for m in Mode
+    ]
+
+
+def interleave(rows: Sequence[Sequence[RunConfig]], repetitions: int) -> list[RunConfig]:
+    """Repetition-major order: rep 0 of every row's every mode, then rep 1, ..."""
+    if repetitions < 1:
+        raise ValueError("repetitions must be >= 1")
+    return [
+        attrs.evolve(config, repetition=rep)
+        for rep in range(repetitions)
+        for row in rows
+        for config in row
+    ]
+
+
+def tune_candidates(base: RunConfig) -> Iterator[RunConfig]:
+    """Per-sender fixed windows from 1 up to capacity (and up to 4 x capacity / senders where
+    that is larger, issue 13), doubling: 1, 2, 4, ... (each a whole N-process run here)."""
+    top = max(base.slots, 4 * base.slots // base.senders)
+    window = 1
+    while window <= top:
+        yield attrs.evolve(
+            base,
+            row=f"{base.row} tune",
+            mode=Mode.FIXED,
+            window=window,
+            depth=max(base.depth, window),
+        )
+        window *= 2
