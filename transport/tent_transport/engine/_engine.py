@@ -89,7 +89,8 @@ class _Link:
 
 
 class Engine:
-    """One TENT engine: sender and receiver at once (``await start()`` first).
+    """One TENT engine: sender and receiver at once (``await start()`` to receive; a pure
+    sender may only ``await connect()``).
 
     Raises :class:`~tent_transport.errors.ConfigError` for a refused configuration (e.g. receiver
     credit without the runtime queue, from :class:`EngineConfig`).
