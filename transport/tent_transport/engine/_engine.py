@@ -89,7 +89,8 @@ class _Link:
 
 
 class Engine:
-    """One TENT engine: sender and receiver at once (``await start()`` first).
+    """One TENT engine: sender and receiver at once (``await start()`` to receive; a pure
+    sender may only ``await connect()``).
 
     Raises :class:`~tent_transport.errors.ConfigError` for a refused configuration (e.g. receiver
     credit without the runtime queue, from :class:`EngineConfig`).
@@ -184,10 +185,7 @@ class Engine:
 
     async def start(self) -> tuple[str, int]:
         """Open the listeners; returns the control address peers connect to."""
-        self._loop = asyncio.get_running_loop()
-        for rail in self.rails:
-            rail.set_wakeup(self._wake)
-            rail.on_lost = self._data_lost
+        self._bind_driver()
         for server, (host, port) in zip(
             self._data_servers, self.options.rail_addresses, strict=True
         ):
@@ -196,6 +194,22 @@ class Engine:
         if self.options.metrics_port is not None:
             start_http_server(self.options.metrics_port, registry=self.registry)
         return self.address
+
+    def _bind_driver(self) -> None:
+        """Bind the dispatch driver to the running loop (idempotent): :meth:`_wake` schedules
+        passes only once it knows the loop, and the rails wake it on every completion.
+
+        Both :meth:`start` and :meth:`connect` call it: a sender that connects without ever
+        calling ``start()`` (it needs no listener) must still get passes, or nothing after the
+        submit's own dispatch runs (no usage report for a credit stall, no completion handed
+        to a handle).
+        """
+        if self._loop is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        for rail in self.rails:
+            rail.set_wakeup(self._wake)
+            rail.on_lost = self._data_lost
 
     async def close(self) -> None:
         """Close every connection and listener (outstanding slices are flushed)."""
@@ -231,7 +245,9 @@ class Engine:
 
     async def connect(self, host: str, port: int, *, expect_peer: int | None = None) -> int:
         """Open the control session to the engine at ``host:port`` and its data connections;
-        returns its authenticated peer id. Raises ``HandshakeFailed`` or ``OSError``."""
+        returns its authenticated peer id. Raises ``HandshakeFailed`` or ``OSError``.
+        Needs no :meth:`start` first (a pure sender opens no listener)."""
+        self._bind_driver()
         credit = self.config.receiver_credit
         endpoint = None
         if self.gate is not None:
