@@ -29,6 +29,7 @@ import attrs
 from ._allocator import AllocationClass, AllocatorConfig, ReceiverCreditAllocator
 from ._arith import U64_MAX, check_u64, checked_add
 from ._backpressure import BackpressureInfo, BackpressureSource
+from ._describe import describe
 from ._inbox import ControlInbox
 from ._ledger import (
     Blocked,
@@ -153,7 +154,7 @@ class SenderEndpoint:
     ) -> None:
         check_u64(sender_peer, "sender_peer")
         if type(qos_class) is not int or not 0 <= qos_class <= 0xFFFF_FFFF:
-            raise InvalidArgument(f"qos_class must be a u32, got {qos_class!r}")
+            raise InvalidArgument(f"qos_class must be a u32, got {describe(qos_class)}")
         check_u64(usage_interval_ns, "usage_interval_ns")
         self._negotiation = PeerNegotiation(
             mode=mode, sender_peer=sender_peer, local_versions=versions
@@ -483,7 +484,7 @@ class SenderEndpoint:
         the demand target.
         """
         if not isinstance(charge, CreditCharge):
-            raise InvalidArgument(f"expected a CreditCharge, got {charge!r}")
+            raise InvalidArgument(f"expected a CreditCharge, got {describe(charge)}")
         self._advance(now_ns)
         self._negotiation.check_freshness(self._now_ns)
         key = self._key
@@ -547,7 +548,7 @@ class SenderEndpoint:
         targets: dict[CreditResource, int] = {}
         for resource, amount in waiting.items():
             if not isinstance(resource, CreditResource):
-                raise InvalidArgument(f"unknown credit resource {resource!r}")
+                raise InvalidArgument(f"unknown credit resource {describe(resource)}")
             check_u64(amount, f"waiting[{resource.name}]")
             base = checked_add(entry.consumed[resource], entry.returned[resource])
             targets[resource] = checked_add(base, amount)
@@ -1091,14 +1092,16 @@ class CreditReceiver:
     ) -> None:
         self._allocator = ReceiverCreditAllocator(config, session)
         if type(freshness_ttl_ms) is not int or not 0 <= freshness_ttl_ms <= 0xFFFF_FFFF:
-            raise InvalidArgument(f"freshness_ttl_ms must be a u32, got {freshness_ttl_ms!r}")
+            raise InvalidArgument(
+                f"freshness_ttl_ms must be a u32, got {describe(freshness_ttl_ms)}"
+            )
         check_u64(refresh_interval_ns, "refresh_interval_ns")
         self._ttl_ms = freshness_ttl_ms
         self._refresh_ns = refresh_interval_ns
         self._initial = dict(initial_grant or {})
         for r, a in self._initial.items():
             if r not in config.capacity or type(a) is not int or not 0 <= a <= U64_MAX:
-                raise InvalidArgument(f"invalid initial grant {r!r}: {a!r}")
+                raise InvalidArgument(f"invalid initial grant {describe(r)}: {describe(a)}")
         self._versions = versions
         self._endpoints: dict[tuple[int, int], ReceiverEndpoint] = {}
         self._trace = trace  # docs/traces.md; None: tracing off

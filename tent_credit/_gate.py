@@ -33,6 +33,7 @@ import attrs
 
 from ._arith import U32_MAX, U64_MAX, check_u64, checked_add, checked_sub
 from ._backpressure import BackpressureInfo, BackpressureSource
+from ._describe import describe
 from ._endpoints import EndpointEvent, SenderEndpoint
 from ._ledger import ReservationToken
 from ._negotiation import CreditMode, NegotiationState
@@ -108,17 +109,17 @@ class PickOutcome(Protocol):
 
 def _u64(_inst: object, attr: attrs.Attribute[int], value: object) -> None:
     if type(value) is not int or not 0 <= value <= U64_MAX:
-        raise InvalidArgument(f"{attr.name} must be a u64 int, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be a u64 int, got {describe(value)}")
 
 
 def _u32(_inst: object, attr: attrs.Attribute[int], value: object) -> None:
     if type(value) is not int or not 0 <= value <= U32_MAX:
-        raise InvalidArgument(f"{attr.name} must be a u32 int, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be a u32 int, got {describe(value)}")
 
 
 def _plan(_inst: object, _attr: attrs.Attribute[Plan], value: object) -> None:
     if not isinstance(value, Plan):
-        raise InvalidArgument(f"unknown plan {value!r}")
+        raise InvalidArgument(f"unknown plan {describe(value)}")
 
 
 def _snapshot(
@@ -133,7 +134,9 @@ def _snapshot(
         or type(value[1]) is not int
         or not 0 < value[1] <= U64_MAX
     ):
-        raise InvalidArgument(f"snapshot must be (SessionId, epoch >= 1) or None, got {value!r}")
+        raise InvalidArgument(
+            f"snapshot must be (SessionId, epoch >= 1) or None, got {describe(value)}"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -340,17 +343,17 @@ the policy is written. A DISABLED gate never consults it (every owner is eligibl
 
 def _window(_inst: object, attr: attrs.Attribute[int], value: object) -> None:
     if type(value) is not int or not 1 <= value <= U64_MAX:
-        raise InvalidArgument(f"{attr.name} must be an int >= 1, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be an int >= 1, got {describe(value)}")
 
 
 def _mode(_inst: object, _attr: attrs.Attribute[CreditMode], value: object) -> None:
     if not isinstance(value, CreditMode):
-        raise InvalidArgument(f"unknown credit mode {value!r}")
+        raise InvalidArgument(f"unknown credit mode {describe(value)}")
 
 
 def _flag(_inst: object, attr: attrs.Attribute[bool], value: object) -> None:
     if type(value) is not bool:
-        raise InvalidArgument(f"{attr.name} must be a bool, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be a bool, got {describe(value)}")
 
 
 def _buckets(_inst: object, attr: attrs.Attribute[tuple[int, ...]], value: object) -> None:
@@ -360,7 +363,9 @@ def _buckets(_inst: object, attr: attrs.Attribute[tuple[int, ...]], value: objec
         or any(type(b) is not int or not 0 < b <= U64_MAX for b in value)
         or any(a >= b for a, b in itertools.pairwise(value))
     ):
-        raise InvalidArgument(f"{attr.name} must be strictly increasing positive ints: {value!r}")
+        raise InvalidArgument(
+            f"{attr.name} must be strictly increasing positive ints: {describe(value)}"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -648,8 +653,9 @@ class DispatchGate:
             )
         if owner.gate_key != ctx.gate_key:
             raise InvalidArgument(
-                f"owner {owner.owner_id}: gate_key {owner.gate_key!r} must be the context's "
-                f"{ctx.gate_key!r} (else the queue cannot keep order within a credit key)"
+                f"owner {owner.owner_id}: gate_key {describe(owner.gate_key)} must be the "
+                f"context's {describe(ctx.gate_key)} (else the queue cannot keep order within a "
+                "credit key)"
             )
         return ctx
 

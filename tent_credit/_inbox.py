@@ -24,6 +24,7 @@ from typing import Generic, TypeVar
 
 import attrs
 
+from ._describe import describe
 from ._messages import ReceiverCreditUpdate
 from .errors import InvalidArgument
 
@@ -68,7 +69,7 @@ class ControlInbox(Generic[K]):
 
     def __init__(self, *, max_keys: int) -> None:
         if type(max_keys) is not int or max_keys < 1:
-            raise InvalidArgument(f"max_keys must be a positive int, got {max_keys!r}")
+            raise InvalidArgument(f"max_keys must be a positive int, got {describe(max_keys)}")
         self._max_keys = max_keys
         self._pending: dict[K, ReceiverCreditUpdate] = {}  # insertion order = first offered
         self._queued = 0
@@ -103,11 +104,11 @@ class ControlInbox(Generic[K]):
         ``ReceiverCreditUpdate`` or ``key`` is not hashable.
         """
         if not isinstance(update, ReceiverCreditUpdate):
-            raise InvalidArgument(f"update must be a ReceiverCreditUpdate, got {update!r}")
+            raise InvalidArgument(f"update must be a ReceiverCreditUpdate, got {describe(update)}")
         try:
             pending = self._pending.get(key)
         except TypeError as exc:  # an unhashable key
-            raise InvalidArgument(f"inbox key must be hashable, got {key!r}") from exc
+            raise InvalidArgument(f"inbox key must be hashable, got {describe(key)}") from exc
         if pending is not None:
             # SEMANTICS §8: compare (epoch, sequence), never the sequence alone.
             if (update.epoch, update.sequence) > (pending.epoch, pending.sequence):

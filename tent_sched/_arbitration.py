@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import attrs
 
+from ._describe import describe
 from ._mlu import deadline_mlu
 from .errors import InvalidArgument
 
@@ -43,21 +44,21 @@ _IntValidator = Callable[[object, "attrs.Attribute[int]", int], None]
 def _int_at_least(minimum: int) -> _IntValidator:
     def check(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int or value < minimum:
-            raise InvalidArgument(f"{attr.name} must be an int >= {minimum}, got {value!r}")
+            raise InvalidArgument(f"{attr.name} must be an int >= {minimum}, got {describe(value)}")
 
     return check
 
 
 def _any_int(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int:
-        raise InvalidArgument(f"{attr.name} must be an int, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be an int, got {describe(value)}")
 
 
 def _hashable(_inst: object, attr: attrs.Attribute[Hashable], value: Hashable) -> None:
     try:
         hash(value)
     except TypeError:
-        raise InvalidArgument(f"{attr.name} must be hashable, got {value!r}") from None
+        raise InvalidArgument(f"{attr.name} must be hashable, got {describe(value)}") from None
 
 
 @attrs.frozen(kw_only=True)
@@ -81,17 +82,19 @@ def _validate(
 ) -> None:
     for position, item in enumerate(slices):
         if not isinstance(item, Slice):
-            raise InvalidArgument(f"slices[{position}] is not a Slice: {item!r}")
+            raise InvalidArgument(f"slices[{position}] is not a Slice: {describe(item)}")
     if (
         isinstance(bandwidth_bps, bool)
         or not isinstance(bandwidth_bps, int | float)
         or not math.isfinite(bandwidth_bps)
     ):
-        raise InvalidArgument(f"bandwidth_bps must be a finite number, got {bandwidth_bps!r}")
+        raise InvalidArgument(
+            f"bandwidth_bps must be a finite number, got {describe(bandwidth_bps)}"
+        )
     if type(posted_bytes) is not int or posted_bytes < 0:
-        raise InvalidArgument(f"posted_bytes must be an int >= 0, got {posted_bytes!r}")
+        raise InvalidArgument(f"posted_bytes must be an int >= 0, got {describe(posted_bytes)}")
     if type(now_ns) is not int or now_ns < 0:
-        raise InvalidArgument(f"now_ns must be an int >= 0, got {now_ns!r}")
+        raise InvalidArgument(f"now_ns must be an int >= 0, got {describe(now_ns)}")
 
 
 def order_by_deadline(
@@ -248,10 +251,10 @@ def postable_prefix(
     <= max_qp_wr`` (a queue pair never holds more than its budget).
     """
     if type(max_qp_wr) is not int or max_qp_wr < 1:
-        raise InvalidArgument(f"max_qp_wr must be an int >= 1, got {max_qp_wr!r}")
+        raise InvalidArgument(f"max_qp_wr must be an int >= 1, got {describe(max_qp_wr)}")
     if type(outstanding_wr) is not int or not 0 <= outstanding_wr <= max_qp_wr:
         raise InvalidArgument(
-            f"outstanding_wr must be an int in [0, {max_qp_wr}], got {outstanding_wr!r}"
+            f"outstanding_wr must be an int in [0, {max_qp_wr}], got {describe(outstanding_wr)}"
         )
     budget = max_qp_wr - outstanding_wr
     return list(order[:budget]), list(order[budget:])

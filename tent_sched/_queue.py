@@ -25,6 +25,7 @@ from typing import ClassVar, Literal, Protocol, TypeAlias
 
 import attrs
 
+from ._describe import describe
 from ._mlu import deadline_mlu
 from .errors import ConfigError, InvalidArgument, InvalidEntry, TooManyRequests
 
@@ -106,7 +107,7 @@ def _check_u64(value: object, what: str, *, minimum: int = 0) -> int:
     if type(value) is not int:
         raise InvalidArgument(f"{what} must be an int, got {type(value).__name__}")
     if not minimum <= value <= U64_MAX:
-        raise InvalidArgument(f"{what} must be in [{minimum}, 2**64 - 1], got {value}")
+        raise InvalidArgument(f"{what} must be in [{minimum}, 2**64 - 1], got {describe(value)}")
     return value
 
 
@@ -119,22 +120,22 @@ def _u64_field(minimum: int = 0) -> Callable[[object, attrs.Attribute[int], int]
 
 def _config_u64(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int or not 0 <= value <= U64_MAX:
-        raise ConfigError(f"{attr.name} must be a u64 int, got {value!r}")
+        raise ConfigError(f"{attr.name} must be a u64 int, got {describe(value)}")
 
 
 def _is_bool(_inst: object, attr: attrs.Attribute[bool], value: bool) -> None:
     if type(value) is not bool:
-        raise InvalidArgument(f"{attr.name} must be a bool, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be a bool, got {describe(value)}")
 
 
 def _is_int(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int:
-        raise InvalidArgument(f"{attr.name} must be an int, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be an int, got {describe(value)}")
 
 
 def _is_kind(_inst: object, _attr: attrs.Attribute[OwnerKind], value: OwnerKind) -> None:
     if not isinstance(value, OwnerKind):
-        raise InvalidArgument(f"unknown owner kind {value!r}")
+        raise InvalidArgument(f"unknown owner kind {describe(value)}")
 
 
 def _derived_ids(_inst: object, _attr: attrs.Attribute[tuple[int, ...]], value: object) -> None:
@@ -153,7 +154,7 @@ def _hashable(_inst: object, _attr: attrs.Attribute[Hashable | None], value: obj
 
 def _terminal(_inst: object, _attr: attrs.Attribute[TaskStatus], value: object) -> None:
     if value not in TERMINAL_STATUSES:
-        raise InvalidArgument(f"status must be a terminal TaskStatus, got {value!r}")
+        raise InvalidArgument(f"status must be a terminal TaskStatus, got {describe(value)}")
 
 
 # --------------------------------------------------------------------------- values
@@ -418,12 +419,16 @@ class AdmissionQueue:
             ("allow_aggressive_threshold", allow_aggressive_threshold),
         ):
             if type(flag) is not bool:
-                raise ConfigError(f"{name} must be a bool, got {flag!r}")
+                raise ConfigError(f"{name} must be a bool, got {describe(flag)}")
         if type(promotion_slack_ns) is not int or not 0 <= promotion_slack_ns <= U64_MAX:
-            raise ConfigError(f"promotion_slack_ns must be a u64 int, got {promotion_slack_ns!r}")
+            raise ConfigError(
+                f"promotion_slack_ns must be a u64 int, got {describe(promotion_slack_ns)}"
+            )
         theta = mlu_local_threshold
         if type(theta) not in (int, float) or not math.isfinite(theta) or theta < 0:
-            raise ConfigError(f"mlu_local_threshold must be a finite number >= 0, got {theta!r}")
+            raise ConfigError(
+                f"mlu_local_threshold must be a finite number >= 0, got {describe(theta)}"
+            )
         if 0 < theta < 1.0 and not allow_aggressive_threshold:
             raise ConfigError(
                 f"mlu_local_threshold {theta} < 1.0 drops requests predicted to succeed; "
@@ -433,7 +438,7 @@ class AdmissionQueue:
             type(max_dispatch_bytes) is not int or not 1 <= max_dispatch_bytes <= U64_MAX
         ):
             raise ConfigError(
-                f"max_dispatch_bytes must be a u64 int > 0, got {max_dispatch_bytes!r}"
+                f"max_dispatch_bytes must be a u64 int > 0, got {describe(max_dispatch_bytes)}"
             )
 
         self._limits = limits
@@ -696,7 +701,9 @@ class AdmissionQueue:
         if bandwidth_bps is not None and (
             type(bandwidth_bps) not in (int, float) or math.isnan(bandwidth_bps)
         ):
-            raise InvalidArgument(f"bandwidth_bps must be a number or None, got {bandwidth_bps!r}")
+            raise InvalidArgument(
+                f"bandwidth_bps must be a number or None, got {describe(bandwidth_bps)}"
+            )
         if max_owners == 0 or max_bytes == 0:  # §2: before any promotion or drop
             return _EMPTY_PICK
 
@@ -767,15 +774,16 @@ class AdmissionQueue:
                             status = getattr(decision, "status", TaskStatus.FAILED)
                             if not isinstance(status, TaskStatus) or status is TaskStatus.PENDING:
                                 raise InvalidArgument(
-                                    f"eligibility rejected with non-terminal status {status!r}"
+                                    "eligibility rejected with non-terminal status "
+                                    + describe(status)
                                 )
                             rejected.append((owner, status))
                             continue
                         token = getattr(decision, "token", _NO_TOKEN)
                         if verdict != "eligible" or token is _NO_TOKEN:
                             raise InvalidArgument(
-                                f"eligibility returned {decision!r}, not an eligible, blocked "
-                                "or rejected decision"
+                                f"eligibility returned {describe(decision)}, not an eligible, "
+                                "blocked or rejected decision"
                             )
                     picked.append((owner, token))
                     budget_bytes -= view.length
@@ -861,7 +869,7 @@ class AdmissionQueue:
         self._check_not_picking("complete")
         _check_u64(owner_id, "owner_id", minimum=1)
         if status not in TERMINAL_STATUSES:
-            raise InvalidArgument(f"status must be a terminal TaskStatus, got {status!r}")
+            raise InvalidArgument(f"status must be a terminal TaskStatus, got {describe(status)}")
         owner = self._lookup(owner_id)
         self._transition(owner, "complete", status)
         self._dispatching_owners -= 1
