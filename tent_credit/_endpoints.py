@@ -30,13 +30,14 @@ from ._allocator import AllocationClass, AllocatorConfig, ReceiverCreditAllocato
 from ._arith import U64_MAX, check_u64, checked_add
 from ._backpressure import BackpressureInfo, BackpressureSource
 from ._describe import describe
-from ._inbox import ControlInbox
+from ._inbox import ControlInbox, InboxOutcome
 from ._ledger import (
     Blocked,
     ReservationToken,
     SenderCreditLedger,
     TokenState,
     UpdateDisposition,
+    update_acceptance,
 )
 from ._messages import (
     SUPPORTED_VERSIONS,
@@ -53,6 +54,7 @@ from ._trace import TraceSink, message_fields
 from ._types import CreditAmount, CreditCharge, CreditKey, CreditResource, SessionId
 from ._wire import decode, encode
 from .errors import (
+    ArithmeticOverflow,
     DecodeError,
     InvalidArgument,
     InvalidEntry,
@@ -97,6 +99,28 @@ def _nonzero_amounts(vector: Mapping[CreditResource, int]) -> tuple[CreditAmount
 
 def _check_now(now_ns: int) -> None:
     check_u64(now_ns, "now_ns")
+
+
+def _byte_items(datas: Iterable[bytes]) -> list[bytes]:
+    """``datas`` as a list of ``bytes``; :class:`InvalidArgument` for anything else (the
+    caller's error, found before any message is applied)."""
+    if isinstance(datas, bytes | bytearray | memoryview | str):
+        raise InvalidArgument("datas must be an iterable of messages, not one bytes-like value")
+    try:
+        items = list(datas)
+    except TypeError:
+        raise InvalidArgument(
+            f"datas must be an iterable of bytes, got {describe(datas)}"
+        ) from None
+    raws: list[bytes] = []
+    for item in items:
+        if not isinstance(item, bytes | bytearray | memoryview):
+            raise InvalidArgument(f"a message must be bytes, got {describe(item)}")
+        try:
+            raws.append(bytes(item))
+        except ValueError:  # a released memoryview
+            raise InvalidArgument("a message is a released memoryview") from None
+    return raws
 
 
 def _vector(vector: Mapping[CreditResource, int]) -> dict[int, int]:
@@ -189,12 +213,17 @@ class SenderEndpoint:
         self._trace = trace  # docs/traces.md; None: tracing off
         self._node = f"sender:{sender_peer}"
 
-    def _advance(self, now_ns: int) -> None:
+    def _check_time(self, now_ns: int) -> None:
         # The endpoint's clock only moves forward: checked before anything changes, so a call
         # with a stale time fails whole instead of half-applying a batch.
         _check_now(now_ns)
         if now_ns < self._now_ns:
             raise InvalidArgument(f"now_ns {now_ns} is before the last time seen ({self._now_ns})")
+
+    def _advance(self, now_ns: int) -> None:
+        # Only once the whole call is validated: a refused call leaves the clock (and with it
+        # ``update_age_ns``) where it was (DESIGN principle 5).
+        self._check_time(now_ns)
         self._now_ns = now_ns
 
     # ---------------------------------------------------------------- properties
@@ -244,8 +273,9 @@ class SenderEndpoint:
         DISABLED mode goes straight to LEGACY and sends nothing. Raises
         :class:`LocalProtocolError` if already started; a failure changes nothing.
         """
+        self._check_time(now_ns)
+        self._negotiation.start(now_ns)  # raises (changing nothing) if already started
         self._advance(now_ns)
-        self._negotiation.start(now_ns)
         if self._negotiation.state is NegotiationState.NEGOTIATING:
             self._awaiting_activation = True
         if self._trace is not None:
@@ -272,9 +302,10 @@ class SenderEndpoint:
 
     def disconnect(self, now_ns: int) -> None:
         """The control connection was lost: ACTIVE → STALE; no new credit-gated dispatch."""
-        self._advance(now_ns)
+        self._check_time(now_ns)
         before = self._negotiation.state
-        self._negotiation.on_disconnect()
+        self._negotiation.on_disconnect()  # raises (changing nothing) before connect
+        self._advance(now_ns)
         if before is NegotiationState.ACTIVE:
             self._stale_transitions += 1
         self._outbox.clear()
@@ -286,7 +317,7 @@ class SenderEndpoint:
 
     def receive_message(self, data: bytes, now_ns: int) -> list[EndpointEvent]:
         """Decode and apply one message from the receiver; see :meth:`receive_batch`."""
-        return self.receive_batch([data], now_ns)
+        return self.receive_batch((data,), now_ns)
 
     def receive_batch(self, datas: Iterable[bytes], now_ns: int) -> list[EndpointEvent]:
         """Decode and apply a burst of messages from the receiver.
@@ -296,12 +327,15 @@ class SenderEndpoint:
         in one pass (RFC concurrency rules 1–2). Nothing raises for a peer's misbehaviour: a
         malformed message, a decreasing grant or a payload naming another class fails closed,
         is counted as a protocol violation and reported as an event. Raises
-        :class:`InvalidArgument` only for a bad ``now_ns``.
+        :class:`InvalidArgument` only for the caller's errors, before anything changes: a bad
+        ``now_ns``, or ``datas`` not an iterable of bytes-like items (a released
+        ``memoryview`` included).
         """
+        raws = _byte_items(datas)
         self._advance(now_ns)
         events: list[EndpointEvent] = []
         received: list[ControlMessage] = []
-        for data in datas:
+        for data in raws:
             self._received += 1
             try:
                 message = decode(data)
@@ -372,6 +406,9 @@ class SenderEndpoint:
                 return [
                     EndpointEvent(kind="update_ignored", detail="activation of an older session")
                 ]
+            if act.selected_version and act.epoch == 0:
+                # RFC "wrong-epoch updates fail closed": epoch 0 is reserved (issue 10 item 2)
+                return [self._violation("an activation that selects a version must carry an epoch")]
             same_session = act.receiver_session_id == self._key.receiver_session
             if same_session and act.epoch == self._epoch:
                 self._awaiting_activation = False  # the reconnect was answered with our epoch
@@ -445,7 +482,19 @@ class SenderEndpoint:
             # an old session/epoch (reordered past a fence) or one not activated yet
             self._ignored += 1
             return [EndpointEvent(kind="update_ignored", detail="other session or epoch")]
-        self._inbox.offer(key, update)
+        # Validate before coalescing: an update the ledger would refuse must not displace a
+        # pending valid one in the inbox (issue 10 item 3).
+        if update.sequence == 0:
+            return [self._violation("update sequence 0 is reserved")]
+        entry = self._ledger.entry(key)
+        previous = [0] * (max(CreditResource) + 1)
+        for resource, total in entry.grant_total.items():
+            previous[resource] = total
+        pairs = [(int(g.resource), g.amount) for g in update.grants]
+        if update_acceptance(entry.last_sequence, update.sequence, previous, pairs) is None:
+            return [self._violation("update lowers a cumulative grant")]
+        if self._inbox.offer(key, update) is InboxOutcome.REJECTED_DECREASING:
+            return [self._violation("update lowers a grant of the pending update")]
         return []
 
     def _apply_update(
@@ -480,11 +529,16 @@ class SenderEndpoint:
         Returns a RESERVED token, or a :class:`BackpressureInfo` (source RECEIVER_CREDIT) when
         the peer is not ACTIVE or some resource lacks credit; in the latter case the shortfall
         raises the demand target the next usage report carries. Raises
-        :class:`InvalidArgument` for a malformed charge. A blocked reserve changes nothing but
-        the demand target.
+        :class:`InvalidArgument` for a malformed charge or a bad ``now_ns``, and
+        :class:`ArithmeticOverflow` for a charge no u64 grant can ever cover (``consumed +
+        returned + amount > 2**64 - 1``); a raised call changes nothing. A blocked reserve
+        changes nothing but the demand target and the ``blocked`` counters.
         """
         if not isinstance(charge, CreditCharge):
             raise InvalidArgument(f"expected a CreditCharge, got {describe(charge)}")
+        self._check_time(now_ns)
+        if self._key is not None:
+            self._check_satisfiable(self._key, charge)
         self._advance(now_ns)
         self._negotiation.check_freshness(self._now_ns)
         key = self._key
@@ -539,9 +593,20 @@ class SenderEndpoint:
         The demand target becomes ``consumed + returned + waiting`` per resource, i.e. the
         cumulative grant under which all that work would fit; it never moves down within an
         epoch (targets are absolute, like grants, so a duplicated report cannot over-ask).
-        Raises :class:`InvalidEntry` before activation and :class:`InvalidArgument` for a
-        malformed amount; a failure changes nothing.
+        Raises :class:`InvalidArgument` for a non-mapping or a malformed amount
+        (:class:`ArithmeticOverflow` for a target past u64) and :class:`InvalidEntry` before
+        activation; a failure changes nothing.
         """
+        for resource, target in self._demand_targets(waiting).items():
+            if target > self._demand_target.get(resource, 0):
+                self._demand_target[resource] = target
+                self._usage_dirty = True
+
+    def _demand_targets(self, waiting: Mapping[CreditResource, int]) -> dict[CreditResource, int]:
+        # The validation half of set_pending_demand (the gate checks a demand with it before
+        # it reserves, so a demand that cannot be expressed is refused before anything changes).
+        if not isinstance(waiting, Mapping):
+            raise InvalidArgument(f"waiting must be a mapping, got {describe(waiting)}")
         if self._key is None:
             raise InvalidEntry("no active credit key")
         entry = self._ledger.entry(self._key)
@@ -552,10 +617,19 @@ class SenderEndpoint:
             check_u64(amount, f"waiting[{resource.name}]")
             base = checked_add(entry.consumed[resource], entry.returned[resource])
             targets[resource] = checked_add(base, amount)
-        for resource, target in targets.items():
-            if target > self._demand_target.get(resource, 0):
-                self._demand_target[resource] = target
-                self._usage_dirty = True
+        return targets
+
+    def _check_satisfiable(self, key: CreditKey, charge: CreditCharge) -> None:
+        # A charge no u64 grant can ever cover (consumed + returned + amount > 2**64 - 1) is
+        # refused before anything changes, counters included (issue 10 item 10); blocking it
+        # would need a demand target past u64.
+        entry = self._ledger.entry(key)
+        for resource, amount in charge.parts:
+            if entry.consumed[resource] + entry.returned[resource] + amount > U64_MAX:
+                raise ArithmeticOverflow(
+                    f"{resource.name} charge of {amount} can never be granted: consumed + "
+                    "returned + charge exceeds 2**64 - 1"
+                )
 
     def _raise_demand(self, key: CreditKey, charge: CreditCharge) -> None:
         entry = self._ledger.entry(key)
@@ -598,15 +672,20 @@ class SenderEndpoint:
 
         Completion only ends the in-flight count (used to finish fencing); it never mints
         local credit: the receiver's release makes new grants (RFC concurrency rule 6).
-        Raises :class:`InvalidEntry` for a token that is not COMMITTED.
+        Raises :class:`InvalidArgument` for a non-token or a bad ``now_ns`` and
+        :class:`InvalidEntry` for a token that is not COMMITTED or already completed; a failure
+        changes nothing (the clock included).
         """
-        self._advance(now_ns)
+        if not isinstance(token, ReservationToken):
+            raise InvalidArgument(f"expected a ReservationToken, got {describe(token)}")
+        self._check_time(now_ns)
         if token.state is not TokenState.COMMITTED:
             raise InvalidEntry(f"token {token.token_id} is {token.state.name}, not COMMITTED")
         slot = (token.key, token.epoch)
         count = self._in_flight.get(slot, 0)
         if count <= 0:
             raise InvalidEntry(f"token {token.token_id} was already completed")
+        self._advance(now_ns)
         self._in_flight[slot] = count - 1
         self._trace_token("complete", token)
         return self._maybe_fence_drained(now_ns)
@@ -852,13 +931,15 @@ class ReceiverEndpoint:
     def receive_message(self, data: bytes, now_ns: int) -> list[EndpointEvent]:
         """Decode and apply one message from the sender. Peer misbehaviour is counted and
         reported as an event, never raised; raises :class:`InvalidArgument` for a bad
-        ``now_ns`` and :class:`LocalProtocolError` on a closed endpoint."""
+        ``now_ns`` or a ``data`` that is not bytes-like (a released ``memoryview`` included) and
+        :class:`LocalProtocolError` on a closed endpoint, before anything changes."""
         _check_now(now_ns)
+        (raw,) = _byte_items((data,))
         if self._closed:
             raise LocalProtocolError("endpoint closed (its sender reconnected or disconnected)")
         self._received += 1
         try:
-            message = decode(data)
+            message = decode(raw)
         except DecodeError as exc:
             return [self._violation(f"undecodable message: {exc}")]
         trace = self._receiver._trace

@@ -7,16 +7,19 @@ covered by ``test_endpoint_fuzz.py`` (any message to either endpoint in any stat
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
-from tent_credit import CreditResource, Plan, SessionId, charge_for_plan
+from tent_credit import CreditCharge, CreditResource, Plan, SessionId, charge_for_plan
 from tent_credit._allocator import AllocatorConfig
+from tent_credit._backpressure import BackpressureInfo
 from tent_credit._describe import describe
 from tent_credit._endpoints import CreditReceiver, SenderEndpoint
+from tent_credit._gate import DispatchGate, GateBlocked, GateConfig
 from tent_credit._messages import CapabilityActivation, CreditAmount, ReceiverCreditUpdate
-from tent_credit._negotiation import NegotiationState
+from tent_credit._negotiation import CreditMode, NegotiationState
 from tent_credit._wire import WireErrorCode, decode, encode
-from tent_credit.errors import DecodeError, InvalidArgument
+from tent_credit.errors import ArithmeticOverflow, DecodeError, InvalidArgument, InvalidEntry
 
 R = CreditResource
 SLOT = 4096
@@ -125,3 +128,153 @@ def test_huge_bignum_to_the_receiver_is_a_violation() -> None:
     ep = rx.endpoints()[0]
     events = ep.receive_message(HUGE_TAG, 1)
     assert [e.kind for e in events] == ["protocol_violation"]
+
+
+# ------------------------------------------------------------------ item 2: activations
+
+
+def _activation(tx: SenderEndpoint, session: int, epoch: int) -> bytes:
+    return encode(
+        CapabilityActivation(
+            versions=(1,),
+            selected_version=1,
+            receiver_session_id=SessionId(session),
+            epoch=epoch,
+            qos_class=tx.qos_class,
+        )
+    )
+
+
+def test_activation_of_a_newer_session_with_epoch_0_is_a_violation() -> None:
+    tx, _rx = active_pair(session=5)
+    before = tx.statistics()
+    events = tx.receive_message(_activation(tx, session=6, epoch=0), 1)
+    assert [e.kind for e in events] == ["protocol_violation"]
+    after = tx.statistics()
+    assert after.protocol_violations == before.protocol_violations + 1
+    assert (after.state, after.key) == (before.state, before.key)
+
+
+# ------------------------------------------------------------------ item 3: the inbox
+
+
+def _update(tx: SenderEndpoint, sequence: int, amount: int) -> bytes:
+    assert tx.key is not None
+    return encode(
+        ReceiverCreditUpdate(
+            qos_class=tx.qos_class,
+            receiver_session_id=tx.key.receiver_session,
+            epoch=tx.epoch,
+            sequence=sequence,
+            grants=tuple(CreditAmount(resource=r, amount=amount * a) for r, a in CHARGE.parts),
+        )
+    )
+
+
+def test_a_bogus_higher_sequence_in_the_batch_never_displaces_the_valid_update() -> None:
+    tx, _rx = active_pair()
+    applied = tx.ledger.entry(tx.key).last_sequence  # type: ignore[arg-type]
+    valid, bogus = _update(tx, applied + 1, 4), _update(tx, applied + 2, 3)
+    events = tx.receive_batch([valid, bogus], 1)
+    assert sorted(e.kind for e in events) == ["grant_applied", "protocol_violation"]
+    assert tx.available()[R.REQUEST_SLOTS] == 4
+
+
+def test_an_update_below_the_ledger_is_refused_before_it_enters_the_inbox() -> None:
+    tx, _rx = active_pair()
+    seq = tx.ledger.entry(tx.key).last_sequence  # type: ignore[arg-type]
+    tx.receive_batch([_update(tx, seq + 1, 4)], 1)
+    # lower than the ledger (a violation) followed by a valid newer one in the same batch
+    events = tx.receive_batch([_update(tx, seq + 3, 1), _update(tx, seq + 2, 5)], 2)
+    assert sorted(e.kind for e in events) == ["grant_applied", "protocol_violation"]
+    assert tx.available()[R.REQUEST_SLOTS] == 5
+
+
+# ------------------------------------------------------------------ item 5: refused calls
+
+
+def test_a_refused_complete_changes_nothing_not_even_the_clock() -> None:
+    tx, _rx = active_pair()
+    tx.receive_batch([_update(tx, 50, 4)], 10)
+    token = tx.try_reserve(CHARGE, 10)
+    assert not isinstance(token, BackpressureInfo)
+    before = tx.statistics()
+    with pytest.raises(InvalidEntry):
+        tx.complete(token, 5_000)  # RESERVED, not COMMITTED
+    with pytest.raises(InvalidArgument):
+        tx.complete(None, 5_000)  # type: ignore[arg-type]
+    assert tx.statistics() == before
+    assert before.update_age_ns == 0
+
+
+@pytest.mark.parametrize(
+    "datas",
+    [None, 3, b"\x01", "text", [b"ok", None], [b"ok", "text"], [memoryview(b"")]],
+    ids=["none", "int", "one-bytes", "str", "none-item", "str-item", "released-view"],
+)
+def test_a_refused_receive_batch_changes_nothing(datas: object) -> None:
+    tx, _rx = active_pair()
+    if isinstance(datas, list) and isinstance(datas[0], memoryview):
+        datas[0].release()
+    before = tx.statistics()
+    with pytest.raises(InvalidArgument):
+        tx.receive_batch(datas, 5_000)  # type: ignore[arg-type]
+    assert tx.statistics() == before
+
+
+def test_a_refused_receiver_message_changes_nothing() -> None:
+    _tx, rx = active_pair()
+    ep = rx.endpoints()[0]
+    before = ep.statistics()
+    with pytest.raises(InvalidArgument):
+        ep.receive_message(None, 5)  # type: ignore[arg-type]
+    assert ep.statistics() == before
+
+
+# ------------------------------------------------------------------ item 10: near 2**64
+
+
+def test_a_reserve_no_u64_grant_can_cover_is_refused_and_changes_nothing() -> None:
+    tx, _rx = active_pair()
+    big = encode(
+        ReceiverCreditUpdate(
+            qos_class=0,
+            receiver_session_id=tx.key.receiver_session,  # type: ignore[union-attr]
+            epoch=tx.epoch,
+            sequence=60,
+            grants=(
+                CreditAmount(resource=R.DATA_BYTES, amount=2**64 - 2),
+                CreditAmount(resource=R.REQUEST_SLOTS, amount=10),
+                CreditAmount(resource=R.CONSUMER_SLOTS, amount=10),
+            ),
+        )
+    )
+    tx.receive_batch([big], 1)
+    small = tx.try_reserve(CreditCharge.of({R.DATA_BYTES: 10, R.REQUEST_SLOTS: 1}), 1)
+    assert not isinstance(small, BackpressureInfo)
+    before = (tx.statistics(), tx.ledger.statistics())
+    with pytest.raises(ArithmeticOverflow):
+        tx.try_reserve(CreditCharge.of({R.DATA_BYTES: 2**64 - 1, R.REQUEST_SLOTS: 1}), 2)
+    assert (tx.statistics(), tx.ledger.statistics()) == before
+
+
+@attrs.frozen
+class _Owner:
+    owner_id: int
+    length: int
+    gate_key: object
+    context: object
+
+
+def test_the_gate_refuses_an_owner_whose_demand_overflows_and_changes_nothing() -> None:
+    tx, _rx = active_pair()
+    gate = DispatchGate(GateConfig(mode=CreditMode.REQUIRED))
+    gate.add_endpoint(9, tx)
+    ctx = gate.context(Plan.REMOTE_DIRECT_WRITE, 9)
+    first = gate(_Owner(1, 64 * SLOT, ctx.gate_key, ctx), 1)  # blocks: its charge waits
+    assert isinstance(first, GateBlocked)
+    before = (gate.statistics(), tx.statistics(), tx.ledger.statistics())
+    with pytest.raises(ArithmeticOverflow):
+        gate(_Owner(2, 2**64 - 1, ctx.gate_key, ctx), 2)
+    assert (gate.statistics(), tx.statistics(), tx.ledger.statistics()) == before
+    assert gate.stall(2) is None
