@@ -37,21 +37,32 @@ __all__ = [
     "seed_bandwidth_bps",
 ]
 
+_U64_MAX = (1 << 64) - 1
 _NO_BANDWIDTH = -1.0  # SEMANTICS §4: an aggregate sum <= 0 reads as -1 (no usable bandwidth)
 
 
 def _check_int(name: str, value: object, minimum: int = 0) -> int:
-    """Return ``value`` if it is an ``int`` (not ``bool``) >= ``minimum``, else raise IA."""
-    if type(value) is not int or value < minimum:
-        raise InvalidArgument(f"{name} must be an int >= {minimum}, got {describe(value)}")
+    """Return ``value`` if it is an ``int`` (not ``bool``) in [``minimum``, 2**64 - 1] (byte
+    counters and timestamps are u64), else raise IA."""
+    if type(value) is not int or not minimum <= value <= _U64_MAX:
+        raise InvalidArgument(
+            f"{name} must be an int in [{minimum}, 2**64 - 1], got {describe(value)}"
+        )
     return value
 
 
 def _check_real(name: str, value: object) -> float:
     """Return ``value`` as a float if it is a finite int or float (not ``bool``), else raise IA."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
         raise InvalidArgument(f"{name} must be a finite number, got {describe(value)}")
     return float(value)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the float range
+        return False
 
 
 def _rate(_inst: object, attr: attrs.Attribute[float], value: float) -> None:
@@ -386,7 +397,8 @@ class NicDevice:
         _check_int("now_ns", now_ns)
         if length > self._posted_bytes:
             raise InvalidArgument(
-                f"{self._name}: {length} bytes ended but only {self._posted_bytes} are posted"
+                f"{self._name}: {describe(length)} bytes ended but only {self._posted_bytes} "
+                "are posted"
             )
         self._posted_bytes -= length
         if self._posted_bytes == 0 and self._open_since_ns is not None:

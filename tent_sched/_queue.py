@@ -26,7 +26,7 @@ from typing import ClassVar, Literal, Protocol, TypeAlias
 import attrs
 
 from ._describe import describe
-from ._mlu import deadline_mlu
+from ._mlu import mlu
 from .errors import ConfigError, InvalidArgument, InvalidEntry, TooManyRequests
 
 __all__ = [
@@ -111,6 +111,14 @@ def _check_u64(value: object, what: str, *, minimum: int = 0) -> int:
     return value
 
 
+def _is_float_number(value: float) -> bool:
+    """Not NaN, and (an int) within the float range: the MLU divides by it."""
+    try:
+        return not math.isnan(value)
+    except OverflowError:
+        return False
+
+
 def _u64_field(minimum: int = 0) -> Callable[[object, attrs.Attribute[int], int], None]:
     def check(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
         _check_u64(value, attr.name, minimum=minimum)
@@ -153,7 +161,7 @@ def _hashable(_inst: object, _attr: attrs.Attribute[Hashable | None], value: obj
 
 
 def _terminal(_inst: object, _attr: attrs.Attribute[TaskStatus], value: object) -> None:
-    if value not in TERMINAL_STATUSES:
+    if not isinstance(value, TaskStatus) or value not in TERMINAL_STATUSES:
         raise InvalidArgument(f"status must be a terminal TaskStatus, got {describe(value)}")
 
 
@@ -542,6 +550,8 @@ class AdmissionQueue:
         if batch_token == 0:
             raise InvalidArgument("batch token 0 is reserved")
         _check_u64(batch_slots_left, "batch_slots_left")
+        if not isinstance(owners, Sequence) or isinstance(owners, str | bytes):
+            raise InvalidArgument(f"owners must be a sequence, got {describe(owners)}")
         if not owners:
             return ()
         requests = tuple(owners)
@@ -699,11 +709,13 @@ class AdmissionQueue:
         _check_u64(max_bytes, "max_bytes")
         _check_u64(now_ns, "now_ns")
         if bandwidth_bps is not None and (
-            type(bandwidth_bps) not in (int, float) or math.isnan(bandwidth_bps)
+            type(bandwidth_bps) not in (int, float) or not _is_float_number(bandwidth_bps)
         ):
             raise InvalidArgument(
                 f"bandwidth_bps must be a number or None, got {describe(bandwidth_bps)}"
             )
+        if eligibility is not None and not callable(eligibility):
+            raise InvalidArgument(f"eligibility must be callable, got {describe(eligibility)}")
         if max_owners == 0 or max_bytes == 0:  # §2: before any promotion or drop
             return _EMPTY_PICK
 
@@ -744,11 +756,9 @@ class AdmissionQueue:
                         continue
                     view = owner.view
                     if drop_on and view.degradation_eligible:
-                        mlu = deadline_mlu(
-                            ahead_bytes, view.length, view.deadline_ns, now_ns, bandwidth
-                        )
-                        if mlu >= theta:  # §2: drop before the byte check, no budget used
-                            dropped.append((owner, mlu))
+                        score = mlu(ahead_bytes, view.length, view.deadline_ns, now_ns, bandwidth)
+                        if score >= theta:  # §2: drop before the byte check, no budget used
+                            dropped.append((owner, score))
                             index += 1
                             continue
                     if view.length > budget_bytes:  # §2: head of line, stop
@@ -825,9 +835,9 @@ class AdmissionQueue:
         )
         if dropped and self._hooks:
             hooks = tuple(self._hooks.values())
-            for owner, mlu in dropped:
+            for owner, score in dropped:
                 for hook in hooks:
-                    hook(owner.view, mlu)
+                    hook(owner.view, score)
         return result
 
     def _remove_visited(self, visited: list[tuple[int, int]]) -> None:
@@ -868,7 +878,7 @@ class AdmissionQueue:
         """
         self._check_not_picking("complete")
         _check_u64(owner_id, "owner_id", minimum=1)
-        if status not in TERMINAL_STATUSES:
+        if not isinstance(status, TaskStatus) or status not in TERMINAL_STATUSES:
             raise InvalidArgument(f"status must be a terminal TaskStatus, got {describe(status)}")
         owner = self._lookup(owner_id)
         self._transition(owner, "complete", status)

@@ -27,9 +27,15 @@ def score_devices(devices: Iterable[NicDevice], slice_bytes: int) -> dict[str, f
     """
     if type(slice_bytes) is not int or slice_bytes < 1:
         raise InvalidArgument(f"slice_bytes must be an int >= 1, got {describe(slice_bytes)}")
+    try:
+        listed = list(devices)
+    except TypeError:
+        raise InvalidArgument(
+            f"devices must be an iterable of NicDevice, got {describe(devices)}"
+        ) from None
     scores: dict[str, float] = {}
     seen: set[str] = set()
-    for device in devices:
+    for device in listed:
         if not isinstance(device, NicDevice):
             raise InvalidArgument(f"not a NicDevice: {describe(device)}")
         if device.name in seen:
