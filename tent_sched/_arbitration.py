@@ -87,7 +87,7 @@ def _finite(value: float) -> bool:
 def _validate(
     slices: Sequence[Slice], bandwidth_bps: float, posted_bytes: int, now_ns: int
 ) -> None:
-    if not isinstance(slices, Sequence) or isinstance(slices, str | bytes):
+    if not isinstance(slices, Sequence):
         raise InvalidArgument(f"slices must be a sequence of Slice, got {describe(slices)}")
     for position, item in enumerate(slices):
         if not isinstance(item, Slice):

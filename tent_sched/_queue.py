@@ -550,7 +550,7 @@ class AdmissionQueue:
         if batch_token == 0:
             raise InvalidArgument("batch token 0 is reserved")
         _check_u64(batch_slots_left, "batch_slots_left")
-        if not isinstance(owners, Sequence) or isinstance(owners, str | bytes):
+        if not isinstance(owners, Sequence):
             raise InvalidArgument(f"owners must be a sequence, got {describe(owners)}")
         if not owners:
             return ()
