@@ -101,6 +101,12 @@ def _check_now(now_ns: int) -> None:
     check_u64(now_ns, "now_ns")
 
 
+def _check_peer(sender_peer: int, qos_class: int) -> None:
+    check_u64(sender_peer, "sender_peer")
+    if type(qos_class) is not int or not 0 <= qos_class <= 0xFFFF_FFFF:
+        raise InvalidArgument(f"qos_class must be a u32, got {describe(qos_class)}")
+
+
 def _byte_items(datas: Iterable[bytes]) -> list[bytes]:
     """``datas`` as a list of ``bytes``; :class:`InvalidArgument` for anything else (the
     caller's error, found before any message is applied)."""
@@ -1179,6 +1185,8 @@ class CreditReceiver:
         check_u64(refresh_interval_ns, "refresh_interval_ns")
         self._ttl_ms = freshness_ttl_ms
         self._refresh_ns = refresh_interval_ns
+        if initial_grant is not None and not isinstance(initial_grant, Mapping):
+            raise InvalidArgument(f"initial_grant must be a mapping, got {describe(initial_grant)}")
         self._initial = dict(initial_grant or {})
         for r, a in self._initial.items():
             if r not in config.capacity or type(a) is not int or not 0 <= a <= U64_MAX:
@@ -1241,7 +1249,10 @@ class CreditReceiver:
         return tuple(self._endpoints.values())
 
     def endpoint(self, sender_peer: int, qos_class: int = 0) -> ReceiverEndpoint | None:
-        """The latest endpoint of a sender's connection (closed or open), or ``None``."""
+        """The latest endpoint of a sender's connection (closed or open), or ``None``.
+
+        Raises :class:`InvalidArgument` for a non-u64 peer or non-u32 class."""
+        _check_peer(sender_peer, qos_class)
         return self._endpoints.get((sender_peer, qos_class))
 
     def accept(
@@ -1257,6 +1268,7 @@ class CreditReceiver:
         outstanding stays committed until :meth:`fence_complete`) and closes its endpoint.
         Raises IA / TMR from the allocator; a failure changes nothing.
         """
+        _check_peer(sender_peer, qos_class)
         epoch = self._allocator.open_epoch(
             sender_peer, qos_class, allocation_class=allocation_class
         )
@@ -1269,7 +1281,11 @@ class CreditReceiver:
         return endpoint
 
     def disconnect(self, sender_peer: int, qos_class: int = 0) -> int:
-        """The sender's control connection dropped: fence its current epoch; returns it."""
+        """The sender's control connection dropped: fence its current epoch; returns it.
+
+        Raises :class:`InvalidArgument` for a non-u64 peer or non-u32 class and
+        :class:`InvalidEntry` without an open connection; a failure changes nothing."""
+        _check_peer(sender_peer, qos_class)
         endpoint = self._endpoints.get((sender_peer, qos_class))
         if endpoint is None or endpoint.closed:
             raise InvalidEntry(f"no open connection of sender {sender_peer} class {qos_class}")

@@ -160,7 +160,12 @@ class CreditCharge:
         cls, parts: Mapping[CreditResource, int] | Iterable[tuple[CreditResource, int]]
     ) -> CreditCharge:
         """Build a normalised charge; raises :class:`InvalidArgument` on any invalid part."""
-        items = list(parts.items()) if isinstance(parts, Mapping) else list(parts)
+        try:
+            items = list(parts.items()) if isinstance(parts, Mapping) else list(parts)
+        except TypeError:
+            raise InvalidArgument(
+                f"charge parts must be a mapping or pairs, got {describe(parts)}"
+            ) from None
         for item in items:
             if not isinstance(item, tuple) or len(item) != 2:
                 raise InvalidArgument(
