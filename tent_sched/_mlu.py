@@ -16,8 +16,6 @@ from .errors import InvalidArgument
 
 __all__ = ["DBL_MAX", "deadline_mlu", "mlu"]
 
-_U64_MAX = (1 << 64) - 1
-
 DBL_MAX: float = sys.float_info.max
 """MLU of a past-due owner: the largest finite float64 (the reference's DBL_MAX, not inf)."""
 
@@ -33,8 +31,8 @@ def deadline_mlu(
     3. Otherwise ``((bytes_ahead + length) / bandwidth_bps) / ((deadline_ns - now_ns) / 1e9)``,
        evaluated in exactly that order in float64.
 
-    Pure. Raises :class:`~tent_sched.errors.InvalidArgument` for a counter that is not a u64
-    int or a bandwidth that is not an int or float (bools excluded); the scheduler's own hot
+    Pure. Raises :class:`~tent_sched.errors.InvalidArgument` for a counter that is not an int
+    >= 0 or a bandwidth that is not an int or float (bools excluded); the scheduler's own hot
     loops call the unchecked :func:`mlu` on values they validated already.
 
     Contracts (CrossHair, u64 counters and a bandwidth that is not NaN):
@@ -52,8 +50,8 @@ def deadline_mlu(
         ("deadline_ns", deadline_ns),
         ("now_ns", now_ns),
     ):
-        if type(value) is not int or not 0 <= value <= _U64_MAX:
-            raise InvalidArgument(f"{name} must be a u64 int, got {describe(value)}")
+        if type(value) is not int or value < 0:  # sums of u64 lengths may pass 2**64
+            raise InvalidArgument(f"{name} must be an int >= 0, got {describe(value)}")
     if type(bandwidth_bps) not in (int, float):
         raise InvalidArgument(f"bandwidth_bps must be a number, got {describe(bandwidth_bps)}")
     try:

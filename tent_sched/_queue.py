@@ -176,13 +176,18 @@ class OwnerRequest:
     enforced here, so an invalid owner cannot be constructed (raises InvalidArgument).
     ``gate_key`` is the credit key an eligibility gate blocks on; ``context`` is opaque to the
     queue (plan, credit key, ...) and handed back in :class:`OwnerView`.
+
+    ``degradation_eligible`` is opt-in (default ``False``): only an RDMA-routed, non-staged
+    owner may be dropped by the MLU check (seed; reference #2816). An owner the caller forgot
+    to mark (TCP, staged, local) is then never cancelled, and its bytes never inflate the
+    ``dispatching_bytes`` every prediction starts from.
     """
 
     public_id: int = attrs.field(validator=_u64_field(minimum=1))
     length: int = attrs.field(validator=_u64_field(minimum=1))
     kind: OwnerKind = attrs.field(default=OwnerKind.USER, validator=_is_kind)
     deadline_ns: int = attrs.field(default=0, validator=_u64_field())
-    degradation_eligible: bool = attrs.field(default=True, validator=_is_bool)
+    degradation_eligible: bool = attrs.field(default=False, validator=_is_bool)
     derived_ids: tuple[int, ...] = attrs.field(default=(), validator=_derived_ids)
     priority: int = attrs.field(default=0, validator=_is_int)
     gate_key: Hashable | None = attrs.field(default=None, validator=_hashable)
