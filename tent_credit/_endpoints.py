@@ -107,6 +107,11 @@ def _check_peer(sender_peer: int, qos_class: int) -> None:
         raise InvalidArgument(f"qos_class must be a u32, got {describe(qos_class)}")
 
 
+def _check_key_epoch(sender_peer: int, qos_class: int, epoch: int) -> None:
+    _check_peer(sender_peer, qos_class)
+    check_u64(epoch, "epoch")
+
+
 def _byte_items(datas: Iterable[bytes]) -> list[bytes]:
     """``datas`` as a list of ``bytes``; :class:`InvalidArgument` for anything else (the
     caller's error, found before any message is applied)."""
@@ -1298,6 +1303,7 @@ class CreditReceiver:
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
     ) -> None:
         """The receiver's transport saw a sender's data arrive (see the allocator)."""
+        _check_key_epoch(sender_peer, qos_class, epoch)
         self._allocator.data_landed(sender_peer, qos_class, epoch, amounts)
         self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
 
@@ -1305,6 +1311,7 @@ class CreditReceiver:
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
     ) -> None:
         """The local consumer finished with landed data: free it and push to stalled senders."""
+        _check_key_epoch(sender_peer, qos_class, epoch)
         self._allocator.release(sender_peer, qos_class, epoch, amounts)
         self._trace_event("release", sender_peer, qos_class, epoch, amounts=_vector(amounts))
         self._capacity_freed()
@@ -1313,6 +1320,7 @@ class CreditReceiver:
         self, sender_peer: int, qos_class: int, epoch: int
     ) -> Mapping[CreditResource, int]:
         """Old QPs / in-flight work of a fenced epoch are drained: reclaim and push."""
+        _check_key_epoch(sender_peer, qos_class, epoch)
         reclaimed = self._allocator.fence_complete(sender_peer, qos_class, epoch)
         self._trace_event("fence_complete", sender_peer, qos_class, epoch)
         self._capacity_freed()

@@ -211,6 +211,11 @@ CASES = (
     Case("rx.disconnect", _credit_receiver, "disconnect", lambda w: (7, 0)),
     Case("rx.messages_to_send", _credit_receiver, "messages_to_send", lambda w: (w.now,)),
     Case("rx.endpoint", _credit_receiver, "endpoint", lambda w: (7, 0)),
+    Case(
+        "rx.data_landed", _credit_receiver, "data_landed", lambda w: (7, 0, 1, {R.REQUEST_SLOTS: 1})
+    ),
+    Case("rx.release", _credit_receiver, "release", lambda w: (7, 0, 1, {R.REQUEST_SLOTS: 1})),
+    Case("rx.fence_complete", _credit_receiver, "fence_complete", lambda w: (7, 0, 1)),
     # the gate
     Case("gate.call", _gate, "__call__", lambda w: (None, w.now)),
     Case("gate.observe_pick", _gate, "observe_pick", lambda w: (None, lambda i: None, w.now)),
