@@ -26,7 +26,7 @@ from typing import ClassVar, Literal, Protocol, TypeAlias
 import attrs
 
 from ._describe import describe
-from ._mlu import mlu
+from ._mlu import mlu as unchecked_mlu
 from .errors import ConfigError, InvalidArgument, InvalidEntry, TooManyRequests
 
 __all__ = [
@@ -761,9 +761,11 @@ class AdmissionQueue:
                         continue
                     view = owner.view
                     if drop_on and view.degradation_eligible:
-                        score = mlu(ahead_bytes, view.length, view.deadline_ns, now_ns, bandwidth)
-                        if score >= theta:  # §2: drop before the byte check, no budget used
-                            dropped.append((owner, score))
+                        mlu = unchecked_mlu(
+                            ahead_bytes, view.length, view.deadline_ns, now_ns, bandwidth
+                        )
+                        if mlu >= theta:  # §2: drop before the byte check, no budget used
+                            dropped.append((owner, mlu))
                             index += 1
                             continue
                     if view.length > budget_bytes:  # §2: head of line, stop
@@ -840,9 +842,9 @@ class AdmissionQueue:
         )
         if dropped and self._hooks:
             hooks = tuple(self._hooks.values())
-            for owner, score in dropped:
+            for owner, mlu in dropped:
                 for hook in hooks:
-                    hook(owner.view, score)
+                    hook(owner.view, mlu)
         return result
 
     def _remove_visited(self, visited: list[tuple[int, int]]) -> None:
