@@ -44,6 +44,7 @@ from ._allocator_config import (
     _resource_map,
 )
 from ._arith import U32_MAX, U64_MAX, checked_add, checked_sub
+from ._describe import describe
 from ._fairness import GrantSplit, max_min_share
 from ._types import CreditResource, SessionId
 from .errors import (
@@ -187,19 +188,19 @@ _EpochId = tuple[int, int, int]  # (sender_peer, qos_class, epoch)
 
 def _check_sender(sender_peer: object) -> int:
     if type(sender_peer) is not int or not 0 <= sender_peer <= U64_MAX:
-        raise InvalidArgument(f"sender_peer must be a u64 int, got {sender_peer!r}")
+        raise InvalidArgument(f"sender_peer must be a u64 int, got {describe(sender_peer)}")
     return sender_peer
 
 
 def _check_qos(qos_class: object) -> int:
     if type(qos_class) is not int or not 0 <= qos_class <= U32_MAX:
-        raise InvalidArgument(f"qos_class must be a u32 int, got {qos_class!r}")
+        raise InvalidArgument(f"qos_class must be a u32 int, got {describe(qos_class)}")
     return qos_class
 
 
 def _check_epoch(epoch: object) -> int:
     if type(epoch) is not int or not 0 < epoch <= U64_MAX:
-        raise InvalidArgument(f"epoch must be a non-zero u64 int, got {epoch!r}")
+        raise InvalidArgument(f"epoch must be a non-zero u64 int, got {describe(epoch)}")
     return epoch
 
 
@@ -276,7 +277,7 @@ class ReceiverCreditAllocator:
         """What a key of ``allocation_class`` could still be granted of ``resource`` now."""
         resource = self._check_resource(resource)
         if not isinstance(allocation_class, AllocationClass):
-            raise InvalidArgument(f"unknown allocation class {allocation_class!r}")
+            raise InvalidArgument(f"unknown allocation class {describe(allocation_class)}")
         free_total = self._config.capacity[resource] - self._outstanding[resource]
         if allocation_class is AllocationClass.STAGING_INTERNAL:
             return free_total
@@ -371,7 +372,7 @@ class ReceiverCreditAllocator:
         sender_peer = _check_sender(sender_peer)
         qos_class = _check_qos(qos_class)
         if not isinstance(allocation_class, AllocationClass):
-            raise InvalidArgument(f"unknown allocation class {allocation_class!r}")
+            raise InvalidArgument(f"unknown allocation class {describe(allocation_class)}")
         key = (sender_peer, qos_class)
         if key in self._quarantined:
             raise KeyQuarantined(f"key {key} is quarantined: no new epoch in this session")
@@ -824,7 +825,7 @@ class ReceiverCreditAllocator:
 
     def _check_resource(self, resource: object) -> CreditResource:
         if not isinstance(resource, CreditResource) or resource not in self._config.capacity:
-            raise InvalidArgument(f"resource {resource!r} is not modelled by this receiver")
+            raise InvalidArgument(f"resource {describe(resource)} is not modelled by this receiver")
         return resource
 
     def _amounts(self, value: object, what: str) -> ResourceVector:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 import attrs
 
 from ._arith import U64_MAX
+from ._describe import describe
 from ._fairness import GrantSplit
 from ._types import CreditResource
 from .errors import InvalidArgument
@@ -57,9 +58,11 @@ def _resource_map(value: object, what: str) -> ResourceVector:
     out: dict[CreditResource, int] = {}
     for resource, amount in value.items():
         if not isinstance(resource, CreditResource):
-            raise InvalidArgument(f"{what}: unknown credit resource {resource!r}")
+            raise InvalidArgument(f"{what}: unknown credit resource {describe(resource)}")
         if type(amount) is not int or not 0 <= amount <= U64_MAX:
-            raise InvalidArgument(f"{what}[{resource.name}] must be a u64 int, got {amount!r}")
+            raise InvalidArgument(
+                f"{what}[{resource.name}] must be a u64 int, got {describe(amount)}"
+            )
         out[resource] = amount
     return _frozen(out)
 
@@ -67,7 +70,7 @@ def _resource_map(value: object, what: str) -> ResourceVector:
 def _positive_int(what: str) -> Callable[[object, attrs.Attribute[int], int], None]:
     def check(_inst: object, _attr: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int or not 0 < value <= U64_MAX:
-            raise InvalidArgument(f"{what} must be an int in [1, 2**64), got {value!r}")
+            raise InvalidArgument(f"{what} must be an int in [1, 2**64), got {describe(value)}")
 
     return check
 
@@ -94,7 +97,7 @@ def _key_cap_vector(value: object) -> ResourceVector:
 
 def _split(_inst: object, _attr: attrs.Attribute[GrantSplit], value: object) -> None:
     if not isinstance(value, GrantSplit):
-        raise InvalidArgument(f"grant_split must be a GrantSplit, got {value!r}")
+        raise InvalidArgument(f"grant_split must be a GrantSplit, got {describe(value)}")
 
 
 @attrs.frozen(kw_only=True)

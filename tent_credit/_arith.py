@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._describe import describe
 from .errors import ArithmeticOverflow, InvalidArgument
 
 __all__ = ["U32_MAX", "U64_MAX", "U128_MAX", "check_u64", "checked_add", "checked_sub"]
@@ -16,7 +17,7 @@ def check_u64(value: int, what: str = "value") -> int:
     if type(value) is not int:  # bool is an int subclass: reject it explicitly
         raise InvalidArgument(f"{what} must be an int, got {type(value).__name__}")
     if value < 0 or value > U64_MAX:
-        raise InvalidArgument(f"{what} {value} is outside u64")
+        raise InvalidArgument(f"{what} {describe(value)} is outside u64")
     return value
 
 
@@ -31,7 +32,7 @@ def checked_add(a: int, b: int) -> int:
     """
     total = a + b
     if total > U64_MAX:
-        raise ArithmeticOverflow(f"u64 overflow: {a} + {b}")
+        raise ArithmeticOverflow(f"u64 overflow: {describe(a)} + {describe(b)}")
     return total
 
 
@@ -45,5 +46,5 @@ def checked_sub(a: int, b: int) -> int:
     post: 0 <= __return__ <= a
     """
     if b > a:
-        raise ArithmeticOverflow(f"u64 underflow: {a} - {b}")
+        raise ArithmeticOverflow(f"u64 underflow: {describe(a)} - {describe(b)}")
     return a - b

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import attrs
 
 from ._arith import U32_MAX, U64_MAX
+from ._describe import describe
 from ._ledger import Blocked
 from ._types import CreditResource
 from .errors import InvalidArgument
@@ -34,19 +35,21 @@ class BackpressureSource(enum.Enum):
 def _uint(bits_max: int) -> Callable[[object, attrs.Attribute[int], int], None]:
     def check(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int or not 0 <= value <= bits_max:
-            raise InvalidArgument(f"{attr.name} must be an int in [0, {bits_max}], got {value!r}")
+            raise InvalidArgument(
+                f"{attr.name} must be an int in [0, {bits_max}], got {describe(value)}"
+            )
 
     return check
 
 
 def _source(_inst: object, _attr: attrs.Attribute[BackpressureSource], value: object) -> None:
     if not isinstance(value, BackpressureSource):
-        raise InvalidArgument(f"unknown backpressure source {value!r}")
+        raise InvalidArgument(f"unknown backpressure source {describe(value)}")
 
 
 def _bool(_inst: object, attr: attrs.Attribute[bool], value: object) -> None:
     if type(value) is not bool:
-        raise InvalidArgument(f"{attr.name} must be a bool, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be a bool, got {describe(value)}")
 
 
 @attrs.frozen(kw_only=True)

@@ -30,13 +30,15 @@ from ._admission import WriteAdmission
 from ._allocator import AllocationClass, AllocatorConfig, ReceiverCreditAllocator
 from ._arith import U64_MAX, check_u64, checked_add
 from ._backpressure import BackpressureInfo, BackpressureSource
-from ._inbox import ControlInbox
+from ._describe import describe
+from ._inbox import ControlInbox, InboxOutcome
 from ._ledger import (
     Blocked,
     ReservationToken,
     SenderCreditLedger,
     TokenState,
     UpdateDisposition,
+    update_acceptance,
 )
 from ._messages import (
     SUPPORTED_VERSIONS,
@@ -53,6 +55,7 @@ from ._trace import TraceSink, message_fields
 from ._types import CreditAmount, CreditCharge, CreditKey, CreditResource, SessionId
 from ._wire import decode, encode
 from .errors import (
+    ArithmeticOverflow,
     DecodeError,
     InvalidArgument,
     InvalidEntry,
@@ -97,6 +100,39 @@ def _nonzero_amounts(vector: Mapping[CreditResource, int]) -> tuple[CreditAmount
 
 def _check_now(now_ns: int) -> None:
     check_u64(now_ns, "now_ns")
+
+
+def _check_peer(sender_peer: int, qos_class: int) -> None:
+    check_u64(sender_peer, "sender_peer")
+    if type(qos_class) is not int or not 0 <= qos_class <= 0xFFFF_FFFF:
+        raise InvalidArgument(f"qos_class must be a u32, got {describe(qos_class)}")
+
+
+def _check_key_epoch(sender_peer: int, qos_class: int, epoch: int) -> None:
+    _check_peer(sender_peer, qos_class)
+    check_u64(epoch, "epoch")
+
+
+def _byte_items(datas: Iterable[bytes]) -> list[bytes]:
+    """``datas`` as a list of ``bytes``; :class:`InvalidArgument` for anything else (the
+    caller's error, found before any message is applied)."""
+    if isinstance(datas, bytes | bytearray | memoryview | str):
+        raise InvalidArgument("datas must be an iterable of messages, not one bytes-like value")
+    try:
+        items = list(datas)
+    except TypeError:
+        raise InvalidArgument(
+            f"datas must be an iterable of bytes, got {describe(datas)}"
+        ) from None
+    raws: list[bytes] = []
+    for item in items:
+        if not isinstance(item, bytes | bytearray | memoryview):
+            raise InvalidArgument(f"a message must be bytes, got {describe(item)}")
+        try:
+            raws.append(bytes(item))
+        except ValueError:  # a released memoryview
+            raise InvalidArgument("a message is a released memoryview") from None
+    return raws
 
 
 def _vector(vector: Mapping[CreditResource, int]) -> dict[int, int]:
@@ -154,7 +190,7 @@ class SenderEndpoint:
     ) -> None:
         check_u64(sender_peer, "sender_peer")
         if type(qos_class) is not int or not 0 <= qos_class <= 0xFFFF_FFFF:
-            raise InvalidArgument(f"qos_class must be a u32, got {qos_class!r}")
+            raise InvalidArgument(f"qos_class must be a u32, got {describe(qos_class)}")
         check_u64(usage_interval_ns, "usage_interval_ns")
         self._negotiation = PeerNegotiation(
             mode=mode, sender_peer=sender_peer, local_versions=versions
@@ -189,12 +225,17 @@ class SenderEndpoint:
         self._trace = trace  # docs/traces.md; None: tracing off
         self._node = f"sender:{sender_peer}"
 
-    def _advance(self, now_ns: int) -> None:
+    def _check_time(self, now_ns: int) -> None:
         # The endpoint's clock only moves forward: checked before anything changes, so a call
         # with a stale time fails whole instead of half-applying a batch.
         _check_now(now_ns)
         if now_ns < self._now_ns:
             raise InvalidArgument(f"now_ns {now_ns} is before the last time seen ({self._now_ns})")
+
+    def _advance(self, now_ns: int) -> None:
+        # Only once the whole call is validated: a refused call leaves the clock (and with it
+        # ``update_age_ns``) where it was (DESIGN principle 5).
+        self._check_time(now_ns)
         self._now_ns = now_ns
 
     # ---------------------------------------------------------------- properties
@@ -244,8 +285,9 @@ class SenderEndpoint:
         DISABLED mode goes straight to LEGACY and sends nothing. Raises
         :class:`LocalProtocolError` if already started; a failure changes nothing.
         """
+        self._check_time(now_ns)
+        self._negotiation.start(now_ns)  # raises (changing nothing) if already started
         self._advance(now_ns)
-        self._negotiation.start(now_ns)
         if self._negotiation.state is NegotiationState.NEGOTIATING:
             self._awaiting_activation = True
         if self._trace is not None:
@@ -272,9 +314,10 @@ class SenderEndpoint:
 
     def disconnect(self, now_ns: int) -> None:
         """The control connection was lost: ACTIVE → STALE; no new credit-gated dispatch."""
-        self._advance(now_ns)
+        self._check_time(now_ns)
         before = self._negotiation.state
-        self._negotiation.on_disconnect()
+        self._negotiation.on_disconnect()  # raises (changing nothing) before connect
+        self._advance(now_ns)
         if before is NegotiationState.ACTIVE:
             self._stale_transitions += 1
         self._outbox.clear()
@@ -286,7 +329,7 @@ class SenderEndpoint:
 
     def receive_message(self, data: bytes, now_ns: int) -> list[EndpointEvent]:
         """Decode and apply one message from the receiver; see :meth:`receive_batch`."""
-        return self.receive_batch([data], now_ns)
+        return self.receive_batch((data,), now_ns)
 
     def receive_batch(self, datas: Iterable[bytes], now_ns: int) -> list[EndpointEvent]:
         """Decode and apply a burst of messages from the receiver.
@@ -296,12 +339,15 @@ class SenderEndpoint:
         in one pass (RFC concurrency rules 1–2). Nothing raises for a peer's misbehaviour: a
         malformed message, a decreasing grant or a payload naming another class fails closed,
         is counted as a protocol violation and reported as an event. Raises
-        :class:`InvalidArgument` only for a bad ``now_ns``.
+        :class:`InvalidArgument` only for the caller's errors, before anything changes: a bad
+        ``now_ns``, or ``datas`` not an iterable of bytes-like items (a released
+        ``memoryview`` included).
         """
+        raws = _byte_items(datas)
         self._advance(now_ns)
         events: list[EndpointEvent] = []
         received: list[ControlMessage] = []
-        for data in datas:
+        for data in raws:
             self._received += 1
             try:
                 message = decode(data)
@@ -372,6 +418,9 @@ class SenderEndpoint:
                 return [
                     EndpointEvent(kind="update_ignored", detail="activation of an older session")
                 ]
+            if act.selected_version and act.epoch == 0:
+                # RFC "wrong-epoch updates fail closed": epoch 0 is reserved (issue 10 item 2)
+                return [self._violation("an activation that selects a version must carry an epoch")]
             same_session = act.receiver_session_id == self._key.receiver_session
             if same_session and act.epoch == self._epoch:
                 self._awaiting_activation = False  # the reconnect was answered with our epoch
@@ -445,7 +494,19 @@ class SenderEndpoint:
             # an old session/epoch (reordered past a fence) or one not activated yet
             self._ignored += 1
             return [EndpointEvent(kind="update_ignored", detail="other session or epoch")]
-        self._inbox.offer(key, update)
+        # Validate before coalescing: an update the ledger would refuse must not displace a
+        # pending valid one in the inbox (issue 10 item 3).
+        if update.sequence == 0:
+            return [self._violation("update sequence 0 is reserved")]
+        entry = self._ledger.entry(key)
+        previous = [0] * (max(CreditResource) + 1)
+        for resource, total in entry.grant_total.items():
+            previous[resource] = total
+        pairs = [(int(g.resource), g.amount) for g in update.grants]
+        if update_acceptance(entry.last_sequence, update.sequence, previous, pairs) is None:
+            return [self._violation("update lowers a cumulative grant")]
+        if self._inbox.offer(key, update) is InboxOutcome.REJECTED_DECREASING:
+            return [self._violation("update lowers a grant of the pending update")]
         return []
 
     def _apply_update(
@@ -484,11 +545,16 @@ class SenderEndpoint:
         Returns a RESERVED token, or a :class:`BackpressureInfo` (source RECEIVER_CREDIT) when
         the peer is not ACTIVE or some resource lacks credit; in the latter case the shortfall
         raises the demand target the next usage report carries. Raises
-        :class:`InvalidArgument` for a malformed charge. A blocked reserve changes nothing but
-        the demand target.
+        :class:`InvalidArgument` for a malformed charge or a bad ``now_ns``, and
+        :class:`ArithmeticOverflow` for a charge no u64 grant can ever cover (``consumed +
+        returned + amount > 2**64 - 1``); a raised call changes nothing. A blocked reserve
+        changes nothing but the demand target and the ``blocked`` counters.
         """
         if not isinstance(charge, CreditCharge):
-            raise InvalidArgument(f"expected a CreditCharge, got {charge!r}")
+            raise InvalidArgument(f"expected a CreditCharge, got {describe(charge)}")
+        self._check_time(now_ns)
+        if self._key is not None:
+            self._check_satisfiable(self._key, charge)
         self._advance(now_ns)
         self._negotiation.check_freshness(self._now_ns)
         key = self._key
@@ -547,19 +613,13 @@ class SenderEndpoint:
         gives freed capacity to keys whose work is still there. Targets stay absolute, and the
         receiver applies only a report newer than the last one it applied, so a duplicated or
         reordered report can neither over-ask nor resurrect a withdrawn demand.
-        Raises :class:`InvalidEntry` before activation and :class:`InvalidArgument` for a
-        malformed amount; a failure changes nothing.
+        Raises :class:`InvalidArgument` for a non-mapping or a malformed amount
+        (:class:`ArithmeticOverflow` for a target past u64) and :class:`InvalidEntry` before
+        activation; a failure changes nothing.
         """
-        if self._key is None:
-            raise InvalidEntry("no active credit key")
+        targets = self._demand_targets(waiting)  # validates everything first
+        assert self._key is not None  # _demand_targets raised InvalidEntry otherwise
         entry = self._ledger.entry(self._key)
-        targets: dict[CreditResource, int] = {}
-        for resource, amount in waiting.items():
-            if not isinstance(resource, CreditResource):
-                raise InvalidArgument(f"unknown credit resource {resource!r}")
-            check_u64(amount, f"waiting[{resource.name}]")
-            base = checked_add(entry.consumed[resource], entry.returned[resource])
-            targets[resource] = checked_add(base, amount)
         for resource in self._demand_target:
             if resource not in targets:  # nothing of it waits any more
                 targets[resource] = entry.consumed[resource] + entry.returned[resource]
@@ -567,6 +627,35 @@ class SenderEndpoint:
         if targets != self._demand_target:
             self._demand_target = targets
             self._usage_dirty = True
+
+    def _demand_targets(self, waiting: Mapping[CreditResource, int]) -> dict[CreditResource, int]:
+        # The validation half of set_pending_demand (the gate checks a demand with it before
+        # it reserves, so a demand that cannot be expressed is refused before anything changes).
+        if not isinstance(waiting, Mapping):
+            raise InvalidArgument(f"waiting must be a mapping, got {describe(waiting)}")
+        if self._key is None:
+            raise InvalidEntry("no active credit key")
+        entry = self._ledger.entry(self._key)
+        targets: dict[CreditResource, int] = {}
+        for resource, amount in waiting.items():
+            if not isinstance(resource, CreditResource):
+                raise InvalidArgument(f"unknown credit resource {describe(resource)}")
+            check_u64(amount, f"waiting[{resource.name}]")
+            base = checked_add(entry.consumed[resource], entry.returned[resource])
+            targets[resource] = checked_add(base, amount)
+        return targets
+
+    def _check_satisfiable(self, key: CreditKey, charge: CreditCharge) -> None:
+        # A charge no u64 grant can ever cover (consumed + returned + amount > 2**64 - 1) is
+        # refused before anything changes, counters included (issue 10 item 10); blocking it
+        # would need a demand target past u64.
+        entry = self._ledger.entry(key)
+        for resource, amount in charge.parts:
+            if entry.consumed[resource] + entry.returned[resource] + amount > U64_MAX:
+                raise ArithmeticOverflow(
+                    f"{resource.name} charge of {amount} can never be granted: consumed + "
+                    "returned + charge exceeds 2**64 - 1"
+                )
 
     def _raise_demand(self, key: CreditKey, charge: CreditCharge) -> None:
         entry = self._ledger.entry(key)
@@ -609,15 +698,20 @@ class SenderEndpoint:
 
         Completion only ends the in-flight count (used to finish fencing); it never mints
         local credit: the receiver's release makes new grants (RFC concurrency rule 6).
-        Raises :class:`InvalidEntry` for a token that is not COMMITTED.
+        Raises :class:`InvalidArgument` for a non-token or a bad ``now_ns`` and
+        :class:`InvalidEntry` for a token that is not COMMITTED or already completed; a failure
+        changes nothing (the clock included).
         """
-        self._advance(now_ns)
+        if not isinstance(token, ReservationToken):
+            raise InvalidArgument(f"expected a ReservationToken, got {describe(token)}")
+        self._check_time(now_ns)
         if token.state is not TokenState.COMMITTED:
             raise InvalidEntry(f"token {token.token_id} is {token.state.name}, not COMMITTED")
         slot = (token.key, token.epoch)
         count = self._in_flight.get(slot, 0)
         if count <= 0:
             raise InvalidEntry(f"token {token.token_id} was already completed")
+        self._advance(now_ns)
         self._in_flight[slot] = count - 1
         self._trace_token("complete", token)
         return self._maybe_fence_drained(now_ns)
@@ -863,13 +957,15 @@ class ReceiverEndpoint:
     def receive_message(self, data: bytes, now_ns: int) -> list[EndpointEvent]:
         """Decode and apply one message from the sender. Peer misbehaviour is counted and
         reported as an event, never raised; raises :class:`InvalidArgument` for a bad
-        ``now_ns`` and :class:`LocalProtocolError` on a closed endpoint."""
+        ``now_ns`` or a ``data`` that is not bytes-like (a released ``memoryview`` included) and
+        :class:`LocalProtocolError` on a closed endpoint, before anything changes."""
         _check_now(now_ns)
+        (raw,) = _byte_items((data,))
         if self._closed:
             raise LocalProtocolError("endpoint closed (its sender reconnected or disconnected)")
         self._received += 1
         try:
-            message = decode(data)
+            message = decode(raw)
         except DecodeError as exc:
             return [self._violation(f"undecodable message: {exc}")]
         trace = self._receiver._trace
@@ -1115,14 +1211,18 @@ class CreditReceiver:
     ) -> None:
         self._allocator = ReceiverCreditAllocator(config, session)
         if type(freshness_ttl_ms) is not int or not 0 <= freshness_ttl_ms <= 0xFFFF_FFFF:
-            raise InvalidArgument(f"freshness_ttl_ms must be a u32, got {freshness_ttl_ms!r}")
+            raise InvalidArgument(
+                f"freshness_ttl_ms must be a u32, got {describe(freshness_ttl_ms)}"
+            )
         check_u64(refresh_interval_ns, "refresh_interval_ns")
         self._ttl_ms = freshness_ttl_ms
         self._refresh_ns = refresh_interval_ns
+        if initial_grant is not None and not isinstance(initial_grant, Mapping):
+            raise InvalidArgument(f"initial_grant must be a mapping, got {describe(initial_grant)}")
         self._initial = dict(initial_grant or {})
         for r, a in self._initial.items():
             if r not in config.capacity or type(a) is not int or not 0 <= a <= U64_MAX:
-                raise InvalidArgument(f"invalid initial grant {r!r}: {a!r}")
+                raise InvalidArgument(f"invalid initial grant {describe(r)}: {describe(a)}")
         self._versions = versions
         self._endpoints: dict[tuple[int, int], ReceiverEndpoint] = {}
         self._trace = trace  # docs/traces.md; None: tracing off
@@ -1181,7 +1281,10 @@ class CreditReceiver:
         return tuple(self._endpoints.values())
 
     def endpoint(self, sender_peer: int, qos_class: int = 0) -> ReceiverEndpoint | None:
-        """The latest endpoint of a sender's connection (closed or open), or ``None``."""
+        """The latest endpoint of a sender's connection (closed or open), or ``None``.
+
+        Raises :class:`InvalidArgument` for a non-u64 peer or non-u32 class."""
+        _check_peer(sender_peer, qos_class)
         return self._endpoints.get((sender_peer, qos_class))
 
     def accept(
@@ -1197,6 +1300,7 @@ class CreditReceiver:
         outstanding stays committed until :meth:`fence_complete`) and closes its endpoint.
         Raises IA / TMR from the allocator; a failure changes nothing.
         """
+        _check_peer(sender_peer, qos_class)
         epoch = self._allocator.open_epoch(
             sender_peer, qos_class, allocation_class=allocation_class
         )
@@ -1209,7 +1313,11 @@ class CreditReceiver:
         return endpoint
 
     def disconnect(self, sender_peer: int, qos_class: int = 0) -> int:
-        """The sender's control connection dropped: fence its current epoch; returns it."""
+        """The sender's control connection dropped: fence its current epoch; returns it.
+
+        Raises :class:`InvalidArgument` for a non-u64 peer or non-u32 class and
+        :class:`InvalidEntry` without an open connection; a failure changes nothing."""
+        _check_peer(sender_peer, qos_class)
         endpoint = self._endpoints.get((sender_peer, qos_class))
         if endpoint is None or endpoint.closed:
             raise InvalidEntry(f"no open connection of sender {sender_peer} class {qos_class}")
@@ -1222,6 +1330,7 @@ class CreditReceiver:
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
     ) -> None:
         """The receiver's transport saw a sender's data arrive (see the allocator)."""
+        _check_key_epoch(sender_peer, qos_class, epoch)
         self._allocator.data_landed(sender_peer, qos_class, epoch, amounts)
         self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
 
@@ -1260,6 +1369,7 @@ class CreditReceiver:
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
     ) -> None:
         """The local consumer finished with landed data: free it and push to stalled senders."""
+        _check_key_epoch(sender_peer, qos_class, epoch)
         self._allocator.release(sender_peer, qos_class, epoch, amounts)
         self._trace_event("release", sender_peer, qos_class, epoch, amounts=_vector(amounts))
         self._capacity_freed()
@@ -1268,6 +1378,7 @@ class CreditReceiver:
         self, sender_peer: int, qos_class: int, epoch: int
     ) -> Mapping[CreditResource, int]:
         """Old QPs / in-flight work of a fenced epoch are drained: reclaim and push."""
+        _check_key_epoch(sender_peer, qos_class, epoch)
         reclaimed = self._allocator.fence_complete(sender_peer, qos_class, epoch)
         self._trace_event("fence_complete", sender_peer, qos_class, epoch)
         self._capacity_freed()

@@ -19,6 +19,7 @@ from typing import Protocol
 
 import attrs
 
+from ._describe import describe
 from .errors import InvalidArgument, InvalidEntry, TooManyRequests
 
 __all__ = [
@@ -43,12 +44,12 @@ CHOICE_REORDER_PICK = "reorder_pick"
 
 def _rate(_inst: object, attr: attrs.Attribute[float], value: float) -> None:
     if type(value) not in (int, float) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise InvalidArgument(f"{attr.name} must be a rate in [0, 1], got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be a rate in [0, 1], got {describe(value)}")
 
 
 def _delay(_inst: object, _attr: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int or value < 0:
-        raise InvalidArgument(f"max_delay_ns must be a non-negative int, got {value!r}")
+        raise InvalidArgument(f"max_delay_ns must be a non-negative int, got {describe(value)}")
 
 
 @attrs.frozen(kw_only=True)
@@ -137,17 +138,19 @@ class FaultyChannel:
         capacity: int = 1024,
     ) -> None:
         if seed is not None and type(seed) is not int:
-            raise InvalidArgument(f"seed must be an int or None, got {seed!r}")
+            raise InvalidArgument(f"seed must be an int or None, got {describe(seed)}")
         if not isinstance(rates, FaultRates):
-            raise InvalidArgument(f"rates must be FaultRates, got {rates!r}")
+            raise InvalidArgument(f"rates must be FaultRates, got {describe(rates)}")
         if chooser is not None and not callable(getattr(chooser, "choose", None)):
-            raise InvalidArgument(f"chooser must have a choose(what, options) method: {chooser!r}")
+            raise InvalidArgument(
+                f"chooser must have a choose(what, options) method: {describe(chooser)}"
+            )
         if seed is not None and chooser is not None:
             raise InvalidArgument("give a seed or a chooser, not both")
         if seed is None and chooser is None and rates.needs_choices():
             raise InvalidArgument("random fault rates need a seed or a chooser (reproducibility)")
         if type(capacity) is not int or capacity < 1:
-            raise InvalidArgument(f"capacity must be a positive int, got {capacity!r}")
+            raise InvalidArgument(f"capacity must be a positive int, got {describe(capacity)}")
         self._rates = rates
         self._chooser = chooser
         self._rng = random.Random(seed) if seed is not None else None
@@ -179,7 +182,9 @@ class FaultyChannel:
             return self._rng.randrange(options)
         choice = self._chooser.choose(what, options)
         if type(choice) is not int or not 0 <= choice < options:
-            raise InvalidArgument(f"chooser returned {choice!r} for {what!r} ({options} options)")
+            raise InvalidArgument(
+                f"chooser returned {describe(choice)} for {describe(what)} ({options} options)"
+            )
         return choice
 
     def _decide(self, what: str, rate: float) -> bool:
@@ -200,13 +205,13 @@ class FaultyChannel:
 
     def _check_now(self, now_ns: int) -> None:
         if type(now_ns) is not int or now_ns < 0:
-            raise InvalidArgument(f"now_ns must be a non-negative int, got {now_ns!r}")
+            raise InvalidArgument(f"now_ns must be a non-negative int, got {describe(now_ns)}")
         if now_ns < self._now_ns:
             raise InvalidArgument(f"now_ns went backwards: {now_ns} < {self._now_ns}")
 
     def _check_index(self, i: int) -> None:
         if type(i) is not int:
-            raise InvalidArgument(f"index must be an int, got {i!r}")
+            raise InvalidArgument(f"index must be an int, got {describe(i)}")
         if not 0 <= i < len(self._in_flight):
             raise InvalidEntry(f"no pending message {i} ({len(self._in_flight)} pending)")
 
@@ -347,4 +352,3 @@ class FaultyChannel:
             reordered=self._reordered,
             in_flight=len(self._in_flight),
         )
-

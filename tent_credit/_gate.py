@@ -33,6 +33,7 @@ import attrs
 
 from ._arith import U32_MAX, U64_MAX, check_u64, checked_add, checked_sub
 from ._backpressure import BackpressureInfo, BackpressureSource
+from ._describe import describe
 from ._endpoints import EndpointEvent, SenderEndpoint
 from ._ledger import ReservationToken
 from ._negotiation import CreditMode, NegotiationState
@@ -106,19 +107,37 @@ class PickOutcome(Protocol):
     def rejected(self) -> tuple[int, ...]: ...
 
 
+def _check_owner(owner: object) -> None:
+    # The gate reads these of every owner: a value without them is the caller's error (IA),
+    # never an AttributeError out of a pick.
+    for name in ("owner_id", "length"):
+        value = getattr(owner, name, None)
+        if type(value) is not int or not 0 <= value <= U64_MAX:
+            raise InvalidArgument(f"owner.{name} must be a u64 int, got {describe(value)}")
+    if not hasattr(owner, "gate_key") or not hasattr(owner, "context"):
+        raise InvalidArgument(f"expected a GatedOwner, got {describe(owner)}")
+
+
+def _owner_ids(result: object, name: str) -> tuple[int, ...]:
+    ids = getattr(result, name, None)
+    if type(ids) is not tuple or not all(type(i) is int for i in ids):
+        raise InvalidArgument(f"pick result .{name} must be a tuple of owner ids")
+    return ids
+
+
 def _u64(_inst: object, attr: attrs.Attribute[int], value: object) -> None:
     if type(value) is not int or not 0 <= value <= U64_MAX:
-        raise InvalidArgument(f"{attr.name} must be a u64 int, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be a u64 int, got {describe(value)}")
 
 
 def _u32(_inst: object, attr: attrs.Attribute[int], value: object) -> None:
     if type(value) is not int or not 0 <= value <= U32_MAX:
-        raise InvalidArgument(f"{attr.name} must be a u32 int, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be a u32 int, got {describe(value)}")
 
 
 def _plan(_inst: object, _attr: attrs.Attribute[Plan], value: object) -> None:
     if not isinstance(value, Plan):
-        raise InvalidArgument(f"unknown plan {value!r}")
+        raise InvalidArgument(f"unknown plan {describe(value)}")
 
 
 def _snapshot(
@@ -133,7 +152,9 @@ def _snapshot(
         or type(value[1]) is not int
         or not 0 < value[1] <= U64_MAX
     ):
-        raise InvalidArgument(f"snapshot must be (SessionId, epoch >= 1) or None, got {value!r}")
+        raise InvalidArgument(
+            f"snapshot must be (SessionId, epoch >= 1) or None, got {describe(value)}"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -342,17 +363,17 @@ the policy is written. A DISABLED gate never consults it (every owner is eligibl
 
 def _window(_inst: object, attr: attrs.Attribute[int], value: object) -> None:
     if type(value) is not int or not 1 <= value <= U64_MAX:
-        raise InvalidArgument(f"{attr.name} must be an int >= 1, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be an int >= 1, got {describe(value)}")
 
 
 def _mode(_inst: object, _attr: attrs.Attribute[CreditMode], value: object) -> None:
     if not isinstance(value, CreditMode):
-        raise InvalidArgument(f"unknown credit mode {value!r}")
+        raise InvalidArgument(f"unknown credit mode {describe(value)}")
 
 
 def _flag(_inst: object, attr: attrs.Attribute[bool], value: object) -> None:
     if type(value) is not bool:
-        raise InvalidArgument(f"{attr.name} must be a bool, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be a bool, got {describe(value)}")
 
 
 def _buckets(_inst: object, attr: attrs.Attribute[tuple[int, ...]], value: object) -> None:
@@ -362,7 +383,9 @@ def _buckets(_inst: object, attr: attrs.Attribute[tuple[int, ...]], value: objec
         or any(type(b) is not int or not 0 < b <= U64_MAX for b in value)
         or any(a >= b for a, b in itertools.pairwise(value))
     ):
-        raise InvalidArgument(f"{attr.name} must be strictly increasing positive ints: {value!r}")
+        raise InvalidArgument(
+            f"{attr.name} must be strictly increasing positive ints: {describe(value)}"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -597,7 +620,7 @@ class DispatchGate:
         """
         check_u64(receiver, "receiver")
         if type(qos_class) is not int or not 0 <= qos_class <= U32_MAX:
-            raise InvalidArgument(f"qos_class must be a u32 int, got {qos_class!r}")
+            raise InvalidArgument(f"qos_class must be a u32 int, got {describe(qos_class)}")
         route = self._route(receiver, qos_class)
         removal = self._detach(route)
         self._removed[route.ident] = None
@@ -674,6 +697,9 @@ class DispatchGate:
         return attrs.evolve(unpinned, snapshot=self.snapshot(receiver, qos_class))
 
     def _route(self, receiver: int, qos_class: int) -> _Route:
+        check_u64(receiver, "receiver")
+        if type(qos_class) is not int or not 0 <= qos_class <= U32_MAX:
+            raise InvalidArgument(f"qos_class must be a u32 int, got {describe(qos_class)}")
         route = self._routes.get((receiver, qos_class))
         if route is None:
             raise InvalidEntry(f"no endpoint registered for receiver {receiver} class {qos_class}")
@@ -691,11 +717,13 @@ class DispatchGate:
         exception propagates out of the pick, which then changes nothing in the queue.
         Reservations this gate issued earlier in that pick stay RESERVED: reclaim them with
         :meth:`rollback_unsettled`. A blocked reserve changes the endpoint's demand target
-        only (that is its purpose).
+        only (that is its purpose). A charge whose demand cannot be expressed in u64 (with the
+        route's waiting demand) raises :class:`ArithmeticOverflow` before anything changes.
         """
         if self._mode is CreditMode.DISABLED:
             return _NO_CREDIT_NEEDED
         check_u64(now_ns, "now_ns")
+        _check_owner(owner)
         ctx = self._context_of(owner)
         if not ctx.remote:
             self._no_credit += 1
@@ -715,6 +743,9 @@ class DispatchGate:
             return GateRejected(RejectReason.SNAPSHOT_FENCED)
         charge = charge_for_plan(ctx.plan, owner.length)
         assert charge is not None  # remote plans always charge
+        # A block adds the charge to the route's waiting demand: refuse one that cannot be
+        # added (ArithmeticOverflow) before anything counts it (issue 10 item 10).
+        waiting = _plus(route.waiting, charge)
         action = GATE_POLICY[(self._mode, endpoint.state, self._config.required_fallback)]
         if action is GateAction.REJECT:
             self._end_stall(owner_id, now_ns, dispatched=False)
@@ -734,6 +765,8 @@ class DispatchGate:
             route.legacy_in_flight += 1
             route.legacy_fallbacks += 1
             return self._eligible(route, owner_id, charge, None, now_ns)
+        if endpoint.key is not None and owner_id not in self._stalls:
+            endpoint._demand_targets(waiting)
         result = endpoint.try_reserve(charge, now_ns)
         if isinstance(result, BackpressureInfo):
             return self._block(route, owner, charge, now_ns, result)
@@ -749,8 +782,9 @@ class DispatchGate:
             )
         if owner.gate_key != ctx.gate_key:
             raise InvalidArgument(
-                f"owner {owner.owner_id}: gate_key {owner.gate_key!r} must be the context's "
-                f"{ctx.gate_key!r} (else the queue cannot keep order within a credit key)"
+                f"owner {owner.owner_id}: gate_key {describe(owner.gate_key)} must be the "
+                f"context's {describe(ctx.gate_key)} (else the queue cannot keep order within a "
+                "credit key)"
             )
         return ctx
 
@@ -862,11 +896,16 @@ class DispatchGate:
         changes then.
         """
         check_u64(now_ns, "now_ns")
+        blocked = _owner_ids(result, "blocked")
+        ended = (*_owner_ids(result, "dropped"), *_owner_ids(result, "rejected"))
+        if not callable(owner):
+            raise InvalidArgument(f"owner must resolve an owner id, got {describe(owner)}")
         skipped: list[tuple[_Route, GatedOwner, CreditCharge, BackpressureInfo]] = []
-        for owner_id in result.blocked:
+        for owner_id in blocked:
             if owner_id in self._stalls:
                 continue
             view = owner(owner_id)
+            _check_owner(view)
             ctx = self._context_of(view)
             route = self._route(ctx.receiver, ctx.qos_class)
             charge = charge_for_plan(ctx.plan, view.length)
@@ -891,7 +930,7 @@ class DispatchGate:
                 now_ns=now_ns,
                 info=info,
             )
-        for owner_id in (*result.dropped, *result.rejected):
+        for owner_id in ended:
             self._end_stall(owner_id, now_ns, dispatched=False)
 
     def forget(self, owner_id: int) -> None:
@@ -904,7 +943,9 @@ class DispatchGate:
 
     def stall(self, owner_id: int) -> CreditStall | None:
         """The owner's current credit stall (where, how much, since when, the typed
-        :class:`BackpressureInfo`), or ``None`` if it is not stalled."""
+        :class:`BackpressureInfo`), or ``None`` if it is not stalled. Raises
+        :class:`InvalidArgument` for a non-u64 id."""
+        check_u64(owner_id, "owner_id")
         entry = self._stalls.get(owner_id)
         return None if entry is None else entry[1]
 

@@ -24,6 +24,7 @@ from typing import Generic, TypeVar
 
 import attrs
 
+from ._describe import describe
 from ._messages import ReceiverCreditUpdate
 from .errors import InvalidArgument
 
@@ -38,7 +39,11 @@ class InboxOutcome(enum.Enum):
     QUEUED = "queued"
     """No update of this key was pending: the update now is."""
     COALESCED = "coalesced"
-    """It is newer than the pending update of its key, which it replaced."""
+    """It is newer than the pending update of its key, which it replaced (merged with it
+    within one epoch: a resource it omits keeps the pending update's total)."""
+    REJECTED_DECREASING = "rejected_decreasing"
+    """It is newer than the pending update of its epoch but lowers one of its totals: a
+    protocol violation. Dropped; the pending (valid) update stays."""
     STALE_DISCARDED = "stale_discarded"
     """It is not newer than the pending update of its key (an old or duplicate update): dropped."""
     REJECTED_FULL = "rejected_full"
@@ -51,6 +56,7 @@ class InboxStatistics:
 
     queued: int
     coalesced: int
+    rejected_decreasing: int
     stale_discarded: int
     rejected_full: int
     pending: int
@@ -68,11 +74,12 @@ class ControlInbox(Generic[K]):
 
     def __init__(self, *, max_keys: int) -> None:
         if type(max_keys) is not int or max_keys < 1:
-            raise InvalidArgument(f"max_keys must be a positive int, got {max_keys!r}")
+            raise InvalidArgument(f"max_keys must be a positive int, got {describe(max_keys)}")
         self._max_keys = max_keys
         self._pending: dict[K, ReceiverCreditUpdate] = {}  # insertion order = first offered
         self._queued = 0
         self._coalesced = 0
+        self._rejected_decreasing = 0
         self._stale_discarded = 0
         self._rejected_full = 0
         self._high_water = 0
@@ -87,9 +94,18 @@ class ControlInbox(Generic[K]):
         Policy, in order:
 
         1. ``key`` pending and ``(update.epoch, update.sequence)`` greater than the pending
-           update's: replace it, keeping the key's place in the drain order → ``COALESCED``.
-           Epoch first: a new epoch restarts sequences, so an epoch-2 update with sequence 1
-           supersedes an epoch-1 update with sequence 99.
+           update's, keeping the key's place in the drain order. Epoch first: a new epoch
+           restarts sequences, so an epoch-2 update with sequence 1 supersedes an epoch-1
+           update with sequence 99, and replaces it whole → ``COALESCED``. Within one epoch
+           the two are combined exactly as the ledger would apply them one after the other
+           (an invalid update must never displace a valid one, issue 10 item 3):
+
+           a. a total below the pending update's total of the same resource (grants only
+              grow, RFC "Absolute cumulative grants") → ``REJECTED_DECREASING``, the pending
+              update stays;
+           b. otherwise the pending update is replaced by ``update`` with the pending totals
+              of the resources ``update`` omits added (omitted resources keep their totals)
+              → ``COALESCED``.
         2. ``key`` pending otherwise (older, or the same ``(epoch, sequence)``): drop ``update``
            → ``STALE_DISCARDED``. The ledger would treat it as DUPLICATE_OR_OLD anyway.
         3. ``key`` not pending and ``max_keys`` keys pending → ``REJECTED_FULL`` (the peer's
@@ -103,14 +119,20 @@ class ControlInbox(Generic[K]):
         ``ReceiverCreditUpdate`` or ``key`` is not hashable.
         """
         if not isinstance(update, ReceiverCreditUpdate):
-            raise InvalidArgument(f"update must be a ReceiverCreditUpdate, got {update!r}")
+            raise InvalidArgument(f"update must be a ReceiverCreditUpdate, got {describe(update)}")
         try:
             pending = self._pending.get(key)
         except TypeError as exc:  # an unhashable key
-            raise InvalidArgument(f"inbox key must be hashable, got {key!r}") from exc
+            raise InvalidArgument(f"inbox key must be hashable, got {describe(key)}") from exc
         if pending is not None:
             # SEMANTICS §8: compare (epoch, sequence), never the sequence alone.
             if (update.epoch, update.sequence) > (pending.epoch, pending.sequence):
+                if update.epoch == pending.epoch:
+                    merged = _merge(pending, update)
+                    if merged is None:
+                        self._rejected_decreasing += 1
+                        return InboxOutcome.REJECTED_DECREASING
+                    update = merged
                 self._pending[key] = update
                 self._coalesced += 1
                 return InboxOutcome.COALESCED
@@ -139,8 +161,24 @@ class ControlInbox(Generic[K]):
         return InboxStatistics(
             queued=self._queued,
             coalesced=self._coalesced,
+            rejected_decreasing=self._rejected_decreasing,
             stale_discarded=self._stale_discarded,
             rejected_full=self._rejected_full,
             pending=len(self._pending),
             high_water=self._high_water,
         )
+
+
+def _merge(
+    pending: ReceiverCreditUpdate, newer: ReceiverCreditUpdate
+) -> ReceiverCreditUpdate | None:
+    """``newer`` applied on top of ``pending`` (same epoch), or ``None`` if it lowers a total."""
+    totals = {g.resource: g.amount for g in pending.grants}
+    for g in newer.grants:
+        if g.amount < totals.get(g.resource, 0):
+            return None
+    present = {g.resource for g in newer.grants}
+    if all(r in present for r in totals):
+        return newer
+    kept = tuple(g for g in pending.grants if g.resource not in present)
+    return attrs.evolve(newer, grants=newer.grants + kept)

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from ._arith import check_u64, checked_add, checked_sub
+from ._describe import describe
 from ._messages import MAX_RESOURCES_PER_MESSAGE, SCHEMA_VERSION, ReceiverCreditUpdate
 from ._types import CreditAmount, CreditCharge, CreditKey, CreditResource
 from .errors import (
@@ -305,7 +306,7 @@ class SenderCreditLedger:
         Raises :class:`InvalidArgument` unless ``max_entries`` is an int ≥ 1.
         """
         if type(max_entries) is not int or max_entries < 1:
-            raise InvalidArgument(f"max_entries must be an int >= 1, got {max_entries!r}")
+            raise InvalidArgument(f"max_entries must be an int >= 1, got {describe(max_entries)}")
         self._max_entries = max_entries
         self._entries: dict[CreditKey, _Entry] = {}
         self._next_token_id = 1
@@ -426,7 +427,9 @@ class SenderCreditLedger:
                     f"expected a ReceiverCreditUpdate, got {type(update).__name__}"
                 )
             if update.schema_version != SCHEMA_VERSION:
-                raise InvalidArgument(f"unsupported schema_version {update.schema_version!r}")
+                raise InvalidArgument(
+                    f"unsupported schema_version {describe(update.schema_version)}"
+                )
             epoch = update.epoch
             sequence = update.sequence
             if epoch == 0:
@@ -445,10 +448,10 @@ class SenderCreditLedger:
             seen = 0
             for g in grants:
                 if type(g) is not CreditAmount:
-                    raise InvalidArgument(f"grants must be CreditAmount values, got {g!r}")
+                    raise InvalidArgument(f"grants must be CreditAmount values, got {describe(g)}")
                 r = g.resource
                 if type(r) is not CreditResource:
-                    raise InvalidArgument(f"unknown credit resource {r!r}")
+                    raise InvalidArgument(f"unknown credit resource {describe(r)}")
                 if seen & (1 << r):
                     raise InvalidArgument(f"update names {r.name} twice")
                 seen |= 1 << r

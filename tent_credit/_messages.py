@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from ._arith import U32_MAX, U64_MAX
+from ._describe import describe
 from ._types import CreditAmount, SessionId
 from .errors import InvalidArgument
 
@@ -54,14 +55,14 @@ def _uint(bits: int) -> Callable[[Any, attrs.Attribute[int], int], None]:
 
     def check(_inst: Any, attr: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int or not 0 <= value <= top:
-            raise InvalidArgument(f"{attr.name} must be a u{bits} int, got {value!r}")
+            raise InvalidArgument(f"{attr.name} must be a u{bits} int, got {describe(value)}")
 
     return check
 
 
 def _schema(_inst: Any, _attr: attrs.Attribute[int], value: int) -> None:
     if value != SCHEMA_VERSION:
-        raise InvalidArgument(f"unsupported schema_version {value!r}")
+        raise InvalidArgument(f"unsupported schema_version {describe(value)}")
 
 
 def _amounts(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
@@ -134,7 +135,7 @@ def _versions(_inst: Any, _attr: attrs.Attribute[Any], value: Any) -> None:
         raise InvalidArgument(f"versions must be a non-empty tuple of at most {MAX_VERSIONS}")
     for v in value:
         if type(v) is not int or not 0 < v <= 0xFFFF:
-            raise InvalidArgument(f"protocol version must be a non-zero u16, got {v!r}")
+            raise InvalidArgument(f"protocol version must be a non-zero u16, got {describe(v)}")
     if len(set(value)) != len(value):
         raise InvalidArgument("versions must be unique")
 

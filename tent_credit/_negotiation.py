@@ -50,6 +50,7 @@ from collections.abc import Mapping
 import attrs
 
 from ._arith import U32_MAX, check_u64
+from ._describe import describe
 from ._messages import MAX_VERSIONS, SUPPORTED_VERSIONS, CapabilityActivation
 from ._types import SessionId
 from .errors import (
@@ -158,9 +159,9 @@ def transition(state: NegotiationState, event: NegotiationEvent) -> NegotiationS
     :class:`LocalProtocolError` (any other event).
     """
     if not isinstance(state, NegotiationState):
-        raise InvalidArgument(f"expected a NegotiationState, got {state!r}")
+        raise InvalidArgument(f"expected a NegotiationState, got {describe(state)}")
     if not isinstance(event, NegotiationEvent):
-        raise InvalidArgument(f"expected a NegotiationEvent, got {event!r}")
+        raise InvalidArgument(f"expected a NegotiationEvent, got {describe(event)}")
     nxt = TRANSITIONS.get((state, event))
     if nxt is None:
         error = RemoteProtocolError if event in REMOTE_EVENTS else LocalProtocolError
@@ -188,7 +189,7 @@ def _check_versions(versions: object) -> tuple[int, ...]:
         raise InvalidArgument(f"local_versions must be a non-empty tuple of at most {MAX_VERSIONS}")
     for v in versions:
         if type(v) is not int or not 0 < v <= 0xFFFF:
-            raise InvalidArgument(f"protocol version must be a non-zero u16, got {v!r}")
+            raise InvalidArgument(f"protocol version must be a non-zero u16, got {describe(v)}")
     if len(set(versions)) != len(versions):
         raise InvalidArgument("local_versions must be unique")
     return versions
@@ -196,7 +197,7 @@ def _check_versions(versions: object) -> tuple[int, ...]:
 
 def _check_ttl(ttl_ms: int | None) -> None:
     if ttl_ms is not None and (type(ttl_ms) is not int or not 0 <= ttl_ms <= U32_MAX):
-        raise InvalidArgument(f"freshness_ttl_ms must be a u32 int, got {ttl_ms!r}")
+        raise InvalidArgument(f"freshness_ttl_ms must be a u32 int, got {describe(ttl_ms)}")
 
 
 def _check_session_epoch(session: SessionId, epoch: int) -> None:
@@ -241,7 +242,7 @@ class PeerNegotiation:
         version list that is empty, longer than ``MAX_VERSIONS``, not unique, or holds a value
         outside 1..65535."""
         if not isinstance(mode, CreditMode):
-            raise InvalidArgument(f"unknown credit mode {mode!r}")
+            raise InvalidArgument(f"unknown credit mode {describe(mode)}")
         check_u64(sender_peer, "sender_peer")
         self._mode = mode
         self._sender_peer = sender_peer

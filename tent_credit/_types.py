@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from ._arith import U32_MAX, U64_MAX, U128_MAX
+from ._describe import describe
 from .errors import InvalidArgument
 
 __all__ = [
@@ -42,7 +43,7 @@ _Validator = Callable[[object, "attrs.Attribute[int]", int], None]
 def _u64(name: str) -> _Validator:
     def check(_inst: object, _attr: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int or not 0 <= value <= U64_MAX:
-            raise InvalidArgument(f"{name} must be a u64 int, got {value!r}")
+            raise InvalidArgument(f"{name} must be a u64 int, got {describe(value)}")
 
     return check
 
@@ -50,14 +51,14 @@ def _u64(name: str) -> _Validator:
 def _u32(name: str) -> _Validator:
     def check(_inst: object, _attr: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int or not 0 <= value <= U32_MAX:
-            raise InvalidArgument(f"{name} must be a u32 int, got {value!r}")
+            raise InvalidArgument(f"{name} must be a u32 int, got {describe(value)}")
 
     return check
 
 
 def _resource(_inst: object, _attr: attrs.Attribute[CreditResource], value: object) -> None:
     if not isinstance(value, CreditResource):
-        raise InvalidArgument(f"unknown credit resource {value!r}")
+        raise InvalidArgument(f"unknown credit resource {describe(value)}")
 
 
 def _session(_inst: object, _attr: attrs.Attribute[SessionId], value: object) -> None:
@@ -76,7 +77,7 @@ class SessionId:
     @value.validator
     def _check(self, _attr: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int or not 0 < value <= U128_MAX:
-            raise InvalidArgument(f"session id must be a non-zero u128, got {value!r}")
+            raise InvalidArgument(f"session id must be a non-zero u128, got {describe(value)}")
 
     def __int__(self) -> int:
         return self.value
@@ -118,7 +119,7 @@ def normalise_charge_parts(
     """
     for r, _ in items:
         if not isinstance(r, CreditResource):
-            raise InvalidArgument(f"unknown credit resource {r!r}")
+            raise InvalidArgument(f"unknown credit resource {describe(r)}")
     if len({r for r, _ in items}) != len(items):
         raise InvalidArgument("duplicate resource in charge")
     return tuple(sorted(items))
@@ -145,7 +146,7 @@ class CreditCharge:
         seen: set[CreditResource] = set()
         for resource, amount in parts:
             if not isinstance(resource, CreditResource):
-                raise InvalidArgument(f"unknown credit resource {resource!r}")
+                raise InvalidArgument(f"unknown credit resource {describe(resource)}")
             if resource in seen:
                 raise InvalidArgument(f"duplicate resource {resource.name} in charge")
             seen.add(resource)
@@ -159,10 +160,17 @@ class CreditCharge:
         cls, parts: Mapping[CreditResource, int] | Iterable[tuple[CreditResource, int]]
     ) -> CreditCharge:
         """Build a normalised charge; raises :class:`InvalidArgument` on any invalid part."""
-        items = list(parts.items()) if isinstance(parts, Mapping) else list(parts)
+        try:
+            items = list(parts.items()) if isinstance(parts, Mapping) else list(parts)
+        except TypeError:
+            raise InvalidArgument(
+                f"charge parts must be a mapping or pairs, got {describe(parts)}"
+            ) from None
         for item in items:
             if not isinstance(item, tuple) or len(item) != 2:
-                raise InvalidArgument(f"charge part must be a (resource, amount) pair: {item!r}")
+                raise InvalidArgument(
+                    f"charge part must be a (resource, amount) pair: {describe(item)}"
+                )
         return cls(normalise_charge_parts(items))
 
     def amount(self, resource: CreditResource) -> int:
@@ -193,9 +201,9 @@ def charge_for_plan(plan: Plan, length: int) -> CreditCharge | None:
     by a remote ledger (RFC "Terminology and Direction").
     """
     if not isinstance(plan, Plan):
-        raise InvalidArgument(f"unknown plan {plan!r}")
+        raise InvalidArgument(f"unknown plan {describe(plan)}")
     if type(length) is not int or not 0 < length <= U64_MAX:
-        raise InvalidArgument(f"transfer length must be in (0, 2**64), got {length!r}")
+        raise InvalidArgument(f"transfer length must be in (0, 2**64), got {describe(length)}")
     if plan in (Plan.RDMA_READ, Plan.LOCAL):
         return None
     parts = {

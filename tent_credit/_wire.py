@@ -52,6 +52,7 @@ import cbor2
 
 from ._arith import U32_MAX, U64_MAX, U128_MAX
 from ._codes import WireErrorCode
+from ._describe import describe
 from ._messages import (
     MAX_RESOURCES_PER_MESSAGE,
     MAX_VERSIONS,
@@ -221,6 +222,8 @@ def decode(data: bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> ControlMessage
        keys cannot reach the parser), floats and simple values, tags other than 2 (bignum) and
        a bignum not wrapping a byte string → ``MALFORMED``; an item deeper than
        :data:`MAX_DEPTH` → ``TOO_DEEP``; a non-minimal integer, length or tag → ``NON_CANONICAL``;
+       a bignum longer than 16 bytes (wider than any field, u128) → ``INVALID_FIELD``, so no
+       unbounded integer is ever built;
     3. ``cbor2.loads`` of the pre-scanned bytes;
     4. shape: a top-level array of at least two items (else ``MALFORMED``), a known type tag
        (else ``UNKNOWN_TYPE``), ``schema_version`` 1 (else ``UNSUPPORTED_SCHEMA``), then the
@@ -232,14 +235,19 @@ def decode(data: bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> ControlMessage
        ``DecodeError(INVALID_FIELD)``).
 
     Any ``bytes`` yield a message or a :class:`DecodeError` (with ``.code`` set), never another
-    exception. Raises :class:`InvalidArgument` (not a ``DecodeError``) only for a caller error:
-    ``data`` not bytes-like, or ``max_bytes`` not a positive int. The codec keeps no state.
+    exception; no error message formats an unbounded input value. Raises
+    :class:`InvalidArgument` (not a ``DecodeError``) only for a caller error: ``data`` not
+    bytes-like or a released ``memoryview``, or ``max_bytes`` not a positive int. The codec
+    keeps no state.
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise InvalidArgument(f"data must be bytes, got {type(data).__name__}")
     if type(max_bytes) is not int or max_bytes < 1:
-        raise InvalidArgument(f"max_bytes must be a positive int, got {max_bytes!r}")
-    raw = bytes(data)
+        raise InvalidArgument(f"max_bytes must be a positive int, got {describe(max_bytes)}")
+    try:
+        raw = bytes(data)
+    except ValueError as exc:  # a released memoryview: the caller's buffer, not the peer's bytes
+        raise InvalidArgument("data is a released memoryview") from exc
     if len(raw) > max_bytes:
         raise DecodeError(
             f"message of {len(raw)} bytes exceeds the bound of {max_bytes}", WireErrorCode.TOO_LARGE
@@ -248,7 +256,10 @@ def decode(data: bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> ControlMessage
     try:
         structure = cbor2.loads(raw)
     except (cbor2.CBORDecodeError, ValueError, OverflowError, RecursionError) as exc:
-        raise DecodeError(f"CBOR decoding failed: {exc}", WireErrorCode.MALFORMED) from exc
+        # cbor2's message may quote the input: only its type goes into ours
+        raise DecodeError(
+            f"CBOR decoding failed ({type(exc).__name__})", WireErrorCode.MALFORMED
+        ) from exc
     layout = _validate_shape(structure)
     if cbor2.dumps(structure, canonical=True) != raw:
         raise DecodeError("encoding is not canonical", WireErrorCode.NON_CANONICAL)
@@ -268,6 +279,7 @@ _MIN_FOR_ADDITIONAL_INFO = {24: 24, 25: 0x100, 26: 0x1_0000, 27: 0x1_0000_0000}
 # Major types 0 and 1 (unsigned and negative integers) need no check beyond their header.
 _MAJOR_BYTES, _MAJOR_TEXT, _MAJOR_ARRAY, _MAJOR_MAP, _MAJOR_TAG, _MAJOR_SIMPLE = 2, 3, 4, 5, 6, 7
 _TAG_BIGNUM = 2
+_MAX_BIGNUM_BYTES = 16  # u128, the widest field
 
 
 def _prescan(data: bytes) -> None:
@@ -305,10 +317,19 @@ def _prescan(data: bytes) -> None:
                 raise DecodeError("non-minimal integer encoding", WireErrorCode.NON_CANONICAL)
         if expect_bignum_bytes and major != _MAJOR_BYTES:
             raise DecodeError("a bignum tag must wrap a byte string", WireErrorCode.MALFORMED)
-        expect_bignum_bytes = False
+        bignum_bytes, expect_bignum_bytes = expect_bignum_bytes, False
         if major in (_MAJOR_BYTES, _MAJOR_TEXT):
             if argument > end - pos:
                 raise DecodeError("truncated string", WireErrorCode.MALFORMED)
+            if bignum_bytes and argument > _MAX_BIGNUM_BYTES:
+                # wider than any field (a session id is u128): refused before cbor2 builds
+                # the integer, so no unbounded integer ever exists (let alone gets formatted)
+                if data[pos] == 0:  # leading zeros: a canonicality error first, as in step 5
+                    raise DecodeError("bignum with leading zero bytes", WireErrorCode.NON_CANONICAL)
+                raise DecodeError(
+                    f"a bignum of {argument} bytes is wider than any field (u128)",
+                    WireErrorCode.INVALID_FIELD,
+                )
             pos += argument
         elif major == _MAJOR_ARRAY:
             if argument > end - pos:  # every item takes at least one byte
@@ -352,11 +373,13 @@ def _validate_shape(structure: Any) -> _Layout:
     tag, version = structure[0], structure[1]
     layout = _BY_TAG.get(tag) if type(tag) is int else None
     if layout is None:
-        raise DecodeError(f"unknown message type {tag!r}", WireErrorCode.UNKNOWN_TYPE)
+        raise DecodeError(f"unknown message type {describe(tag)}", WireErrorCode.UNKNOWN_TYPE)
     if type(version) is not int:
-        raise _invalid("schema_version", f"must be an unsigned integer, got {version!r}")
+        raise _invalid("schema_version", f"must be an unsigned integer, got {describe(version)}")
     if version != SCHEMA_VERSION:
-        raise DecodeError(f"unsupported schema version {version}", WireErrorCode.UNSUPPORTED_SCHEMA)
+        raise DecodeError(
+            f"unsupported schema version {describe(version)}", WireErrorCode.UNSUPPORTED_SCHEMA
+        )
     if len(structure) != 2 + len(layout.fields):
         raise _invalid(
             layout.cls.__name__,
@@ -369,13 +392,13 @@ def _validate_shape(structure: Any) -> _Layout:
 
 def _check_uint(name: str, value: object, top: int) -> None:
     if type(value) is not int or not 0 <= value <= top:
-        raise _invalid(name, f"must be an unsigned integer <= {top}, got {value!r}")
+        raise _invalid(name, f"must be an unsigned integer <= {top}, got {describe(value)}")
 
 
 def _check_field(name: str, kind: _Kind, item: object) -> None:
     if kind is _SESSION:
         if type(item) is not int or not 0 < item <= U128_MAX:
-            raise _invalid(name, f"must be a non-zero u128, got {item!r}")
+            raise _invalid(name, f"must be a non-zero u128, got {describe(item)}")
     elif kind is _AMOUNTS:
         _check_amounts(name, item)
     elif kind is _VERSIONS:
@@ -390,11 +413,11 @@ def _check_amounts(name: str, item: object) -> None:
     seen: set[int] = set()
     for pair in item:
         if type(pair) is not list or len(pair) != 2:
-            raise _invalid(name, f"an amount is a [resource, amount] pair, got {pair!r}")
+            raise _invalid(name, f"an amount is a [resource, amount] pair, got {describe(pair)}")
         resource, amount = pair
         # RFC "unknown required resource ... reject the update"
         if type(resource) is not int or resource not in _RESOURCE_VALUES:
-            raise _invalid(name, f"unknown credit resource {resource!r}")
+            raise _invalid(name, f"unknown credit resource {describe(resource)}")
         if resource in seen:
             raise _invalid(name, f"names resource {resource} twice")
         seen.add(resource)

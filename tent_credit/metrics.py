@@ -20,6 +20,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ._describe import describe
 from ._endpoints import CreditReceiver, SenderEndpoint
 from ._gate import DispatchGate
 from .errors import InvalidArgument, InvalidEntry, TooManyRequests
@@ -49,7 +50,7 @@ class CreditCollector(Collector):
 
     def __init__(self, registry: CollectorRegistry, *, max_peers: int = 64) -> None:
         if type(max_peers) is not int or max_peers < 1:
-            raise InvalidArgument(f"max_peers must be a positive int, got {max_peers!r}")
+            raise InvalidArgument(f"max_peers must be a positive int, got {describe(max_peers)}")
         self._max_peers = max_peers
         self._senders: dict[tuple[int, int], SenderEndpoint] = {}
         self._receivers: list[CreditReceiver] = []

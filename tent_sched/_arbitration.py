@@ -16,7 +16,8 @@ from typing import TypeVar
 
 import attrs
 
-from ._mlu import deadline_mlu
+from ._describe import describe
+from ._mlu import mlu
 from .errors import InvalidArgument
 
 __all__ = [
@@ -43,21 +44,21 @@ _IntValidator = Callable[[object, "attrs.Attribute[int]", int], None]
 def _int_at_least(minimum: int) -> _IntValidator:
     def check(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int or value < minimum:
-            raise InvalidArgument(f"{attr.name} must be an int >= {minimum}, got {value!r}")
+            raise InvalidArgument(f"{attr.name} must be an int >= {minimum}, got {describe(value)}")
 
     return check
 
 
 def _any_int(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int:
-        raise InvalidArgument(f"{attr.name} must be an int, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be an int, got {describe(value)}")
 
 
 def _hashable(_inst: object, attr: attrs.Attribute[Hashable], value: Hashable) -> None:
     try:
         hash(value)
     except TypeError:
-        raise InvalidArgument(f"{attr.name} must be hashable, got {value!r}") from None
+        raise InvalidArgument(f"{attr.name} must be hashable, got {describe(value)}") from None
 
 
 @attrs.frozen(kw_only=True)
@@ -76,22 +77,33 @@ class Slice:
     ident: Hashable = attrs.field(default=None, validator=_hashable)
 
 
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the float range
+        return False
+
+
 def _validate(
     slices: Sequence[Slice], bandwidth_bps: float, posted_bytes: int, now_ns: int
 ) -> None:
+    if not isinstance(slices, Sequence):
+        raise InvalidArgument(f"slices must be a sequence of Slice, got {describe(slices)}")
     for position, item in enumerate(slices):
         if not isinstance(item, Slice):
-            raise InvalidArgument(f"slices[{position}] is not a Slice: {item!r}")
+            raise InvalidArgument(f"slices[{position}] is not a Slice: {describe(item)}")
     if (
         isinstance(bandwidth_bps, bool)
         or not isinstance(bandwidth_bps, int | float)
-        or not math.isfinite(bandwidth_bps)
+        or not _finite(bandwidth_bps)
     ):
-        raise InvalidArgument(f"bandwidth_bps must be a finite number, got {bandwidth_bps!r}")
+        raise InvalidArgument(
+            f"bandwidth_bps must be a finite number, got {describe(bandwidth_bps)}"
+        )
     if type(posted_bytes) is not int or posted_bytes < 0:
-        raise InvalidArgument(f"posted_bytes must be an int >= 0, got {posted_bytes!r}")
+        raise InvalidArgument(f"posted_bytes must be an int >= 0, got {describe(posted_bytes)}")
     if type(now_ns) is not int or now_ns < 0:
-        raise InvalidArgument(f"now_ns must be an int >= 0, got {now_ns!r}")
+        raise InvalidArgument(f"now_ns must be an int >= 0, got {describe(now_ns)}")
 
 
 def order_by_deadline(
@@ -144,10 +156,10 @@ def order_by_deadline(
     past_due_score = no_deadline_score = 0.0
     if past_due:
         item = slices[past_due[0]]
-        past_due_score = deadline_mlu(0, item.length, item.deadline_ns, now_ns, bandwidth_bps)
+        past_due_score = mlu(0, item.length, item.deadline_ns, now_ns, bandwidth_bps)
     if no_deadline:
         item = slices[no_deadline[0]]
-        no_deadline_score = deadline_mlu(0, item.length, 0, now_ns, bandwidth_bps)
+        no_deadline_score = mlu(0, item.length, 0, now_ns, bandwidth_bps)
 
     order: list[int] = []
     bytes_ahead = posted_bytes
@@ -168,13 +180,13 @@ def order_by_deadline(
             # the bound is below the best score, nothing later can win or tie.
             longest = group_lengths[-1]
             for position, (deadline, length) in enumerate(scan):
-                bound = deadline_mlu(bytes_ahead, longest, deadline, now_ns, bandwidth_bps)
+                bound = mlu(bytes_ahead, longest, deadline, now_ns, bandwidth_bps)
                 if bound < best_score:
                     break
                 score = (
                     bound
                     if length == longest
-                    else deadline_mlu(bytes_ahead, length, deadline, now_ns, bandwidth_bps)
+                    else mlu(bytes_ahead, length, deadline, now_ns, bandwidth_bps)
                 )
                 head = groups[deadline, length][0]
                 if score > best_score or (score == best_score and head < best_index):
@@ -197,10 +209,10 @@ def order_by_deadline(
     rest: list[tuple[float, int]] = []
     for index in (*past_due, *no_deadline):
         item = slices[index]
-        score = deadline_mlu(bytes_ahead, item.length, item.deadline_ns, now_ns, bandwidth_bps)
+        score = mlu(bytes_ahead, item.length, item.deadline_ns, now_ns, bandwidth_bps)
         rest.append((score, index))
     for (deadline, length), members in groups.items():
-        score = deadline_mlu(bytes_ahead, length, deadline, now_ns, bandwidth_bps)
+        score = mlu(bytes_ahead, length, deadline, now_ns, bandwidth_bps)
         rest.extend((score, index) for index in members)
     rest.sort(key=lambda pair: (-pair[0], pair[1]))  # score descending, then arrival order
     order.extend(index for _, index in rest)
@@ -247,11 +259,13 @@ def postable_prefix(
     re-ordering. Raises ``InvalidArgument`` unless ``max_qp_wr >= 1`` and ``0 <= outstanding_wr
     <= max_qp_wr`` (a queue pair never holds more than its budget).
     """
+    if not isinstance(order, Sequence) or isinstance(order, str | bytes):
+        raise InvalidArgument(f"order must be a sequence, got {describe(order)}")
     if type(max_qp_wr) is not int or max_qp_wr < 1:
-        raise InvalidArgument(f"max_qp_wr must be an int >= 1, got {max_qp_wr!r}")
+        raise InvalidArgument(f"max_qp_wr must be an int >= 1, got {describe(max_qp_wr)}")
     if type(outstanding_wr) is not int or not 0 <= outstanding_wr <= max_qp_wr:
         raise InvalidArgument(
-            f"outstanding_wr must be an int in [0, {max_qp_wr}], got {outstanding_wr!r}"
+            f"outstanding_wr must be an int in [0, {max_qp_wr}], got {describe(outstanding_wr)}"
         )
     budget = max_qp_wr - outstanding_wr
     return list(order[:budget]), list(order[budget:])

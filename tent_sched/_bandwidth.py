@@ -26,6 +26,7 @@ from typing import Protocol
 
 import attrs
 
+from ._describe import describe
 from .errors import ConfigError, InvalidArgument, InvalidEntry
 
 __all__ = [
@@ -36,37 +37,48 @@ __all__ = [
     "seed_bandwidth_bps",
 ]
 
+_U64_MAX = (1 << 64) - 1
 _NO_BANDWIDTH = -1.0  # SEMANTICS §4: an aggregate sum <= 0 reads as -1 (no usable bandwidth)
 
 
 def _check_int(name: str, value: object, minimum: int = 0) -> int:
-    """Return ``value`` if it is an ``int`` (not ``bool``) >= ``minimum``, else raise IA."""
-    if type(value) is not int or value < minimum:
-        raise InvalidArgument(f"{name} must be an int >= {minimum}, got {value!r}")
+    """Return ``value`` if it is an ``int`` (not ``bool``) in [``minimum``, 2**64 - 1] (byte
+    counters and timestamps are u64), else raise IA."""
+    if type(value) is not int or not minimum <= value <= _U64_MAX:
+        raise InvalidArgument(
+            f"{name} must be an int in [{minimum}, 2**64 - 1], got {describe(value)}"
+        )
     return value
 
 
 def _check_real(name: str, value: object) -> float:
     """Return ``value`` as a float if it is a finite int or float (not ``bool``), else raise IA."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidArgument(f"{name} must be a finite number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+        raise InvalidArgument(f"{name} must be a finite number, got {describe(value)}")
     return float(value)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond the float range
+        return False
 
 
 def _rate(_inst: object, attr: attrs.Attribute[float], value: float) -> None:
     if type(value) not in (int, float) or not 0.0 <= value <= 1.0:
         # The reference silently clamps learning rates into [0, 1]; we reject (SEMANTICS §4).
-        raise ConfigError(f"{attr.name} must be a number in [0, 1], got {value!r}")
+        raise ConfigError(f"{attr.name} must be a number in [0, 1], got {describe(value)}")
 
 
 def _positive_real(_inst: object, attr: attrs.Attribute[float], value: float) -> None:
     if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{attr.name} must be a finite number > 0, got {value!r}")
+        raise ConfigError(f"{attr.name} must be a finite number > 0, got {describe(value)}")
 
 
 def _positive_int(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int or value <= 0:
-        raise ConfigError(f"{attr.name} must be an int > 0, got {value!r}")
+        raise ConfigError(f"{attr.name} must be an int > 0, got {describe(value)}")
 
 
 @attrs.frozen(kw_only=True)
@@ -100,12 +112,13 @@ class MeterParams:
         if self.ewma_min_bandwidth_multiplier > self.ewma_max_bandwidth_multiplier:
             raise ConfigError(
                 "ewma_min_bandwidth_multiplier must be <= ewma_max_bandwidth_multiplier, got "
-                f"{self.ewma_min_bandwidth_multiplier!r} > {self.ewma_max_bandwidth_multiplier!r}"
+                f"{describe(self.ewma_min_bandwidth_multiplier)} > "
+                f"{describe(self.ewma_max_bandwidth_multiplier)}"
             )
         if self.min_bandwidth_gbps > self.max_bandwidth_gbps:
             raise ConfigError(
                 "min_bandwidth_gbps must be <= max_bandwidth_gbps, got "
-                f"{self.min_bandwidth_gbps!r} > {self.max_bandwidth_gbps!r}"
+                f"{describe(self.min_bandwidth_gbps)} > {describe(self.max_bandwidth_gbps)}"
             )
         if self.transmit_meter_max_interval_ns < self.transmit_meter_interval_ns:
             # SEMANTICS §4: the max interval is raised to the interval if smaller.
@@ -165,7 +178,7 @@ def seed_bandwidth_bps(link_speed_gbps: float, params: MeterParams) -> float:
     """
     speed = _check_real("link_speed_gbps", link_speed_gbps)
     if speed < 0:
-        raise InvalidArgument(f"link_speed_gbps must be >= 0, got {link_speed_gbps!r}")
+        raise InvalidArgument(f"link_speed_gbps must be >= 0, got {describe(link_speed_gbps)}")
     if params.min_bandwidth_gbps <= speed <= params.max_bandwidth_gbps:
         return speed * 1e9 / 8
     return params.default_bandwidth_gbps * 1e9 / 8
@@ -240,13 +253,13 @@ class NicDevice:
         ``available`` or ``params`` that is not a :class:`MeterParams`.
         """
         if type(name) is not str or not name:
-            raise InvalidArgument(f"NIC name must be a non-empty str, got {name!r}")
+            raise InvalidArgument(f"NIC name must be a non-empty str, got {describe(name)}")
         if type(available) is not bool:
-            raise InvalidArgument(f"available must be a bool, got {available!r}")
+            raise InvalidArgument(f"available must be a bool, got {describe(available)}")
         if params is None:
             params = MeterParams()
         elif not isinstance(params, MeterParams):
-            raise InvalidArgument(f"params must be MeterParams, got {params!r}")
+            raise InvalidArgument(f"params must be MeterParams, got {describe(params)}")
         seed = seed_bandwidth_bps(link_speed_gbps, params)
         self._name = name
         self._params = params
@@ -343,7 +356,7 @@ class NicDevice:
     def set_available(self, available: bool) -> None:
         """Mark the NIC usable or not; raises ``InvalidArgument`` for a non-bool."""
         if type(available) is not bool:
-            raise InvalidArgument(f"available must be a bool, got {available!r}")
+            raise InvalidArgument(f"available must be a bool, got {describe(available)}")
         self._available = available
 
     def set_link_speed(self, link_speed_gbps: float) -> None:
@@ -384,7 +397,8 @@ class NicDevice:
         _check_int("now_ns", now_ns)
         if length > self._posted_bytes:
             raise InvalidArgument(
-                f"{self._name}: {length} bytes ended but only {self._posted_bytes} are posted"
+                f"{self._name}: {describe(length)} bytes ended but only {self._posted_bytes} "
+                "are posted"
             )
         self._posted_bytes -= length
         if self._posted_bytes == 0 and self._open_since_ns is not None:
@@ -410,7 +424,7 @@ class NicDevice:
         if poll_ns < submit_ns:
             raise InvalidArgument(f"poll_ns {poll_ns} is before submit_ns {submit_ns}")
         if type(success) is not bool:
-            raise InvalidArgument(f"success must be a bool, got {success!r}")
+            raise InvalidArgument(f"success must be a bool, got {describe(success)}")
         if not success:
             self.reset_transmit_meter()  # SEMANTICS §4: a failed or flushed completion resets
             return
@@ -491,7 +505,7 @@ class NicSet:
         if params is None:
             params = MeterParams()
         elif not isinstance(params, MeterParams):
-            raise InvalidArgument(f"params must be MeterParams, got {params!r}")
+            raise InvalidArgument(f"params must be MeterParams, got {describe(params)}")
         self._params = params
         self._devices: dict[str, NicDevice] = {}
 
@@ -512,7 +526,7 @@ class NicSet:
             name, link_speed_gbps=link_speed_gbps, params=self._params, available=available
         )
         if name in self._devices:
-            raise InvalidEntry(f"NIC {name!r} is already registered")
+            raise InvalidEntry(f"NIC {describe(name)} is already registered")
         self._devices[name] = device
         return device
 
@@ -521,7 +535,7 @@ class NicSet:
         try:
             return self._devices[name]
         except (KeyError, TypeError):
-            raise InvalidEntry(f"no NIC named {name!r}") from None
+            raise InvalidEntry(f"no NIC named {describe(name)}") from None
 
     def __iter__(self) -> Iterator[NicDevice]:
         """The NICs in registration order (available or not)."""

@@ -37,6 +37,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from ._describe import describe
 from ._queue import U64_MAX, AdmissionQueue, QueueLimits
 from .errors import ConfigError
 
@@ -59,10 +60,10 @@ def _int(section: str, minimum: int = 0) -> _Validator:
 
     def check(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
         if type(value) is not int:
-            raise ConfigError(f"{_path(section, attr)} must be an int, got {value!r}")
+            raise ConfigError(f"{_path(section, attr)} must be an int, got {describe(value)}")
         if not minimum <= value <= U64_MAX:
             raise ConfigError(
-                f"{_path(section, attr)} must be in [{minimum}, 2**64 - 1], got {value}"
+                f"{_path(section, attr)} must be in [{minimum}, 2**64 - 1], got {describe(value)}"
             )
 
     return check
@@ -79,10 +80,12 @@ def _real(
             or not isinstance(value, int | float)
             or not math.isfinite(value)
         ):
-            raise ConfigError(f"{_path(section, attr)} must be a finite number, got {value!r}")
+            raise ConfigError(
+                f"{_path(section, attr)} must be a finite number, got {describe(value)}"
+            )
         if value < low or value > high or (low_open and value == low):
             bounds = f"{'(' if low_open else '['}{low}, {high}]"
-            raise ConfigError(f"{_path(section, attr)} must be in {bounds}, got {value!r}")
+            raise ConfigError(f"{_path(section, attr)} must be in {bounds}, got {describe(value)}")
 
     return check
 
@@ -90,7 +93,7 @@ def _real(
 def _bool(section: str) -> _Validator:
     def check(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
         if type(value) is not bool:
-            raise ConfigError(f"{_path(section, attr)} must be a bool, got {value!r}")
+            raise ConfigError(f"{_path(section, attr)} must be a bool, got {describe(value)}")
 
     return check
 
@@ -233,7 +236,7 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise ConfigError(f"duplicate key {key!r} in configuration JSON")
+            raise ConfigError(f"duplicate key {describe(key)} in configuration JSON")
         result[key] = value
     return result
 

@@ -25,7 +25,8 @@ from typing import ClassVar, Literal, Protocol, TypeAlias
 
 import attrs
 
-from ._mlu import deadline_mlu
+from ._describe import describe
+from ._mlu import mlu as unchecked_mlu
 from .errors import ConfigError, InvalidArgument, InvalidEntry, TooManyRequests
 
 __all__ = [
@@ -106,8 +107,16 @@ def _check_u64(value: object, what: str, *, minimum: int = 0) -> int:
     if type(value) is not int:
         raise InvalidArgument(f"{what} must be an int, got {type(value).__name__}")
     if not minimum <= value <= U64_MAX:
-        raise InvalidArgument(f"{what} must be in [{minimum}, 2**64 - 1], got {value}")
+        raise InvalidArgument(f"{what} must be in [{minimum}, 2**64 - 1], got {describe(value)}")
     return value
+
+
+def _is_float_number(value: float) -> bool:
+    """Not NaN, and (an int) within the float range: the MLU divides by it."""
+    try:
+        return not math.isnan(value)
+    except OverflowError:
+        return False
 
 
 def _u64_field(minimum: int = 0) -> Callable[[object, attrs.Attribute[int], int], None]:
@@ -119,22 +128,22 @@ def _u64_field(minimum: int = 0) -> Callable[[object, attrs.Attribute[int], int]
 
 def _config_u64(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int or not 0 <= value <= U64_MAX:
-        raise ConfigError(f"{attr.name} must be a u64 int, got {value!r}")
+        raise ConfigError(f"{attr.name} must be a u64 int, got {describe(value)}")
 
 
 def _is_bool(_inst: object, attr: attrs.Attribute[bool], value: bool) -> None:
     if type(value) is not bool:
-        raise InvalidArgument(f"{attr.name} must be a bool, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be a bool, got {describe(value)}")
 
 
 def _is_int(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int:
-        raise InvalidArgument(f"{attr.name} must be an int, got {value!r}")
+        raise InvalidArgument(f"{attr.name} must be an int, got {describe(value)}")
 
 
 def _is_kind(_inst: object, _attr: attrs.Attribute[OwnerKind], value: OwnerKind) -> None:
     if not isinstance(value, OwnerKind):
-        raise InvalidArgument(f"unknown owner kind {value!r}")
+        raise InvalidArgument(f"unknown owner kind {describe(value)}")
 
 
 def _derived_ids(_inst: object, _attr: attrs.Attribute[tuple[int, ...]], value: object) -> None:
@@ -164,12 +173,12 @@ def check_terminal_status(value: object) -> None:
         match = next((m for m in TaskStatus if value.lower() in (m.name.lower(), m.value)), None)
         if match is not None:
             raise InvalidArgument(
-                f"status must be a tent_sched.TaskStatus member, not the string {value!r}: "
+                f"status must be a tent_sched.TaskStatus member, not the string {describe(value)}: "
                 f"pass TaskStatus.{match.name}"
                 + ("" if match in TERMINAL_STATUSES else f" (and a terminal one: {members})")
             )
     raise InvalidArgument(
-        f"status must be a terminal tent_sched.TaskStatus ({members}), got {value!r}"
+        f"status must be a terminal tent_sched.TaskStatus ({members}), got {describe(value)}"
     )
 
 
@@ -188,13 +197,18 @@ class OwnerRequest:
     enforced here, so an invalid owner cannot be constructed (raises InvalidArgument).
     ``gate_key`` is the credit key an eligibility gate blocks on; ``context`` is opaque to the
     queue (plan, credit key, ...) and handed back in :class:`OwnerView`.
+
+    ``degradation_eligible`` is opt-in (default ``False``): only an RDMA-routed, non-staged
+    owner may be dropped by the MLU check (seed; reference #2816). An owner the caller forgot
+    to mark (TCP, staged, local) is then never cancelled, and its bytes never inflate the
+    ``dispatching_bytes`` every prediction starts from.
     """
 
     public_id: int = attrs.field(validator=_u64_field(minimum=1))
     length: int = attrs.field(validator=_u64_field(minimum=1))
     kind: OwnerKind = attrs.field(default=OwnerKind.USER, validator=_is_kind)
     deadline_ns: int = attrs.field(default=0, validator=_u64_field())
-    degradation_eligible: bool = attrs.field(default=True, validator=_is_bool)
+    degradation_eligible: bool = attrs.field(default=False, validator=_is_bool)
     derived_ids: tuple[int, ...] = attrs.field(default=(), validator=_derived_ids)
     priority: int = attrs.field(default=0, validator=_is_int)
     gate_key: Hashable | None = attrs.field(default=None, validator=_hashable)
@@ -444,12 +458,16 @@ class AdmissionQueue:
             ("allow_aggressive_threshold", allow_aggressive_threshold),
         ):
             if type(flag) is not bool:
-                raise ConfigError(f"{name} must be a bool, got {flag!r}")
+                raise ConfigError(f"{name} must be a bool, got {describe(flag)}")
         if type(promotion_slack_ns) is not int or not 0 <= promotion_slack_ns <= U64_MAX:
-            raise ConfigError(f"promotion_slack_ns must be a u64 int, got {promotion_slack_ns!r}")
+            raise ConfigError(
+                f"promotion_slack_ns must be a u64 int, got {describe(promotion_slack_ns)}"
+            )
         theta = mlu_local_threshold
         if type(theta) not in (int, float) or not math.isfinite(theta) or theta < 0:
-            raise ConfigError(f"mlu_local_threshold must be a finite number >= 0, got {theta!r}")
+            raise ConfigError(
+                f"mlu_local_threshold must be a finite number >= 0, got {describe(theta)}"
+            )
         if 0 < theta < 1.0 and not allow_aggressive_threshold:
             raise ConfigError(
                 f"mlu_local_threshold {theta} < 1.0 drops requests predicted to succeed; "
@@ -459,7 +477,7 @@ class AdmissionQueue:
             type(max_dispatch_bytes) is not int or not 1 <= max_dispatch_bytes <= U64_MAX
         ):
             raise ConfigError(
-                f"max_dispatch_bytes must be a u64 int > 0, got {max_dispatch_bytes!r}"
+                f"max_dispatch_bytes must be a u64 int > 0, got {describe(max_dispatch_bytes)}"
             )
 
         self._limits = limits
@@ -563,6 +581,8 @@ class AdmissionQueue:
         if batch_token == 0:
             raise InvalidArgument("batch token 0 is reserved")
         _check_u64(batch_slots_left, "batch_slots_left")
+        if not isinstance(owners, Sequence):
+            raise InvalidArgument(f"owners must be a sequence, got {describe(owners)}")
         if not owners:
             return ()
         requests = tuple(owners)
@@ -720,9 +740,13 @@ class AdmissionQueue:
         _check_u64(max_bytes, "max_bytes")
         _check_u64(now_ns, "now_ns")
         if bandwidth_bps is not None and (
-            type(bandwidth_bps) not in (int, float) or math.isnan(bandwidth_bps)
+            type(bandwidth_bps) not in (int, float) or not _is_float_number(bandwidth_bps)
         ):
-            raise InvalidArgument(f"bandwidth_bps must be a number or None, got {bandwidth_bps!r}")
+            raise InvalidArgument(
+                f"bandwidth_bps must be a number or None, got {describe(bandwidth_bps)}"
+            )
+        if eligibility is not None and not callable(eligibility):
+            raise InvalidArgument(f"eligibility must be callable, got {describe(eligibility)}")
         if max_owners == 0 or max_bytes == 0:  # §2: before any promotion or drop
             return _EMPTY_PICK
 
@@ -763,7 +787,7 @@ class AdmissionQueue:
                         continue
                     view = owner.view
                     if drop_on and view.degradation_eligible:
-                        mlu = deadline_mlu(
+                        mlu = unchecked_mlu(
                             ahead_bytes, view.length, view.deadline_ns, now_ns, bandwidth
                         )
                         if mlu >= theta:  # §2: drop before the byte check, no budget used
@@ -793,15 +817,16 @@ class AdmissionQueue:
                             status = getattr(decision, "status", TaskStatus.FAILED)
                             if not isinstance(status, TaskStatus) or status is TaskStatus.PENDING:
                                 raise InvalidArgument(
-                                    f"eligibility rejected with non-terminal status {status!r}"
+                                    "eligibility rejected with non-terminal status "
+                                    + describe(status)
                                 )
                             rejected.append((owner, status))
                             continue
                         token = getattr(decision, "token", _NO_TOKEN)
                         if verdict != "eligible" or token is _NO_TOKEN:
                             raise InvalidArgument(
-                                f"eligibility returned {decision!r}, not an eligible, blocked "
-                                "or rejected decision"
+                                f"eligibility returned {describe(decision)}, not an eligible, "
+                                "blocked or rejected decision"
                             )
                     picked.append((owner, token))
                     budget_bytes -= view.length

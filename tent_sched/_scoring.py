@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ._bandwidth import NicDevice
+from ._describe import describe
 from .errors import InvalidArgument, InvalidEntry
 
 __all__ = ["score_devices", "select_device"]
@@ -25,14 +26,20 @@ def score_devices(devices: Iterable[NicDevice], slice_bytes: int) -> dict[str, f
     same name. Reads only; changes nothing.
     """
     if type(slice_bytes) is not int or slice_bytes < 1:
-        raise InvalidArgument(f"slice_bytes must be an int >= 1, got {slice_bytes!r}")
+        raise InvalidArgument(f"slice_bytes must be an int >= 1, got {describe(slice_bytes)}")
+    try:
+        listed = list(devices)
+    except TypeError:
+        raise InvalidArgument(
+            f"devices must be an iterable of NicDevice, got {describe(devices)}"
+        ) from None
     scores: dict[str, float] = {}
     seen: set[str] = set()
-    for device in devices:
+    for device in listed:
         if not isinstance(device, NicDevice):
-            raise InvalidArgument(f"not a NicDevice: {device!r}")
+            raise InvalidArgument(f"not a NicDevice: {describe(device)}")
         if device.name in seen:
-            raise InvalidArgument(f"NIC {device.name!r} appears twice")
+            raise InvalidArgument(f"NIC {describe(device.name)} appears twice")
         seen.add(device.name)
         if device.available:
             # selection_bps > 0 always: it is clamped to at least min_multiplier × seed > 0.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from ._describe import describe
 from ._queue import TERMINAL_STATUSES, TaskStatus
 from .errors import InvalidArgument, InvalidEntry
 
@@ -40,7 +41,7 @@ class SchedMetrics:
         unchanged (a half-registered pair is unregistered again).
         """
         if not isinstance(registry, CollectorRegistry):
-            raise InvalidArgument(f"registry must be a CollectorRegistry, got {registry!r}")
+            raise InvalidArgument(f"registry must be a CollectorRegistry, got {describe(registry)}")
         mlu_permille = Histogram(
             "tent_deadline_mlu_permille",
             "Measured MLU at completion x 1000: submit-to-completion latency over the window "
@@ -81,14 +82,14 @@ class SchedMetrics:
         that is not an int >= 0, or ``complete_ns < submit_ns``; nothing is recorded.
         """
         if not isinstance(status, TaskStatus) or status not in TERMINAL_STATUSES:
-            raise InvalidArgument(f"status must be a terminal TaskStatus, got {status!r}")
+            raise InvalidArgument(f"status must be a terminal TaskStatus, got {describe(status)}")
         for name, value in (
             ("deadline_ns", deadline_ns),
             ("submit_ns", submit_ns),
             ("complete_ns", complete_ns),
         ):
             if type(value) is not int or value < 0:
-                raise InvalidArgument(f"{name} must be an int >= 0, got {value!r}")
+                raise InvalidArgument(f"{name} must be an int >= 0, got {describe(value)}")
         if complete_ns < submit_ns:
             raise InvalidArgument(f"complete_ns {complete_ns} is before submit_ns {submit_ns}")
         if deadline_ns == 0:

@@ -40,7 +40,10 @@ __all__ = [
 DEFAULT_PATH = Path(__file__).with_name("manifest.json")
 """The manifest shipped with the package (what ``tent check`` compares against by default)."""
 
-UPDATE_HINT = "update the manifest with `tent manifest update`"
+UPDATE_HINT = (
+    "if (and only if) that change was intended, review it and record it with "
+    "`tent manifest update`; otherwise it is a bug in the spec, the bounds or the checker"
+)
 
 _FIELDS = ("distinct_states", "transitions", "depth")
 
@@ -77,16 +80,29 @@ class Manifest:
     def compare(self, name: str, measured: Counts) -> str | None:
         """``None`` when ``measured`` equals the entry of ``name``, else the mismatch in words.
 
-        A model without an entry is a mismatch too: its size has never been reviewed.
+        The words say what changed (each of states, transitions and depth as ``before → after``,
+        or unchanged) and that the spec's behaviour changed: a manifest update is a review
+        decision, never the fix (updating it blindly would accept a bug). A model without an
+        entry is a mismatch too: its size has never been reviewed.
         """
         expected = self.models.get(name)
         if expected is None:
-            return f"{name} has no manifest entry (measured {measured.describe()}): {UPDATE_HINT}"
+            return (
+                f"{name} has no manifest entry (measured {measured.describe()}): its state space "
+                f"was never reviewed; {UPDATE_HINT}"
+            )
         if expected == measured:
             return None
+        changes = []
+        for field, label in zip(_FIELDS, ("states", "transitions", "depth"), strict=True):
+            before, after = getattr(expected, field), getattr(measured, field)
+            if before == after:
+                changes.append(f"{label} {before:,} (unchanged)")
+            else:
+                changes.append(f"{label} {before:,} → {after:,} ({after - before:+,})")
         return (
-            f"state space changed: expected {expected.describe()}, "
-            f"measured {measured.describe()}: {UPDATE_HINT}"
+            f"state space changed: {', '.join(changes)}. The behaviour of the spec (or of its "
+            f"bounds) changed: {UPDATE_HINT}"
         )
 
     def with_counts(self, updates: Mapping[str, Counts]) -> Manifest:

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import receiver_credit_updates
 
 from tent_credit._inbox import ControlInbox, InboxOutcome, InboxStatistics
+from tent_credit._ledger import SenderCreditLedger
 from tent_credit._messages import Heartbeat, ReceiverCreditUpdate
-from tent_credit._types import CreditAmount, CreditResource, SessionId
-from tent_credit.errors import InvalidArgument
+from tent_credit._types import CreditAmount, CreditKey, CreditResource, SessionId
+from tent_credit.errors import GrantDecreased, InvalidArgument, InvalidEntry
 
 SESSION = SessionId(7)
+KEY = CreditKey(receiver_session=SESSION, sender_peer=1, qos_class=0)
 
 
 def update(epoch: int, sequence: int, data_bytes: int = 0) -> ReceiverCreditUpdate:
@@ -99,7 +103,13 @@ def test_statistics_count_every_outcome_and_the_high_water_mark() -> None:
     inbox.drain()
     inbox.offer("c", update(1, 1))
     assert inbox.statistics() == InboxStatistics(
-        queued=3, coalesced=1, stale_discarded=1, rejected_full=1, pending=1, high_water=2
+        queued=3,
+        coalesced=1,
+        rejected_decreasing=0,
+        stale_discarded=1,
+        rejected_full=1,
+        pending=1,
+        high_water=2,
     )
 
 
@@ -173,6 +183,10 @@ def test_inbox_agrees_with_a_model_and_never_loses_the_latest_update(
         else:
             newest = max(accepted[key], key=lambda u: (u.epoch, u.sequence))
             newer = (epoch, sequence) > (newest.epoch, newest.sequence)
+            if newer and epoch == newest.epoch and tag < newest.grants[0].amount:
+                # a lower total within the epoch: invalid, never displaces the valid one
+                assert outcome is InboxOutcome.REJECTED_DECREASING
+                continue
             assert outcome is (InboxOutcome.COALESCED if newer else InboxOutcome.STALE_DISCARDED)
             accepted[key].append(offered)
         stats = inbox.statistics()
@@ -180,16 +194,63 @@ def test_inbox_agrees_with_a_model_and_never_loses_the_latest_update(
         assert stats.high_water <= max_keys
 
 
+def _serially(ledger: SenderCreditLedger, update: ReceiverCreditUpdate) -> None:
+    # What the ledger does with one update on arrival (the epoch fence included).
+    if update.epoch == 0 or update.sequence == 0:
+        return
+    if update.epoch > ledger.entry(KEY).epoch:
+        ledger.activate(KEY, update.epoch)
+    with contextlib.suppress(InvalidEntry, GrantDecreased):
+        ledger.apply_update(KEY, update)
+
+
 @given(updates=st.lists(receiver_credit_updates(), max_size=10))
-def test_one_key_always_drains_its_greatest_epoch_and_sequence(
+def test_coalescing_one_key_equals_applying_every_update_in_order(
     updates: list[ReceiverCreditUpdate],
 ) -> None:
+    """An invalid update never displaces a valid one (issue 10 item 3): the one drained update
+    leaves the ledger exactly where applying every offered update in order would."""
+    # epoch or sequence 0 never reaches an inbox: the endpoint refuses it before offering
+    updates = [
+        attrs.evolve(u, receiver_session_id=SESSION, qos_class=0)
+        for u in updates
+        if u.epoch and u.sequence
+    ]
     inbox: ControlInbox[str] = ControlInbox(max_keys=1)
+    serial, coalesced = SenderCreditLedger(max_entries=1), SenderCreditLedger(max_entries=1)
+    serial.activate(KEY, 1)
+    coalesced.activate(KEY, 1)
     for u in updates:
         inbox.offer("k", u)
+        _serially(serial, u)
     drained = inbox.drain()
-    if updates:
-        newest = max((u.epoch, u.sequence) for u in updates)
-        assert [(key, (u.epoch, u.sequence)) for key, u in drained] == [("k", newest)]
-    else:
-        assert drained == []
+    assert len(drained) == (1 if updates else 0)
+    for _, u in drained:
+        _serially(coalesced, u)
+    want, got = serial.entry(KEY), coalesced.entry(KEY)
+    assert (got.epoch, got.last_sequence, got.grant_total) == (
+        want.epoch,
+        want.last_sequence,
+        want.grant_total,
+    )
+
+
+def test_a_bogus_higher_sequence_never_displaces_the_valid_update() -> None:
+    inbox: ControlInbox[str] = ControlInbox(max_keys=1)
+    assert inbox.offer("k", update(1, 2, data_bytes=100)) is InboxOutcome.QUEUED
+    assert inbox.offer("k", update(1, 3, data_bytes=50)) is InboxOutcome.REJECTED_DECREASING
+    assert inbox.drain() == [("k", update(1, 2, data_bytes=100))]
+    assert inbox.statistics().rejected_decreasing == 1
+
+
+def test_a_newer_update_that_omits_a_resource_keeps_the_pending_total() -> None:
+    inbox: ControlInbox[str] = ControlInbox(max_keys=1)
+    inbox.offer("k", update(1, 1, data_bytes=100))
+    slots = CreditAmount(resource=CreditResource.REQUEST_SLOTS, amount=3)
+    inbox.offer("k", attrs.evolve(update(1, 2), grants=(slots,)))
+    ((_, drained),) = inbox.drain()
+    assert drained.sequence == 2
+    assert {g.resource: g.amount for g in drained.grants} == {
+        CreditResource.REQUEST_SLOTS: 3,
+        CreditResource.DATA_BYTES: 100,
+    }

@@ -70,8 +70,8 @@ def test_a_doctored_entry_fails_the_comparison() -> None:
     assert judge_model(name, Tier.TINY, result, SHIPPED).passed
     outcome = judge_model(name, Tier.TINY, result, doctored)
     assert (outcome.passed, outcome.verdict) == (False, "manifest mismatch")
-    assert outcome.message.startswith("state space changed: expected ")
-    assert f"{real.transitions + 1:,} transitions" in outcome.message
+    assert outcome.message.startswith("state space changed: ")
+    assert f"transitions {real.transitions + 1:,} → {real.transitions:,}" in outcome.message
     assert "`tent manifest update`" in outcome.message
 
 

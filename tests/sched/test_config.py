@@ -318,7 +318,9 @@ def test_limits_and_make_queue_follow_the_runtime_queue_section() -> None:
     with pytest.raises(InvalidArgument, match="max_dispatch_bytes"):
         queue.try_admit(1, 1, [OwnerRequest(public_id=1, length=2049)])
     # θ 1.2 is live: a past-due eligible owner is dropped.
-    (late,) = queue.try_admit(1, 1, [OwnerRequest(public_id=1, length=1, deadline_ns=5)])
+    (late,) = queue.try_admit(
+        1, 1, [OwnerRequest(public_id=1, length=1, deadline_ns=5, degradation_eligible=True)]
+    )
     assert queue.pick_for_dispatch(1, 2048, now_ns=10, bandwidth_bps=1e9).dropped == (late,)
 
 

@@ -38,6 +38,9 @@ BIG = 1 << 40  # a byte budget nothing in these tests reaches
 
 
 def req(public_id: int, length: int = 10, **fields: Any) -> OwnerRequest:
+    # These tests exercise the drop: their owners are RDMA-routed unless they say otherwise
+    # (eligibility is opt-in, the default is False).
+    fields.setdefault("degradation_eligible", True)
     return OwnerRequest(public_id=public_id, length=length, **fields)
 
 

@@ -38,10 +38,22 @@ def make_queue(theta: float, *, aggressive: bool = False) -> AdmissionQueue:
 
 def submit_r1_r2_r3(queue: AdmissionQueue) -> tuple[int, int, int]:
     r1 = queue.try_admit(
-        1, 1, [OwnerRequest(public_id=1, length=64 * MiB, deadline_ns=NOW + 20 * MS)]
+        1,
+        1,
+        [
+            OwnerRequest(
+                public_id=1, length=64 * MiB, deadline_ns=NOW + 20 * MS, degradation_eligible=True
+            )
+        ],
     )
     r2 = queue.try_admit(
-        2, 1, [OwnerRequest(public_id=1, length=512 * MiB, deadline_ns=NOW + 5 * MS)]
+        2,
+        1,
+        [
+            OwnerRequest(
+                public_id=1, length=512 * MiB, deadline_ns=NOW + 5 * MS, degradation_eligible=True
+            )
+        ],
     )
     r3 = queue.try_admit(
         3,
@@ -89,7 +101,13 @@ def test_r4_is_dropped_at_pick_time_and_the_hook_fires() -> None:
     suggested: list[tuple[OwnerView, float]] = []
     queue.add_degradation_hook(lambda owner, mlu: suggested.append((owner, mlu)))
     (r4,) = queue.try_admit(
-        4, 1, [OwnerRequest(public_id=1, length=256 * MiB, deadline_ns=NOW + 6 * MS)]
+        4,
+        1,
+        [
+            OwnerRequest(
+                public_id=1, length=256 * MiB, deadline_ns=NOW + 6 * MS, degradation_eligible=True
+            )
+        ],
     )
     assert pick(queue) == ((), (r4,))
     assert queue.owner_state(r4) == (OwnerState.TERMINAL, TaskStatus.CANCELED)

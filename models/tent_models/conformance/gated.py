@@ -284,7 +284,11 @@ class GatedAdapter:
         else:
             ctx = self.gate.context(Plan.RDMA_READ, RX)
         request = OwnerRequest(
-            public_id=index + 1, length=spec.length, gate_key=ctx.gate_key, context=ctx
+            public_id=index + 1,
+            length=spec.length,
+            gate_key=ctx.gate_key,
+            context=ctx,
+            degradation_eligible=True,  # the gated spec counts every dispatched byte
         )
         self.queue.try_admit(1, 1 << 32, [request])
         return Outcome.applied()
