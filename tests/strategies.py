@@ -11,6 +11,7 @@ through its ``conftest.py``).
 from __future__ import annotations
 
 from hypothesis import strategies as st
+from tent_transport.verbs import VerbsEndpoint, VerbsRegion
 
 from tent_credit._arith import U32_MAX, U64_MAX, U128_MAX
 from tent_credit._messages import (
@@ -212,3 +213,38 @@ class DrawChooser:
     def choose(self, what: str, options: int) -> int:
         choice: int = self._data.draw(st.integers(min_value=0, max_value=options - 1), label=what)
         return choice
+
+
+def verbs_endpoints() -> st.SearchStrategy[VerbsEndpoint]:
+    """Valid out-of-band RC endpoints (tent_transport.verbs)."""
+    return st.builds(
+        VerbsEndpoint,
+        qp_num=st.integers(1, (1 << 24) - 1),
+        psn=st.integers(0, (1 << 24) - 1),
+        gid=st.binary(min_size=16, max_size=16),
+        lid=u16s(),
+        port_num=st.integers(1, 255),
+        mtu=st.integers(1, 5),
+    )
+
+
+def verbs_regions() -> st.SearchStrategy[VerbsRegion]:
+    """Valid exposures (tent_transport.verbs): the range fits the 64-bit address space."""
+    return st.builds(
+        lambda segment, session, offset, length, addr, rkey, readable: VerbsRegion(
+            segment=segment,
+            session=session,
+            offset=min(offset, (1 << 64) - length),
+            length=length,
+            addr=min(addr, (1 << 64) - length),
+            rkey=rkey,
+            readable=readable,
+        ),
+        u64s(),
+        st.integers(0, U128_MAX),
+        u64s(),
+        st.integers(1, 1 << 40),
+        u64s(),
+        u32s(),
+        st.booleans(),
+    )

@@ -41,3 +41,18 @@ def test_sched_reports_queue_depths_and_arbitration_sizes() -> None:
     arbitration = data["arbitration"]
     assert isinstance(arbitration, dict)
     assert {c["slices"] for c in arbitration["cases"]} == {16, 64, 256, 1024}
+
+
+@pytest.mark.slow
+def test_verbs_reports_write_ratio_posting_depths_and_meter_depths() -> None:
+    data = _run(str(BENCH / "verbs.py"), "--quick")
+    write = data["one_sided_write"]
+    assert isinstance(write, dict)
+    assert write["ratio_to_baseline"] > 0 and write["bare_shm_copy_best_bytes_per_s"] > 0
+    posting = data["posting_cost"]
+    assert isinstance(posting, list)
+    assert [p["depth"] for p in posting] == [1, 16, 256]
+    meter = data["transmit_meter"]
+    assert isinstance(meter, list)
+    assert [m["depth"] for m in meter] == [1, 16, 256]
+    assert all(m["transmit_samples"] > 0 for m in meter)

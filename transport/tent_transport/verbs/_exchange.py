@@ -1,0 +1,186 @@
+"""The out-of-band verbs messages the control connection carries, and their CBOR encoding.
+
+- :class:`VerbsEndpoint`: one side of an RC connection (QP number, PSN, GID, LID, port, MTU);
+  each side sends its own, then moves its QP to RTR/RTS against the other's.
+- :class:`VerbsRegion`: an exposure of a segment range to one (peer, session): where it lives in
+  the receiver's address space and the rkey of the MR registered for that session alone. The
+  receiver sends it only under credit and deregisters the MR at release or fencing.
+
+Wire form: a canonical CBOR array ``[tag, schema_version, fields...]`` (tags 0x5601 and 0x5602,
+schema 1), at most :data:`MAX_VERBS_MESSAGE_BYTES`. :func:`decode_verbs_message` turns any bytes
+into a message or a :class:`VerbsMessageError` (a ``RemoteProtocolError``), never another error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import cbor2
+
+from ..errors import InvalidArgument, RemoteProtocolError
+
+__all__ = [
+    "MAX_VERBS_MESSAGE_BYTES",
+    "VerbsEndpoint",
+    "VerbsMessageError",
+    "VerbsRegion",
+    "decode_verbs_message",
+    "encode_verbs_message",
+]
+
+MAX_VERBS_MESSAGE_BYTES = 160
+_SCHEMA = 1
+_TAG_ENDPOINT = 0x5601
+_TAG_REGION = 0x5602
+
+
+class VerbsMessageError(RemoteProtocolError, InvalidArgument):
+    """Bytes from a peer are not a valid verbs message; nothing was built from them."""
+
+
+def _uint(bits: int, *, minimum: int = 0) -> Callable[[object, attrs.Attribute[int], int], None]:
+    bound = (1 << bits) - 1
+
+    def check(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
+        if type(value) is not int or not minimum <= value <= bound:
+            raise InvalidArgument(f"{attr.name} must be an int in [{minimum}, {bound}]: {value!r}")
+
+    return check
+
+
+def _gid(_inst: object, _attr: attrs.Attribute[bytes], value: bytes) -> None:
+    if type(value) is not bytes or len(value) != 16:
+        raise InvalidArgument(f"gid must be 16 bytes, got {value!r}")
+
+
+def _mtu(_inst: object, _attr: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or not 1 <= value <= 5:  # enum ibv_mtu: 256 .. 4096
+        raise InvalidArgument(f"mtu must be an ibv_mtu value in [1, 5], got {value!r}")
+
+
+def _flag(_inst: object, attr: attrs.Attribute[bool], value: bool) -> None:
+    if type(value) is not bool:
+        raise InvalidArgument(f"{attr.name} must be a bool, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class VerbsEndpoint:
+    """One side of an RC connection; raises :class:`InvalidArgument` for an out-of-range field."""
+
+    qp_num: int = attrs.field(validator=_uint(24, minimum=1))
+    psn: int = attrs.field(validator=_uint(24))
+    gid: bytes = attrs.field(validator=_gid)
+    lid: int = attrs.field(validator=_uint(16))
+    port_num: int = attrs.field(validator=_uint(8, minimum=1))
+    mtu: int = attrs.field(validator=_mtu)
+
+    @property
+    def gid_text(self) -> str:
+        """The GID in pyverbs' text form (eight colon-separated groups of four hex digits)."""
+        raw = self.gid.hex()
+        return ":".join(raw[i : i + 4] for i in range(0, 32, 4))
+
+    @staticmethod
+    def gid_bytes(text: str) -> bytes:
+        """The 16 bytes of a GID in pyverbs' text form; raises InvalidArgument if malformed."""
+        try:
+            raw = bytes.fromhex(text.replace(":", ""))
+        except ValueError as exc:
+            raise InvalidArgument(f"not a GID: {text!r}") from exc
+        if len(raw) != 16:
+            raise InvalidArgument(f"not a GID: {text!r}")
+        return raw
+
+
+@attrs.frozen(kw_only=True)
+class VerbsRegion:
+    """An exposure: ``length`` bytes of ``segment`` from ``offset``, at receiver address ``addr``,
+    under ``rkey`` of the MR registered for (this peer, ``session``) only. ``readable`` says
+    whether the MR grants RDMA READ. Raises :class:`InvalidArgument` for an invalid field."""
+
+    segment: int = attrs.field(validator=_uint(64))
+    session: int = attrs.field(validator=_uint(128))
+    offset: int = attrs.field(validator=_uint(64))
+    length: int = attrs.field(validator=_uint(64, minimum=1))
+    addr: int = attrs.field(validator=_uint(64))
+    rkey: int = attrs.field(validator=_uint(32))
+    readable: bool = attrs.field(validator=_flag)
+
+    def __attrs_post_init__(self) -> None:
+        if self.offset + self.length > 1 << 64 or self.addr + self.length > 1 << 64:
+            raise InvalidArgument("region overflows the 64-bit address space")
+
+    def covers(self, offset: int, length: int) -> bool:
+        """Whether ``[offset, offset + length)`` of the segment lies inside this region."""
+        return self.offset <= offset and offset + length <= self.offset + self.length
+
+
+_ENDPOINT_FIELDS: tuple[str, ...] = ("qp_num", "psn", "gid", "lid", "port_num", "mtu")
+_REGION_FIELDS: tuple[str, ...] = (
+    "segment",
+    "session",
+    "offset",
+    "length",
+    "addr",
+    "rkey",
+    "readable",
+)
+
+
+def encode_verbs_message(message: VerbsEndpoint | VerbsRegion) -> bytes:
+    """Canonical CBOR of ``message``; raises :class:`InvalidArgument` for another type."""
+    if isinstance(message, VerbsEndpoint):
+        tag, names = _TAG_ENDPOINT, _ENDPOINT_FIELDS
+    elif isinstance(message, VerbsRegion):
+        tag, names = _TAG_REGION, _REGION_FIELDS
+    else:
+        raise InvalidArgument(f"not a verbs message: {type(message).__name__}")
+    return cbor2.dumps([tag, _SCHEMA, *(getattr(message, n) for n in names)], canonical=True)
+
+
+def decode_verbs_message(data: bytes) -> VerbsEndpoint | VerbsRegion:
+    """Decode one verbs message, strictly, in this order (nothing built before all pass):
+
+    1. ``len(data) <= MAX_VERBS_MESSAGE_BYTES``;
+    2. CBOR that decodes, into an array ``[tag, 1, fields...]`` of a known tag and exact length,
+       each field of its exact type (``bool`` is not an int);
+    3. the canonical re-encoding equals ``data`` (no indefinite lengths, no long integer forms);
+    4. the constructor's range checks.
+
+    Raises :class:`VerbsMessageError` for every failure (``data`` not bytes-like included).
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise VerbsMessageError(f"a verbs message is bytes, got {type(data).__name__}")
+    raw = bytes(data)
+    if len(raw) > MAX_VERBS_MESSAGE_BYTES:
+        raise VerbsMessageError(f"verbs message of {len(raw)} bytes exceeds the bound")
+    try:
+        structure: Any = cbor2.loads(raw)
+    except (cbor2.CBORDecodeError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
+        raise VerbsMessageError(f"CBOR decoding failed: {exc}") from exc
+    if type(structure) is not list or len(structure) < 2:
+        raise VerbsMessageError("a verbs message is an array [tag, schema, fields...]")
+    tag, schema, *fields = structure
+    if tag == _TAG_ENDPOINT and type(tag) is int:
+        cls: type[VerbsEndpoint] | type[VerbsRegion] = VerbsEndpoint
+        names: tuple[str, ...] = _ENDPOINT_FIELDS
+    elif tag == _TAG_REGION and type(tag) is int:
+        cls, names = VerbsRegion, _REGION_FIELDS
+    else:
+        raise VerbsMessageError(f"unknown verbs message tag {tag!r}")
+    if type(schema) is not int or schema != _SCHEMA:
+        raise VerbsMessageError(f"unsupported verbs schema {schema!r}")
+    if len(fields) != len(names):
+        raise VerbsMessageError(f"{cls.__name__} has {len(names)} fields, got {len(fields)}")
+    for name, value in zip(names, fields, strict=True):
+        expected = bool if name == "readable" else bytes if name == "gid" else int
+        if type(value) is not expected:
+            raise VerbsMessageError(f"{name} must be {expected.__name__}, got {value!r}")
+    if cbor2.dumps(structure, canonical=True) != raw:
+        raise VerbsMessageError("verbs message is not canonical CBOR")
+    try:
+        return cls(**dict(zip(names, fields, strict=True)))
+    except InvalidArgument as exc:
+        raise VerbsMessageError(str(exc)) from exc
