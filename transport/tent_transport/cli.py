@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from .bench import bench
 from .errors import ConfigError
 from .sim import (
     SimResult,
@@ -30,7 +31,7 @@ from .sim import (
     workload_names,
 )
 
-__all__ = ["sim"]
+__all__ = ["bench", "sim"]
 
 
 @click.group("sim")

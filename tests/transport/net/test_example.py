@@ -20,3 +20,35 @@ def test_kv_transfer_example_verifies_every_block() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "verified at the receiver: 24/24" in result.stdout
     assert "every block verified" in result.stdout
+
+
+def test_tent_bench_transport_prints_the_figures_as_json() -> None:
+    import json
+
+    command = "import sys; from tent_models.cli import main; sys.exit(main())"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            command,
+            "bench",
+            "transport",
+            "--blocks",
+            "4",
+            "--small",
+            "10",
+            "--no-tls",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["bare"]["throughput_mib_s"] > 0 and figures["engine"]["throughput_mib_s"] > 0
+    assert (
+        figures["ratio"]
+        == figures["engine"]["throughput_mib_s"] / figures["bare"]["throughput_mib_s"]
+    )
+    assert figures["engine"]["control_messages_per_transfer"] > 0  # credit really cycled

@@ -1,0 +1,290 @@
+"""Benchmark of the TCP transport on loopback (``tent bench transport``; JSON).
+
+Usage: ``tent bench transport [--blocks 64] [--small 400] [--no-tls]`` or
+``python benchmarks/transport.py`` with the same options. TLS needs ``trustme`` (test extra).
+
+Two processes, one sender and one receiver, every figure measured in the same run:
+
+* ``bare``: a plain ``socket.sendall`` loop into a ``recv_into`` loop moving the same 4 MiB
+  blocks (the ceiling), and a 4 KiB ``sendall`` / 1-byte-ack ping-pong (µs per round trip);
+* ``engine``: the engine with credit gating: a receiver of 8 blocks, lease batch 2 (the
+  activation grants two blocks), release on landing, so credit really cycles; throughput,
+  ``ratio`` against the bare loop (goal ≥ 0.9), credit stalls and control messages per
+  transfer; and ``engine_tls``, the same with the data connections under TLS;
+* ``overhead``: 4 KiB writes submitted one at a time, submit → completion, µs per transfer
+  against the bare ping-pong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import socket
+import ssl
+import tempfile
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tent_transport.config import load_engine_config
+from tent_transport.control import PskIdentity, TlsIdentity
+from tent_transport.devices import Opcode
+from tent_transport.dispatch import TransferRequest
+from tent_transport.engine import Engine, EngineOptions
+
+BLOCK = 4 << 20
+SMALL = 4 << 10
+KEY = b"benchmark-shared-key-0123456789!"
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def engine_config(slots: int, block: int) -> dict[str, Any]:
+    return {
+        "enable_runtime_queue": True,
+        "receiver_credit": {
+            "enabled": True,
+            "mode": "required",
+            "capacity": {
+                "data_bytes": slots * block,
+                "request_slots": slots,
+                "staging_slots": slots,
+                "consumer_slots": slots,
+            },
+            "grant": {
+                "initial_grant": {"data_bytes": 2 * block, "request_slots": 2, "consumer_slots": 2}
+            },
+        },
+    }
+
+
+# ------------------------------------------------------------------------------ bare loops
+
+
+def bare_receiver(conn: Connection, total: int, small: int) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    conn.send(server.getsockname()[1])
+    peer, _ = server.accept()
+    buffer = memoryview(bytearray(BLOCK))
+    received = 0
+    while received < total:
+        n = peer.recv_into(buffer[: min(BLOCK, total - received)])
+        if not n:
+            return
+        received += n
+    peer.sendall(b"k")
+    small_buffer = memoryview(bytearray(SMALL))
+    for _ in range(small):
+        got = 0
+        while got < SMALL:
+            got += peer.recv_into(small_buffer[got:])
+        peer.sendall(b"k")
+    peer.close()
+
+
+def bare(blocks: int, small: int) -> dict[str, float]:
+    total = blocks * BLOCK
+    parent, child = SPAWN.Pipe()
+    process = SPAWN.Process(target=bare_receiver, args=(child, total, small))
+    process.start()
+    port = parent.recv()
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    payload = os.urandom(BLOCK)
+    start = time.perf_counter()
+    for _ in range(blocks):
+        sock.sendall(payload)
+    assert sock.recv(1) == b"k"
+    elapsed = time.perf_counter() - start
+    message = os.urandom(SMALL)
+    start = time.perf_counter()
+    for _ in range(small):
+        sock.sendall(message)
+        assert sock.recv(1) == b"k"
+    per_small = (time.perf_counter() - start) / small
+    sock.close()
+    process.join(10)
+    return {"throughput_mib_s": blocks * BLOCK / elapsed / 2**20, "us_per_4kib": per_small * 1e6}
+
+
+# ------------------------------------------------------------------------------ engine
+
+
+def _tls_files(directory: Path) -> dict[str, str]:
+    import trustme  # noqa: PLC0415 - a test-extra dependency, needed only for the TLS figure
+
+    ca = trustme.CA()
+    files = {"ca": str(directory / "ca.pem")}
+    ca.cert_pem.write_to_path(files["ca"])
+    for name in ("sender", "receiver"):
+        path = directory / f"{name}.pem"
+        ca.issue_cert(f"{name}.tent").private_key_and_cert_chain_pem.write_to_path(str(path))
+        files[name] = str(path)
+    return files
+
+
+def _identity(peer: int, other: int, tls: dict[str, str] | None) -> PskIdentity | TlsIdentity:
+    if tls is None:
+        return PskIdentity(local_peer=peer, keys={other: KEY})
+    me = "sender" if peer == 1 else "receiver"
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.verify_mode = ssl.CERT_REQUIRED
+    client = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    client.check_hostname = False
+    for ctx in (server, client):
+        ctx.load_cert_chain(tls[me])
+        ctx.load_verify_locations(tls["ca"])
+    return TlsIdentity(
+        local_peer=peer,
+        server_context=server,
+        client_context=client,
+        peer_names={1: "sender.tent", 2: "receiver.tent"},
+    )
+
+
+def engine_receiver(conn: Connection, slots: int, block: int, tls: dict[str, str] | None) -> None:
+    async def run() -> None:
+        options = EngineOptions(
+            peer_id=2,
+            identity=_identity(2, 1, tls),
+            release_on_landing=True,
+            data_tls=tls is not None,
+        )
+        engine = Engine(load_engine_config(engine_config(slots, block)), options)
+        address = await engine.start()
+        segment = engine.register(bytearray(slots * block * 2))
+        conn.send((address, segment.segment_id))
+        while 1 not in engine.sender_sessions():
+            await asyncio.sleep(0.002)
+        engine.expose(1, segment.segment_id, 0, slots * block * 2)
+        await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+        await engine.close()
+
+    asyncio.run(run())
+
+
+async def _engine_sender(
+    address: tuple[str, int],
+    segment: int,
+    count: int,
+    block: int,
+    tls: dict[str, str] | None,
+    *,
+    sequential: bool,
+) -> dict[str, float]:
+    options = EngineOptions(peer_id=1, identity=_identity(1, 2, tls), data_tls=tls is not None)
+    engine = Engine(load_engine_config(engine_config(8, block)), options)
+    await engine.start()
+    peer = await engine.connect(*address)
+    await engine.wait_regions(peer, lambda d: bool(d.regions), timeout=30)
+    payload = os.urandom(block)
+
+    def request(i: int) -> TransferRequest:
+        return TransferRequest(
+            opcode=Opcode.WRITE,
+            local=payload,
+            peer=peer,
+            remote_segment=segment,
+            remote_offset=(i % 16) * block,
+            length=block,
+        )
+
+    stalls = 0
+    start = time.perf_counter()
+    if sequential:
+        for i in range(count):
+            await engine.submit([request(i)]).result(30)
+    else:
+        handles = []
+        for i in range(count):
+            handle = engine.submit([request(i)])
+            stalls += handle.status().backpressure is not None
+            handles.append(handle)
+        for handle in handles:
+            await handle.result(60)
+    elapsed = time.perf_counter() - start
+    endpoint = engine._links[peer].endpoint
+    assert endpoint is not None
+    stats = endpoint.statistics()
+    await engine.close()
+    return {
+        "elapsed_s": elapsed,
+        "throughput_mib_s": count * block / elapsed / 2**20,
+        "us_per_transfer": elapsed / count * 1e6,
+        "credit_stalls": stalls,
+        "control_messages_per_transfer": (stats.messages_sent + stats.messages_received) / count,
+    }
+
+
+def engine_run(
+    count: int, block: int, *, tls: dict[str, str] | None = None, sequential: bool = False
+) -> dict[str, float]:
+    parent, child = SPAWN.Pipe()
+    process = SPAWN.Process(target=engine_receiver, args=(child, 8, block, tls))
+    process.start()
+    address, segment = parent.recv()
+    try:
+        return asyncio.run(
+            _engine_sender(tuple(address), segment, count, block, tls, sequential=sequential)
+        )
+    finally:
+        parent.send("exit")
+        process.join(10)
+
+
+def run(*, blocks: int = 64, small: int = 400, tls: bool = True) -> dict[str, Any]:
+    """Every figure of the benchmark, measured in one run (the module docstring)."""
+    baseline = bare(blocks, small)
+    engine = engine_run(blocks, BLOCK)
+    out: dict[str, Any] = {
+        "benchmark": "transport",
+        "block_bytes": BLOCK,
+        "blocks": blocks,
+        "receiver_slots": 8,
+        "lease_batch": 2,
+        "bare": baseline,
+        "engine": engine,
+        "ratio": engine["throughput_mib_s"] / baseline["throughput_mib_s"],
+        "goal_ratio": 0.9,
+    }
+    if tls:
+        with tempfile.TemporaryDirectory() as directory:
+            secured = engine_run(blocks, BLOCK, tls=_tls_files(Path(directory)))
+        out["engine_tls"] = secured
+        out["tls_ratio"] = secured["throughput_mib_s"] / baseline["throughput_mib_s"]
+    overhead = engine_run(small, SMALL, sequential=True)
+    out["overhead"] = {
+        "engine_us_per_4kib": overhead["us_per_transfer"],
+        "bare_us_per_4kib": baseline["us_per_4kib"],
+        "ratio": overhead["us_per_transfer"] / baseline["us_per_4kib"],
+    }
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, default=64)
+    parser.add_argument("--small", type=int, default=400)
+    parser.add_argument("--no-tls", action="store_true")
+    args = parser.parse_args(argv)
+    print(json.dumps(run(blocks=args.blocks, small=args.small, tls=not args.no_tls), indent=1))
+    return 0
+
+
+@click.group("bench")
+def bench() -> None:
+    """Benchmarks of the transport (JSON, baselines measured in the same run)."""
+
+
+@bench.command("transport")
+@click.option("--blocks", type=int, default=64, show_default=True, help="4 MiB writes per run.")
+@click.option("--small", type=int, default=400, show_default=True, help="4 KiB round trips.")
+@click.option("--tls/--no-tls", default=True, show_default=True, help="Also measure TLS data.")
+def transport_command(blocks: int, small: int, tls: bool) -> None:
+    """Engine vs a bare socket loop on loopback: throughput, TLS, per-transfer overhead."""
+    click.echo(json.dumps(run(blocks=blocks, small=small, tls=tls), indent=1))
