@@ -39,7 +39,7 @@ from ..control import (
     SessionBootstrap,
     TlsIdentity,
 )
-from ..devices.tcp import TcpDataServer, TcpRail
+from ..devices.tcp import TcpRail
 from ..dispatch import (
     DispatchCore,
     TransferEvent,
@@ -57,11 +57,13 @@ from ..segments import (
     SegmentTable,
     decode_descriptors,
 )
+from ._devices import build_transport
 from ._handle import TransferHandle
 from ._metrics import TransportCollector
 from ._options import EngineOptions
 from ._receiving import DataLanded, ReceiverSide
 from ._staging import StagingPath
+from ._verbs_rail import VerbsRail
 
 __all__ = ["Engine"]
 
@@ -120,24 +122,23 @@ class Engine:
         self._collector = CreditCollector(self.registry)
         if self.credit is not None:
             self._collector.watch_receiver(self.credit)
-        data_ssl = self._data_ssl()
-        speeds = options.link_speed_gbps or (0.0,) * len(options.rail_addresses)
-        self.rails = [
-            TcpRail(f"tcp{i}", rail=i, link_speed_gbps=speed, ssl_context=data_ssl[1])
-            for i, speed in enumerate(speeds)
-        ]
-        self.core = DispatchCore(config, self.rails, gate=self.gate, metrics_registry=self.registry)
         self.receiver = ReceiverSide(
             credit=self.credit,
             segments=self.segments,
             release_on_landing=options.release_on_landing,
         )
-        self._data_servers = [
-            TcpDataServer(
-                rail=i, segments=self.segments, plane=self.receiver, ssl_context=data_ssl[0]
-            )
-            for i in range(len(options.rail_addresses))
-        ]
+        transport = build_transport(
+            options,
+            data_ssl=self._data_ssl(),
+            receiver=self.receiver,
+            segments=self.segments,
+            credit=self.credit,
+        )
+        self.rails = transport.rails
+        self._data_servers = transport.data_servers
+        self._verbs = transport.verbs  # None on TCP
+        self.receiver.verbs = self._verbs
+        self.core = DispatchCore(config, self.rails, gate=self.gate, metrics_registry=self.registry)
         self.receiver.data = self._data_servers
         self.control = ControlServer(
             options.identity,
@@ -188,8 +189,10 @@ class Engine:
         for rail in self.rails:
             rail.set_wakeup(self._wake)
             rail.on_lost = self._data_lost
+        if self._verbs is not None:
+            self._verbs.start()
         for server, (host, port) in zip(
-            self._data_servers, self.options.rail_addresses, strict=True
+            self._data_servers, self.options.rail_addresses, strict=False
         ):
             await server.listen(host, port)
         self.address = await self.control.listen(*self.options.control_address)
@@ -211,6 +214,8 @@ class Engine:
         await self.control.close()
         for server in self._data_servers:
             await server.close()
+        if self._verbs is not None:
+            self._verbs.close()
         for task in list(self._tasks):
             task.cancel()
         self._run_pass()
@@ -306,7 +311,16 @@ class Engine:
         self._spawn(self._attach(link, bootstrap, auth_key))
 
     async def _attach(self, link: _Link, bootstrap: SessionBootstrap, key: bytes) -> None:
+        if self._verbs is not None:  # verbs: the QP exchange rides the control connection
+            for rail in self.rails:
+                assert isinstance(rail, VerbsRail)
+                with contextlib.suppress(Exception):
+                    await rail.attach(link.peer, bootstrap.session, link.client.send_verbs)
+            link.attached.set()
+            self._wake()
+            return
         for rail, (host, port) in zip(self.rails, bootstrap.rails, strict=False):
+            assert isinstance(rail, TcpRail)
             with contextlib.suppress(Exception):
                 await rail.attach(
                     link.peer,
@@ -354,6 +368,17 @@ class Engine:
         if link.regions is None or message.generation > link.regions.generation:
             link.regions = message
             link.regions_changed.set()
+
+    def verbs_frame(self, client: ControlClient, payload: bytes) -> None:
+        """A VERBS frame from a receiver (endpoint, rkeys); a bad one drops the session."""
+        link = self._link_of(client)
+        if link is None:
+            return
+        for rail in self.rails:
+            if isinstance(rail, VerbsRail) and not rail.frame(link.peer, payload):
+                client.drop_connection()
+                return
+        self._wake()
 
     def credit_received(self, client: ControlClient) -> None:
         self._wake()  # a grant may make a stalled owner eligible: refill now, not at the timer
@@ -456,11 +481,22 @@ class Engine:
         exposure = self.segments.expose(
             peer, ps.session, segment_id=segment_id, offset=offset, length=length, access=access
         )
+        if self._verbs is not None:
+            self._verbs.expose(exposure)  # its MR; the rkey goes out under credit
         self.receiver.publish_descriptors(peer)
         return exposure
 
+    def allocate(self, length: int) -> memoryview | bytearray:
+        """Memory to :meth:`register` that every rail can reach (verbs: DMA-able, on the soft
+        device its fabric; TCP: a ``bytearray``)."""
+        if self._verbs is not None:
+            return self._verbs.allocate(length)
+        return bytearray(length)
+
     def revoke(self, exposure: Exposure) -> None:
         self.segments.revoke(exposure.exposure_id)
+        if self._verbs is not None:
+            self._verbs.revoke(exposure)
         self.receiver.publish_descriptors(exposure.peer)
 
     def release(self, event: DataLanded) -> bool:
