@@ -143,7 +143,8 @@ class Engine:
         self.control = ControlServer(
             options.identity,
             credit=self.credit,
-            rails=lambda: [s.address for s in self._data_servers],
+            # verbs has no data listener: its rail is reached through the control connection
+            rails=lambda: [s.address for s in self._data_servers] or [self.address],
             hooks=self.receiver,
             qos_class=credit.default_qos_class,
             faults=options.control_faults,
@@ -314,7 +315,7 @@ class Engine:
         if self._verbs is not None:  # verbs: the QP exchange rides the control connection
             for rail in self.rails:
                 assert isinstance(rail, VerbsRail)
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception):  # a failed exchange: the handles wait
                     await rail.attach(link.peer, bootstrap.session, link.client.send_verbs)
             link.attached.set()
             self._wake()

@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 __all__ = ["VerbsReceiver", "VerbsReceiverStatistics"]
 
 _POLL_BATCH = 256
+_BUSY_POLL_S = 0.0002
+_IDLE_POLL_S = 0.005
 
 
 @attrs.frozen(kw_only=True)
@@ -99,6 +101,9 @@ class VerbsReceiver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._offer_timer: asyncio.TimerHandle | None = None
         self._fenced = self._dropped = self._lies = 0
+        self._closed = False
+        self._delay = _BUSY_POLL_S
+        self._poller: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -109,6 +114,16 @@ class VerbsReceiver:
                 loop.call_soon_threadsafe(self.drain)
 
         self.device.set_wakeup(wake)
+        self._tick()
+
+    def _tick(self) -> None:
+        # Receive completions of remote writes need no code of ours to happen, and neither a
+        # NIC without a completion channel nor the soft device signals them: poll, quickly
+        # while writes arrive, backing off to _IDLE_POLL_S when none do.
+        if self._closed or self._loop is None:
+            return
+        self._delay = _BUSY_POLL_S if self.drain() else min(self._delay * 2, _IDLE_POLL_S)
+        self._poller = self._loop.call_later(self._delay, self._tick)
 
     def allocate(self, length: int) -> memoryview:
         """Memory peers can write once it is exposed (the soft fabric, or pages on a NIC)."""
@@ -209,14 +224,18 @@ class VerbsReceiver:
                 self.device.exposures.release(exposure.peer, region)
 
     # ------------------------------------------------------------------ arrivals
-    def drain(self) -> None:
-        """Admit every completed WRITE_WITH_IMM (bounded batches until none is left)."""
-        while True:
+    def drain(self) -> int:
+        """Admit every completed WRITE_WITH_IMM (bounded batches until none is left); returns
+        how many arrived."""
+        seen = 0
+        while not self._closed:
             arrivals = self.device.poll_arrivals(_POLL_BATCH)
+            seen += len(arrivals)
             for arrival in arrivals:
                 self._arrival(arrival)
             if len(arrivals) < _POLL_BATCH:
-                return
+                break
+        return seen
 
     def _arrival(self, a: WriteArrival) -> None:
         rx = self._sessions.get(a.peer)
@@ -313,6 +332,8 @@ class VerbsReceiver:
             del self._sessions[peer]
 
     def close(self) -> None:
-        if self._offer_timer is not None:
-            self._offer_timer.cancel()
+        self._closed = True
+        for timer in (self._offer_timer, self._poller):
+            if timer is not None:
+                timer.cancel()
         self.device.close()
