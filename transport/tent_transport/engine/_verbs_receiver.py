@@ -5,7 +5,9 @@
    with its endpoint. One QP per (peer, session): a new session retires the old one first.
 2. **Regions.** Every exposure of that (peer, session) gets its own MR, and the session gets a
    notice ring (an MR too). Their rkeys go out as :class:`VerbsRegion` messages only *under
-   credit*: once the session's credit negotiation succeeded (or credit is off here), never before.
+   credit*: after the session's activation (with its initial grant), or where no credit is
+   spoken (credit off here, or a sender that sends no credit frame: admitted uncredited, as on
+   TCP); while a negotiation is under way they wait.
 3. **Admission at the completion notice.** A one-sided WRITE lands without receiver code; the
    registration bounds it to the regions exposed to that (peer, session). When its immediate
    completes, the receiver reads the write's notice, checks the claimed range against the
@@ -173,8 +175,15 @@ class VerbsReceiver:
         self._offer(rx)
 
     def _granted(self, rx: _Rx) -> bool:
+        # Under credit: the session negotiated a version (its activation, with the initial
+        # grant, went out before these frames on the same ordered stream), or it never sent a
+        # credit frame (an uncredited sender, admitted uncredited as on TCP). A negotiation
+        # under way defers the rkeys.
         endpoint = rx.ps.endpoint
-        return self._credit is None or endpoint is None or endpoint.statistics().version != 0
+        if self._credit is None or endpoint is None:
+            return True
+        stats = endpoint.statistics()
+        return stats.version != 0 or stats.messages_received == 0
 
     def _offer(self, rx: _Rx) -> None:
         """Send the rkeys not yet sent, if the session is under credit; else retry shortly."""
