@@ -411,8 +411,7 @@ async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
             charge=((1, len(data)), (2, 1), (4, 1)),
         )
         rail = engine.rails[0]
-        done: list[Any] = []
-        rail.set_wakeup(lambda: done.extend(rail.poll(16, 0)))
+        done = _tee_completions(rail)  # whoever polls (the engine's core on its timer too)
         rail.post(
             [
                 SliceRequest(
@@ -438,6 +437,20 @@ async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
     with contextlib.suppress(EOFError, OSError):
         conn.recv()
     await engine.close()
+
+
+def _tee_completions(device: Any, wr_id: int = 1) -> list[Any]:
+    """Collect ``wr_id``'s completion from every ``poll`` of ``device``."""
+    seen: list[Any] = []
+    poll = device.poll
+
+    def tee(max_entries: int, now_ns: int) -> list[Any]:
+        out = poll(max_entries, now_ns)
+        seen.extend(c for c in out if c.wr_id == wr_id)
+        return out
+
+    device.poll = tee
+    return seen
 
 
 async def _claim_liar(engine: Engine, peer: int, spec: dict[str, Any], data: bytes) -> list[str]:
@@ -490,11 +503,9 @@ async def _claim_liar(engine: Engine, peer: int, spec: dict[str, Any], data: byt
             **common,
         ),
     ]
-    done: list[Any] = []
-    rail.set_wakeup(lambda: None)
+    done = _tee_completions(rail.device)  # the engine's core polls the device too
     rail.device.post(chain, 0)  # type: ignore[union-attr]
     for _ in range(1000):
-        done.extend(c for c in rail.device.poll(4, 0) if c.wr_id == 1)  # type: ignore[union-attr]
         if done:
             break
         await asyncio.sleep(0.01)
