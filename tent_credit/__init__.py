@@ -27,6 +27,7 @@ from ._endpoints import (
     SenderEndpoint,
     SenderEndpointStatistics,
 )
+from ._fairness import GrantSplit
 from ._gate import (
     DEFAULT_STALL_BUCKETS_NS,
     GATE_POLICY,
@@ -133,6 +134,7 @@ __all__ = [
     "GateToken",
     "GatedOwner",
     "GrantDecision",
+    "GrantSplit",
     "Heartbeat",
     "InboxOutcome",
     "InboxStatistics",

@@ -26,13 +26,25 @@ The allocator is sans-IO: it never reads a clock; the endpoint turns its decisio
 from __future__ import annotations
 
 import enum
-import types
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Mapping
 
 import attrs
 
 from ._admission import ACCEPTED, WriteAdmission, WriteRefusal, is_u64, parse_write_amounts, refused
+from ._allocator_config import (
+    AllocationClass,
+    AllocatorConfig,
+    AllocatorStatistics,
+    EpochState,
+    GrantDecision,
+    KeyTotalsSnapshot,
+    ResourceVector,
+    _frozen,
+    _resource_map,
+)
 from ._arith import U32_MAX, U64_MAX, checked_add, checked_sub
+from ._fairness import GrantSplit, max_min_share
 from ._types import CreditResource, SessionId
 from .errors import (
     ArithmeticOverflow,
@@ -54,23 +66,6 @@ __all__ = [
     "ReceiverCreditAllocator",
     "compute_grant",
 ]
-
-ResourceVector = Mapping[CreditResource, int]
-
-
-class AllocationClass(enum.Enum):
-    """Which part of capacity a key may be granted from (RFC "Staging and Deadlock Avoidance")."""
-
-    USER = "user"  # user payload: never the staging reserve
-    STAGING_INTERNAL = "staging_internal"  # inner staging transfers: the whole capacity
-
-
-class EpochState(enum.Enum):
-    """Lifecycle of one key's epoch on the receiver."""
-
-    ACTIVE = "active"  # current epoch of a connected sender: may be granted more
-    FENCING = "fencing"  # disconnected or superseded: no grants; in-flight data may still land
-    FENCED = "fenced"  # in-flight work drained or failed: everything that never landed reclaimed
 
 
 class _Event(enum.Enum):
@@ -101,166 +96,6 @@ _EPOCH_TRANSITIONS: dict[tuple[EpochState, _Event], EpochState] = {
     (EpochState.FENCED, _Event.RELEASE): EpochState.FENCED,
     (EpochState.FENCED, _Event.FENCE): EpochState.FENCED,
 }
-
-
-def _frozen(values: Mapping[CreditResource, int]) -> ResourceVector:
-    return types.MappingProxyType(dict(sorted(values.items())))
-
-
-def _resource_map(value: object, what: str) -> ResourceVector:
-    """Validate a ``{CreditResource: u64}`` mapping and return a read-only sorted copy."""
-    if not isinstance(value, Mapping):
-        raise InvalidArgument(f"{what} must be a mapping of CreditResource to int")
-    out: dict[CreditResource, int] = {}
-    for resource, amount in value.items():
-        if not isinstance(resource, CreditResource):
-            raise InvalidArgument(f"{what}: unknown credit resource {resource!r}")
-        if type(amount) is not int or not 0 <= amount <= U64_MAX:
-            raise InvalidArgument(f"{what}[{resource.name}] must be a u64 int, got {amount!r}")
-        out[resource] = amount
-    return _frozen(out)
-
-
-def _positive_int(what: str) -> Callable[[object, attrs.Attribute[int], int], None]:
-    def check(_inst: object, _attr: attrs.Attribute[int], value: int) -> None:
-        if type(value) is not int or not 0 < value <= U64_MAX:
-            raise InvalidArgument(f"{what} must be an int in [1, 2**64), got {value!r}")
-
-    return check
-
-
-def _capacity_vector(value: object) -> ResourceVector:
-    return _resource_map(value, "capacity")
-
-
-def _staging_reserve_vector(value: object) -> ResourceVector:
-    return _resource_map(value, "staging_reserve")
-
-
-def _max_grant_vector(value: object) -> ResourceVector:
-    return _resource_map(value, "max_grant")
-
-
-def _min_grant_vector(value: object) -> ResourceVector:
-    return _resource_map(value, "min_grant")
-
-
-@attrs.frozen(kw_only=True)
-class AllocatorConfig:
-    """Capacity and grant policy of one receiver (all amounts u64, per resource).
-
-    ``capacity`` names the resources this receiver models; every other mapping may only name
-    those. ``max_grant`` must give every modelled resource a per-grant maximum ≥ 1 (a resource
-    that can never be granted is a configuration error, not a silent stall). Raises
-    :class:`InvalidArgument` on any violation: an invalid configuration cannot be constructed.
-    """
-
-    capacity: ResourceVector = attrs.field(converter=_capacity_vector)
-    staging_reserve: ResourceVector = attrs.field(factory=dict, converter=_staging_reserve_vector)
-    control_slots: int = attrs.field(validator=_positive_int("control_slots"))
-    max_grant: ResourceVector = attrs.field(converter=_max_grant_vector)
-    min_grant: ResourceVector = attrs.field(factory=dict, converter=_min_grant_vector)
-    max_keys: int = attrs.field(validator=_positive_int("max_keys"))
-    retry_after_us: int = attrs.field(validator=_positive_int("retry_after_us"))
-
-    def __attrs_post_init__(self) -> None:
-        if not self.capacity:
-            raise InvalidArgument("capacity must name at least one resource")
-        for what, mapping in (
-            ("staging_reserve", self.staging_reserve),
-            ("max_grant", self.max_grant),
-            ("min_grant", self.min_grant),
-        ):
-            for resource in mapping:
-                if resource not in self.capacity:
-                    raise InvalidArgument(f"{what} names {resource.name}, which has no capacity")
-        for resource, capacity in self.capacity.items():
-            if self.staging_reserve.get(resource, 0) > capacity:
-                raise InvalidArgument(f"staging_reserve[{resource.name}] exceeds its capacity")
-            maximum = self.max_grant.get(resource, 0)
-            if maximum == 0:
-                raise InvalidArgument(f"max_grant[{resource.name}] must be at least 1")
-            if self.min_grant.get(resource, 0) > maximum:
-                raise InvalidArgument(f"min_grant[{resource.name}] exceeds max_grant")
-
-    def limit_for(self, resource: CreditResource, allocation_class: AllocationClass) -> int:
-        """How much of ``resource`` keys of ``allocation_class`` may hold outstanding in total."""
-        if allocation_class is AllocationClass.USER:
-            return self.capacity[resource] - self.staging_reserve.get(resource, 0)
-        return self.capacity[resource]
-
-
-@attrs.frozen(kw_only=True)
-class GrantDecision:
-    """The outcome of :meth:`ReceiverCreditAllocator.grant` (a value, also when blocked).
-
-    ``grant_totals`` is the key+epoch's full cumulative vector over every modelled resource (what
-    the ``ReceiverCreditUpdate`` carries); ``granted_now`` what this call added (zero everywhere
-    when blocked). ``retry_after_us`` is 0 exactly when every demanded amount was granted in full;
-    ``blocked`` names the resources whose shortage made the call grant nothing.
-    """
-
-    sender_peer: int
-    qos_class: int
-    epoch: int
-    grant_totals: ResourceVector
-    granted_now: ResourceVector
-    retry_after_us: int
-    blocked: tuple[CreditResource, ...]
-
-
-@attrs.frozen(kw_only=True)
-class KeyTotalsSnapshot:
-    """Cumulative accounting of one key+epoch, per modelled resource.
-
-    ``reclaimed = reclaimed_by_return + reclaimed_by_fence`` and
-    ``outstanding = granted − released − reclaimed`` (what this epoch still holds of capacity).
-    """
-
-    sender_peer: int
-    qos_class: int
-    epoch: int
-    allocation_class: AllocationClass
-    state: EpochState
-    granted: ResourceVector
-    consumed_reported: ResourceVector
-    returned_reported: ResourceVector
-    landed: ResourceVector
-    released: ResourceVector
-    reclaimed_by_return: ResourceVector
-    reclaimed_by_fence: ResourceVector
-    reclaimed: ResourceVector
-    outstanding: ResourceVector
-
-
-@attrs.frozen(kw_only=True)
-class AllocatorStatistics:
-    """A snapshot of the allocator (per-resource vectors cover every modelled resource).
-
-    ``outstanding`` is committed capacity over all keys and epochs, ``user_outstanding`` its USER
-    part, ``free = capacity − outstanding``. Counters are cumulative since construction.
-    """
-
-    capacity: ResourceVector
-    staging_reserve: ResourceVector
-    outstanding: ResourceVector
-    user_outstanding: ResourceVector
-    free: ResourceVector
-    keys: int
-    epochs_active: int
-    epochs_fencing: int
-    epochs_fenced: int
-    grants_issued: int
-    demands_blocked: int
-    reclaimed_by_return: ResourceVector
-    reclaimed_by_fence: ResourceVector
-    released: ResourceVector
-    protocol_violations: int
-    control_slots: int
-    control_slots_in_use: int
-    writes_admitted: int = 0
-    writes_refused: int = 0
-    quarantined_keys: int = 0
 
 
 def _plan_grant(
@@ -401,6 +236,12 @@ class ReceiverCreditAllocator:
         self._protocol_violations = 0
         self._control_in_use = 0
         self._quarantined: set[tuple[int, int]] = set()
+        # Per key over all its epochs: what it holds (for the cap and the fair split) and how many
+        # of its epochs await fence_complete (max_fencing_epochs); its live demand, i.e. what the
+        # last grant call asked for and could not give yet (the fair split's other keys).
+        self._key_outstanding: dict[tuple[int, int], dict[CreditResource, int]] = {}
+        self._key_fencing: dict[tuple[int, int], int] = {}
+        self._live_demand: dict[tuple[int, int], dict[CreditResource, int]] = {}
         self._writes_admitted = 0
         self._writes_refused = 0
 
@@ -492,7 +333,18 @@ class ReceiverCreditAllocator:
             writes_admitted=self._writes_admitted,
             writes_refused=self._writes_refused,
             quarantined_keys=len(self._quarantined),
+            fencing_outstanding=self._fencing_outstanding(),
+            keys_with_demand=len(self._live_demand),
         )
+
+    def _fencing_outstanding(self) -> ResourceVector:
+        # Unfenced capacity: held by superseded epochs until their fence completes (item 9).
+        total = dict.fromkeys(self._resources, 0)
+        for record in self._records.values():
+            if record.state is EpochState.FENCING:
+                for r in self._resources:
+                    total[r] += record.outstanding(r)
+        return _frozen(total)
 
     # -- epochs --
 
@@ -512,8 +364,9 @@ class ReceiverCreditAllocator:
 
         A key keeps the allocation class it was first opened with. Raises IA (malformed ids,
         unknown class, a different class than the key's, epoch counter at u64 max), TMR (a new key
-        beyond ``max_keys``), :class:`KeyQuarantined` (the key is quarantined). A failure changes
-        nothing.
+        beyond ``max_keys``, or a reconnect that would leave more than ``max_fencing_epochs``
+        epochs of the key awaiting :meth:`fence_complete`), :class:`KeyQuarantined` (the key is
+        quarantined). A failure changes nothing.
         """
         sender_peer = _check_sender(sender_peer)
         qos_class = _check_qos(qos_class)
@@ -527,6 +380,7 @@ class ReceiverCreditAllocator:
             if len(self._keys) >= self._config.max_keys:
                 raise TooManyRequests(f"allocator already holds max_keys={self._config.max_keys}")
             self._keys[key] = _KeyState(current_epoch=1, allocation_class=allocation_class)
+            self._key_outstanding[key] = dict.fromkeys(self._resources, 0)
             self._records[(*key, 1)] = self._fresh_record(allocation_class)
             return 1
         if allocation_class is not state.allocation_class:
@@ -537,6 +391,17 @@ class ReceiverCreditAllocator:
         new_epoch = checked_add(state.current_epoch, 1)
         old_ident = (*key, state.current_epoch)
         old = self._records.get(old_ident)
+        fencing = self._key_fencing.get(key, 0)
+        if old is not None and old.state is EpochState.ACTIVE:
+            fencing += 1
+        if fencing > self._config.max_fencing_epochs:
+            # Principle 7: the superseded epochs a peer can pin are bounded by configuration, not
+            # by how often it reconnects. Refused before anything changes.
+            raise TooManyRequests(
+                f"key {key} already has max_fencing_epochs={self._config.max_fencing_epochs} "
+                "epochs awaiting fence_complete; complete one before it reconnects"
+            )
+        self._live_demand.pop(key, None)
         if old is not None and old.state is EpochState.ACTIVE:
             # RFC "New epoch": do not reuse old resources until old in-flight work is fenced.
             self._commit(old_ident, attrs.evolve(old, state=self._next(old, _Event.FENCE)))
@@ -552,6 +417,8 @@ class ReceiverCreditAllocator:
         """
         ident, record = self._record(sender_peer, qos_class, epoch)
         self._commit(ident, attrs.evolve(record, state=self._next(record, _Event.FENCE)))
+        if epoch == self._keys[ident[:2]].current_epoch:
+            self._live_demand.pop(ident[:2], None)
 
     def fence_complete(
         self, sender_peer: int, qos_class: int, epoch: int
@@ -590,10 +457,16 @@ class ReceiverCreditAllocator:
         """Carve a grant for the key's current epoch from free capacity (SEMANTICS §8).
 
         ``demand`` is what the sender still needs beyond its available credit (its
-        ``pending_demand``). Policy: see :func:`compute_grant`, with ``free`` being what the key's
-        allocation class may still take (USER keys never the staging reserve). A demand that
-        cannot be met at least to its minimum grants nothing and answers ``retry_after_us``; an
-        empty or all-zero demand grants nothing and just reports the totals (a refresh).
+        ``pending_demand``): the key's whole live demand, replacing what it asked before (it may
+        go down, or to nothing: docs/abuse.md "Demand withdrawal"). Policy: see
+        :func:`compute_grant`, with ``free`` per resource being the least of what the key's
+        allocation class may still take (USER keys never the staging reserve), what its
+        ``max_key_outstanding`` cap leaves, and (``grant_split`` MAX_MIN_FAIR) its max-min fair
+        share among the keys with live demand (:func:`max_min_share`), but never less than the
+        grant's minimum ``max(1, min(min_grant, demand))`` while free capacity covers it. A demand
+        that cannot be met at least to its minimum grants nothing, stays registered as live
+        demand and answers ``retry_after_us``; an empty or all-zero demand grants nothing,
+        withdraws the key's live demand and just reports the totals (a refresh).
 
         Raises IA (malformed ids or demand, a resource this receiver does not model, u64 overflow
         of a cumulative total), IE (unknown key, or its current epoch is fenced),
@@ -606,10 +479,15 @@ class ReceiverCreditAllocator:
         ident, record = self._record(sender_peer, qos_class, key.current_epoch)
         demand = self._amounts(demand, "demand")
         next_state = self._next(record, _Event.GRANT)
-        free = {r: self.free_for(r, record.allocation_class) for r in self._resources}
+        free = self._grantable(ident[:2], record.allocation_class, demand)
         offers, blocked = _plan_grant(free, demand, self._config.max_grant, self._config.min_grant)
         granted = {r: checked_add(record.granted[r], offers.get(r, 0)) for r in self._resources}
         self._commit(ident, attrs.evolve(record, state=next_state, granted=_frozen(granted)))
+        remaining = {r: w - offers.get(r, 0) for r, w in demand.items() if w > offers.get(r, 0)}
+        if remaining:
+            self._live_demand[ident[:2]] = remaining
+        else:
+            self._live_demand.pop(ident[:2], None)
         if any(offers.values()):
             self._grants_issued += 1
         if blocked:
@@ -716,6 +594,61 @@ class ReceiverCreditAllocator:
                 )
         self._commit(ident, attrs.evolve(record, state=next_state, landed=_frozen(landed)))
 
+    def withdraw_demand(self, sender_peer: int, qos_class: int) -> None:
+        """The key wants nothing more (its waiting work is gone): it leaves the fair split.
+
+        Raises IA (malformed ids), IE (unknown key); changes nothing else.
+        """
+        self._key(sender_peer, qos_class)
+        self._live_demand.pop((sender_peer, qos_class), None)
+
+    def _grantable(
+        self, key: tuple[int, int], allocation_class: AllocationClass, demand: ResourceVector
+    ) -> dict[CreditResource, int]:
+        """Per resource, the most one grant to ``key`` may take (see :meth:`grant`).
+
+        The fair split is taken in whole *units* of the demand (the demand vector divided by the
+        gcd of its amounts, e.g. one transfer's charge when the demand is k equal charges):
+        splitting each resource on its own would hand out fragments that cover no charge, and
+        fragments held by every key deadlock them all (found by tests/gate/test_incast.py).
+        """
+        config = self._config
+        held = self._key_outstanding[key]
+        pools = {r: self.free_for(r, allocation_class) for r in self._resources}
+        out: dict[CreditResource, int] = {}
+        for r in self._resources:
+            cap = config.max_key_outstanding.get(r)
+            out[r] = pools[r] if cap is None else min(pools[r], max(0, cap - held[r]))
+        wanted = {r: w for r, w in demand.items() if w > 0}
+        contended = any(k != key for k in self._live_demand)
+        if config.grant_split is not GrantSplit.MAX_MIN_FAIR or not wanted or not contended:
+            return out  # nobody else waits: the split is first-come, as it always was
+        scale = math.gcd(*wanted.values())
+        unit = {r: w // scale for r, w in wanted.items()}
+        units = scale
+        for r, w in wanted.items():
+            others = (
+                (self._key_outstanding[k][r], self._capped_want(k, r, want.get(r, 0)))
+                for k, want in self._live_demand.items()
+                if k != key
+            )
+            share = max_min_share(pools[r], (held[r], self._capped_want(key, r, w)), others)
+            units = min(units, share // unit[r])
+        # Never below the grant's minimum (all-or-nothing), and at least one unit: while free
+        # capacity covers it, somebody always makes progress.
+        for r, w in wanted.items():
+            minimum = max(1, min(config.min_grant.get(r, 0), w))
+            units = max(units, -(-minimum // unit[r]))
+        for r in wanted:
+            out[r] = min(out[r], units * unit[r])
+        return out
+
+    def _capped_want(self, key: tuple[int, int], r: CreditResource, want: int) -> int:
+        cap = self._config.max_key_outstanding.get(r)
+        if cap is None:
+            return want
+        return min(want, max(0, cap - self._key_outstanding[key][r]))
+
     # -- write admission and quarantine (docs/abuse.md) --
 
     def admit_write(
@@ -806,6 +739,7 @@ class ReceiverCreditAllocator:
         self._key(sender_peer, qos_class)
         key = (sender_peer, qos_class)
         self._quarantined.add(key)
+        self._live_demand.pop(key, None)
         reclaimed = dict.fromkeys(self._resources, 0)
         for ident in [i for i in self._records if i[:2] == key]:
             record = self._records[ident]
@@ -951,6 +885,13 @@ class ReceiverCreditAllocator:
                 r, AllocationClass.USER
             ):
                 raise TooManyRequests(f"{ident} would over-commit {r.name} (SEMANTICS §8)")
+        key = ident[:2]
+        held = self._key_outstanding[key]
+        for r in self._resources:
+            held[r] += new.outstanding(r) - old.outstanding(r)
+        fencing = (new.state is EpochState.FENCING) - (old.state is EpochState.FENCING)
+        if fencing:
+            self._key_fencing[key] = self._key_fencing.get(key, 0) + fencing
         if new.settled():
             del self._records[ident]
         else:

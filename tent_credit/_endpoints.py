@@ -461,6 +461,10 @@ class SenderEndpoint:
         if disposition is UpdateDisposition.DUPLICATE_OR_OLD:
             return [EndpointEvent(kind="update_ignored", detail="duplicate or old")]
         self._retry_after_us = update.retry_after_us
+        if update.retry_after_us and not self._demand_unmet():
+            # The receiver still holds a demand this sender withdrew (the report that said so
+            # was lost): report again, or freed capacity keeps going to work that is gone.
+            self._usage_dirty = True
         # after a disconnect, STALE waits for the reconnect's activation, not for an update
         with contextlib.suppress(LocalProtocolError):
             self._negotiation.on_update_accepted(
@@ -537,8 +541,12 @@ class SenderEndpoint:
         owners of this key in the admission queue).
 
         The demand target becomes ``consumed + returned + waiting`` per resource, i.e. the
-        cumulative grant under which all that work would fit; it never moves down within an
-        epoch (targets are absolute, like grants, so a duplicated report cannot over-ask).
+        cumulative grant under which all that work would fit. It moves down as well as up
+        (issue 10 item 7, docs/abuse.md "Demand withdrawal"): a resource ``waiting`` omits has
+        nothing waiting, and ``set_pending_demand({})`` withdraws the demand, so the receiver
+        gives freed capacity to keys whose work is still there. Targets stay absolute, and the
+        receiver applies only a report newer than the last one it applied, so a duplicated or
+        reordered report can neither over-ask nor resurrect a withdrawn demand.
         Raises :class:`InvalidEntry` before activation and :class:`InvalidArgument` for a
         malformed amount; a failure changes nothing.
         """
@@ -552,10 +560,13 @@ class SenderEndpoint:
             check_u64(amount, f"waiting[{resource.name}]")
             base = checked_add(entry.consumed[resource], entry.returned[resource])
             targets[resource] = checked_add(base, amount)
-        for resource, target in targets.items():
-            if target > self._demand_target.get(resource, 0):
-                self._demand_target[resource] = target
-                self._usage_dirty = True
+        for resource in self._demand_target:
+            if resource not in targets:  # nothing of it waits any more
+                targets[resource] = entry.consumed[resource] + entry.returned[resource]
+        targets = {r: t for r, t in targets.items() if t}
+        if targets != self._demand_target:
+            self._demand_target = targets
+            self._usage_dirty = True
 
     def _raise_demand(self, key: CreditKey, charge: CreditCharge) -> None:
         entry = self._ledger.entry(key)
@@ -867,6 +878,9 @@ class ReceiverEndpoint:
             trace.record(
                 "receiver", "receive", {"peer": self._sender_peer, "msg": message_fields(message)}
             )
+        if self._receiver.allocator.is_quarantined(self._sender_peer, self._qos_class):
+            # RFC rule 4: nothing of a quarantined key is applied or answered (docs/abuse.md)
+            return [EndpointEvent(kind="update_ignored", detail="key quarantined")]
         if isinstance(message, CapabilityOffer):
             return self._on_offer(message)
         if isinstance(message, SenderCreditUsage | CreditReturn | Heartbeat):
@@ -972,6 +986,8 @@ class ReceiverEndpoint:
     def _grant_outstanding_demand(self) -> list[EndpointEvent]:
         demand = self._outstanding_demand()
         if not demand:
+            # withdrawn or met: the key leaves the fair split, and freed capacity goes elsewhere
+            self._receiver.allocator.withdraw_demand(self._sender_peer, self._qos_class)
             self._stalled = False
             return []
         return self._grant(demand)
@@ -993,7 +1009,8 @@ class ReceiverEndpoint:
         return []
 
     def _capacity_freed(self) -> None:
-        if self._stalled and not self._closed:
+        quarantined = self._receiver.allocator.is_quarantined(self._sender_peer, self._qos_class)
+        if self._stalled and not self._closed and not quarantined:
             self._grant_outstanding_demand()
 
     def _update(self) -> ReceiverCreditUpdate:

@@ -12,6 +12,16 @@ puts a reservation some other component (a dispatch gate) already committed on t
 at all (a fixed-window sender, the overload the credit protocol prevents). Both report the
 completion to a callback; baseline payload counts in the receiver's occupancy like any other.
 
+Like a transport, it admits every credited write with :meth:`CreditReceiver.admit_write`
+before the payload counts as landed (a refused write fails at its sender and is counted), and
+completes the fence of a superseded epoch once its in-flight payload has landed or failed. A
+receiver restart loses the old receiver's memory: payload that landed there and was not yet
+consumed completes at its sender (the write itself had completed) and is counted in
+``lost_at_restart``; nothing is dropped silently.
+
+:meth:`LoopbackNetwork.send_forged` and :meth:`LoopbackNetwork.inject` let a test play a hostile
+sender: a write without any reservation, and arbitrary bytes on a sender's control connection.
+
 It is a test harness (sans-IO, driven by an explicit clock), not a transport.
 """
 
@@ -45,6 +55,9 @@ class LoopbackStatistics:
     released: int
     completed: int
     fenced_work: int
+    refused_writes: int
+    lost_at_restart: int
+    fences_completed: int
     peak_outstanding: Mapping[CreditResource, int]
     peak_occupied: Mapping[CreditResource, int]
     capacity: Mapping[CreditResource, int]
@@ -52,12 +65,18 @@ class LoopbackStatistics:
 
 @attrs.frozen
 class _Work:
-    token: ReservationToken | None  # None: a baseline sender's uncredited payload
+    token: ReservationToken | None  # None: a baseline sender's uncredited or a forged payload
     peer: int
     epoch: int
     session_value: int
     amounts: Mapping[CreditResource, int]
     on_complete: Callable[[int], object] | None = None
+    forged: bool = False  # a hostile sender's write without a reservation: admission decides
+
+    @property
+    def admitted(self) -> bool:
+        """Whether the receiver's write admission decides on this payload."""
+        return self.token is not None or self.forged
 
 
 class LoopbackNetwork:
@@ -99,6 +118,13 @@ class LoopbackNetwork:
         self._released = 0
         self._completed = 0
         self._fenced_work = 0
+        self._refused = 0
+        self._lost_at_restart = 0
+        self._fences_completed = 0
+        # credited payload of the live session not landed yet, per (peer, epoch); superseded
+        # epochs whose fence completes once theirs reaches zero
+        self._unlanded: dict[tuple[int, int], int] = {}
+        self._fencing: set[tuple[int, int]] = set()
         self._occupied: dict[CreditResource, int] = dict.fromkeys(CreditResource, 0)
         self._peak_outstanding: dict[CreditResource, int] = dict.fromkeys(CreditResource, 0)
         self._peak_occupied: dict[CreditResource, int] = dict.fromkeys(CreditResource, 0)
@@ -132,24 +158,35 @@ class LoopbackNetwork:
     def reconnect_sender(self, peer: int, now_ns: int) -> None:
         """The sender's control connection dropped and came back: a new epoch for its key."""
         sender = self.senders[peer]
-        sender.disconnect(now_ns)
+        old = self.receiver.endpoint(peer)
         self.receiver.accept(peer)  # the receiver bumps the epoch; the old one is FENCING
+        sender.disconnect(now_ns)
+        if old is not None:
+            self._fencing.add((peer, old.epoch))
         self._up[peer], self._down[peer] = self._channels()  # in-flight messages are lost
         sender.reconnect(now_ns)
+        self._complete_drained_fences()
 
     def restart_receiver(self, receiver: CreditReceiver, now_ns: int) -> None:
         """The receiver restarted with a new session; every sender reconnects to it.
 
         Payload of the old session never lands (the old receiver is gone): senders see those
-        completions as failures, which drain their fenced in-flight count.
+        completions as failures, which drain their fenced in-flight count. Payload that had
+        landed and was not yet consumed is lost with the old receiver's memory: its write had
+        completed, so it completes at its sender now, counted in ``lost_at_restart``.
         """
         self.receiver = receiver
         # baseline payload is not credit-tracked: the restart only loses credited work
-        old_work = [w for (_, _, kind, w) in self._events if kind == "land" and w.token]
-        self._events = [e for e in self._events if e[2] == "complete" or e[3].token is None]
+        unlanded = [w for (_, _, kind, w) in self._events if kind == "land" and w.admitted]
+        landed = [w for (_, _, kind, w) in self._events if kind == "release" and w.admitted]
+        self._events = [e for e in self._events if e[2] == "complete" or not e[3].admitted]
         heapq.heapify(self._events)
-        for work in old_work:
+        self._fenced_work += len(unlanded)
+        self._lost_at_restart += len(landed)
+        for work in (*unlanded, *landed):
             self._push(now_ns, "complete", work)
+        self._unlanded.clear()
+        self._fencing.clear()
         self._occupied = dict.fromkeys(CreditResource, 0)
         for _, _, kind, work in self._events:
             if kind == "release":  # baseline payload that landed and still occupies
@@ -160,6 +197,22 @@ class LoopbackNetwork:
             receiver.accept(peer)
             self._up[peer], self._down[peer] = self._channels()
             sender.reconnect(now_ns)
+
+    def calm(self, now_ns: int, rates: FaultRates) -> None:
+        """Change every control channel's fault rates from now on (e.g. "the faults stop").
+
+        Messages still in flight move to the new channels, due at once, in their old order; a
+        message the old channel had decided to drop or delay further is not resurrected or
+        held back (the new channel decides afresh).
+        """
+        self._rates = rates
+        for table in (self._up, self._down):
+            for peer, old in list(table.items()):
+                pending = [m.data for m in old._in_flight]  # pending order (same package)
+                new = self._channels()[0]
+                for data in pending:
+                    new.send(data, now_ns)
+                table[peer] = new
 
     # ------------------------------------------------------------------ payload
 
@@ -209,7 +262,50 @@ class LoopbackNetwork:
             amounts=token.charge.as_dict(),
             on_complete=on_complete,
         )
+        self._launch(work, now_ns)
+
+    def _launch(self, work: _Work, now_ns: int) -> None:
+        if work.session_value == self.receiver.session.value:
+            ident = (work.peer, work.epoch)
+            self._unlanded[ident] = self._unlanded.get(ident, 0) + 1
         self._push(now_ns + self._land_delay, "land", work)
+
+    def send_forged(
+        self, peer: int, amounts: Mapping[CreditResource, int], epoch: int, now_ns: int
+    ) -> None:
+        """A hostile sender's write that no reservation covers (it claims ``epoch`` of the live
+        session): the receiver's write admission decides whether it lands. Raises
+        :class:`InvalidEntry` for an unknown sender."""
+        if peer not in self.senders:
+            raise InvalidEntry(f"no credited sender {peer}")
+        work = _Work(
+            token=None,
+            peer=peer,
+            epoch=epoch,
+            session_value=self.receiver.session.value,
+            amounts=dict(amounts),
+            on_complete=lambda _now: None,
+            forged=True,
+        )
+        self._launch(work, now_ns)
+
+    def inject(self, peer: int, data: bytes, now_ns: int) -> None:
+        """Put arbitrary bytes on sender ``peer``'s control connection to the receiver (they
+        cross the channel with its faults like any other message)."""
+        self._up[peer].send(data, now_ns)
+
+    def _complete_drained_fences(self) -> None:
+        # A transport completes the fence once the epoch's old QPs / in-flight work drained.
+        for ident in sorted(self._fencing):
+            if self._unlanded.get(ident, 0) == 0:
+                self._fencing.discard(ident)
+                self._unlanded.pop(ident, None)
+                peer, epoch = ident
+                try:
+                    self.receiver.fence_complete(peer, 0, epoch)
+                except InvalidEntry:  # quarantined (fenced already) or settled and forgotten
+                    continue
+                self._fences_completed += 1
 
     def add_baseline_sender(self, peer: int) -> None:
         """Register a sender that dispatches without any credit (no control connection)."""
@@ -248,17 +344,20 @@ class LoopbackNetwork:
         while self._events and self._events[0][0] <= now_ns:
             _, _, kind, work = heapq.heappop(self._events)
             amounts = work.amounts
-            credited = work.token is not None
+            credited = work.admitted
             if kind == "land":
                 if credited and work.session_value != self.receiver.session.value:
                     self._fenced_work += 1
                     self._push(now_ns, "complete", work)
                     continue
                 if credited:
-                    try:
-                        self.receiver.data_landed(work.peer, 0, work.epoch, amounts)
-                    except InvalidEntry:  # the epoch was fenced and completed: the write failed
-                        self._fenced_work += 1
+                    ident = (work.peer, work.epoch)
+                    if ident in self._unlanded:
+                        self._unlanded[ident] -= 1
+                    admission = self.receiver.admit_write(work.peer, 0, work.epoch, amounts)
+                    self._complete_drained_fences()
+                    if not admission.accepted:  # refused before it touched memory: it failed
+                        self._refused += 1
                         self._push(now_ns, "complete", work)
                         continue
                 self._landed += 1
@@ -268,6 +367,7 @@ class LoopbackNetwork:
             elif kind == "release":
                 if credited:
                     self.receiver.release(work.peer, 0, work.epoch, amounts)
+                    self._complete_drained_fences()
                 self._released += 1
                 for r, a in amounts.items():
                     self._occupied[r] -= a
@@ -320,6 +420,9 @@ class LoopbackNetwork:
             released=self._released,
             completed=self._completed,
             fenced_work=self._fenced_work,
+            refused_writes=self._refused,
+            lost_at_restart=self._lost_at_restart,
+            fences_completed=self._fences_completed,
             peak_outstanding={r: v for r, v in self._peak_outstanding.items() if v},
             peak_occupied={r: v for r, v in self._peak_occupied.items() if v},
             capacity=dict(self.receiver.allocator.config.capacity),

@@ -140,6 +140,17 @@ class CreditCollector(Collector):
         fencing = GaugeMetricFamily(
             "tent_credit_receiver_epochs_fencing", "Epochs awaiting their in-flight fence"
         )
+        unfenced = GaugeMetricFamily(
+            "tent_credit_receiver_unfenced",
+            "Capacity held by superseded epochs until their fence completes",
+            labels=["resource"],
+        )
+        refused = CounterMetricFamily(
+            "tent_credit_receiver_writes_refused", "Credited writes refused by write admission"
+        )
+        quarantined = GaugeMetricFamily(
+            "tent_credit_receiver_keys_quarantined", "Keys quarantined for a protocol violation"
+        )
         for receiver in self._receivers:
             stats = receiver.allocator.statistics()
             for resource, value in stats.outstanding.items():
@@ -148,7 +159,11 @@ class CreditCollector(Collector):
             blocked.add_metric([], stats.demands_blocked)
             violations.add_metric([], stats.protocol_violations)
             fencing.add_metric([], stats.epochs_fencing)
-        yield from (committed, free, blocked, violations, fencing)
+            for resource, value in stats.fencing_outstanding.items():
+                unfenced.add_metric([resource.name], value)
+            refused.add_metric([], stats.writes_refused)
+            quarantined.add_metric([], stats.quarantined_keys)
+        yield from (committed, free, blocked, violations, fencing, unfenced, refused, quarantined)
 
 
 class GateCollector(Collector):

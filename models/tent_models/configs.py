@@ -15,12 +15,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tent_spec.credit import CreditBounds, CreditSpec
+from tent_spec.credit_adversarial import AdversarialCreditSpec
 from tent_spec.negotiation import NegotiationBounds, NegotiationSpec
 from tent_spec.variants import KNOWN_BAD
 
 from .model_api import SpecModel
 
 __all__ = [
+    "ADVERSARIAL_BOUNDS",
     "CONFIGS",
     "CREDIT_BOUNDS",
     "KNOWN_BAD_BOUNDS",
@@ -85,6 +87,32 @@ CREDIT_BOUNDS: Mapping[str, CreditBounds] = {
     ),
 }
 
+# Adversarial senders (issue 10 item 6): every sender may report any return and put any write
+# in flight; the receiver admits each write against its credit. No network faults: the lies are
+# the faults. `tiny` has one sender (a forged write on top of landed data); `ci` two, so a lie
+# re-grants in-flight credit to the other sender (the overfill the write admission stops).
+# ci: 131,097 distinct states (measured by BFS; with max_messages=2 it is 480,592).
+ADVERSARIAL_BOUNDS: Mapping[str, CreditBounds] = {
+    "tiny": CreditBounds(
+        senders=1,
+        capacity=(1, 1),
+        charges=((1, 1),),
+        max_grant_total=1,
+        max_tokens=1,
+        max_epoch=2,
+        max_messages=2,
+    ),
+    "ci": CreditBounds(
+        senders=2,
+        capacity=(1, 1),
+        charges=((1, 1),),
+        max_grant_total=1,
+        max_tokens=1,
+        max_epoch=2,
+        max_messages=1,
+    ),
+}
+
 NEGOTIATION_BOUNDS: Mapping[str, NegotiationBounds] = {
     "tiny": NegotiationBounds(
         local_versions=(1,),
@@ -129,6 +157,7 @@ KNOWN_BAD_BOUNDS: Mapping[str, CreditBounds] = {
     "control_charged_to_data_credit": CreditBounds(**_BAD_BASE),
     "completion_mints_credit": CreditBounds(**_BAD_BASE),
     "reuse_before_fence": CreditBounds(**_BAD_BASE, max_sender_restarts=1),
+    "no_write_admission": CreditBounds(**_BAD_BASE),
 }
 assert KNOWN_BAD_BOUNDS.keys() == KNOWN_BAD.keys()
 
@@ -156,8 +185,16 @@ def _known_bad(variant: str) -> Callable[[], SpecModel[Any]]:
     return build
 
 
+def _adversarial(level: str) -> Callable[[], SpecModel[Any]]:
+    def build() -> SpecModel[Any]:
+        return AdversarialCreditSpec(ADVERSARIAL_BOUNDS[level], name=f"adversarial/{level}")
+
+    return build
+
+
 CONFIGS: Mapping[str, Callable[[], SpecModel[Any]]] = {
     **{f"credit/{level}": _credit(level) for level in CREDIT_BOUNDS},
+    **{f"adversarial/{level}": _adversarial(level) for level in ADVERSARIAL_BOUNDS},
     **{f"negotiation/{level}": _negotiation(level) for level in NEGOTIATION_BOUNDS},
     # ---- admission models: added by the lead from tent_spec.admission -----------------
     # "admission/tiny": ..., "admission/ci": ..., "admission/deep": ...

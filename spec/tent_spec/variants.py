@@ -24,6 +24,7 @@ from .credit import (
     _vadd,
     _vsub,
 )
+from .credit_adversarial import AdversarialCreditSpec
 
 __all__ = [
     "KNOWN_BAD",
@@ -33,6 +34,7 @@ __all__ = [
     "EqualSequenceAccepted",
     "NoDecreasingGrantCheck",
     "NoEpochFenceOnRestart",
+    "NoWriteAdmission",
     "PartialReserve",
     "ReuseBeforeFence",
 ]
@@ -157,6 +159,15 @@ class ReuseBeforeFence(CreditSpec):
         return None  # the old QPs were never closed: old work still lands
 
 
+class NoWriteAdmission(AdversarialCreditSpec):
+    """Against adversarial senders, the receiver lets every write of a live epoch land: it
+    trusts the sender's reports instead of admitting each write against its credit (issue 10
+    item 6: 10 slots of payload arrived for 8 of capacity)."""
+
+    def _g_data_lands(self, state: CreditState, s: int, item: Any) -> str | None:
+        return CreditSpec._g_data_lands(self, state, s, item)
+
+
 Factory = type[CreditSpec]
 
 KNOWN_BAD: Mapping[str, tuple[Factory, str, str]] = {
@@ -207,6 +218,12 @@ KNOWN_BAD: Mapping[str, tuple[Factory, str, str]] = {
         "fenced_generation_never_used",
         'RFC rule 3: "do not reuse old target resources until old QPs/inflight work are '
         'fenced"; claim 5: "Old sessions are fenced before their resources are reused"',
+    ),
+    "no_write_admission": (
+        NoWriteAdmission,
+        "physical_occupancy_within_capacity",
+        'RFC "Security and Abuse Boundaries"; TRANSPORT.md "Leases": the receiver refuses a '
+        "write beyond the sender's credit before it touches memory, whatever the sender reported",
     ),
 }
 """Variant name -> (factory taking CreditBounds, invariant it must violate, the RFC rule)."""

@@ -40,6 +40,7 @@ CONFIG = AllocatorConfig(
     min_grant={D: 5},
     max_keys=3,
     retry_after_us=10,
+    max_fencing_epochs=2,
 )
 KEYS = [(sender, qos) for sender in range(3) for qos in range(2)]
 
@@ -115,8 +116,20 @@ class AllocatorMachine(RuleBasedStateMachine):
             with pytest.raises(TooManyRequests):
                 self.alloc.open_epoch(*key, allocation_class=allocation_class)
             return
-        epoch = self.alloc.open_epoch(*key, allocation_class=allocation_class)
         previous = self.epochs.get(key)
+        fencing = sum(
+            1
+            for (p, q, _e), m in self.model.items()
+            if (p, q) == key and m.state is EpochState.FENCING
+        )
+        current = self.model.get((*key, previous)) if previous is not None else None
+        if current is not None and current.state is EpochState.ACTIVE:
+            fencing += 1
+        if fencing > CONFIG.max_fencing_epochs:  # item 9: superseded epochs are bounded
+            with pytest.raises(TooManyRequests):
+                self.alloc.open_epoch(*key, allocation_class=allocation_class)
+            return
+        epoch = self.alloc.open_epoch(*key, allocation_class=allocation_class)
         assert epoch == (previous or 0) + 1
         if previous is not None and (*key, previous) in self.model:
             old = self.model[(*key, previous)]

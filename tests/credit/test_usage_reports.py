@@ -6,7 +6,14 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tent_credit import CreditReceiver, CreditResource, SessionId, encode
+from tent_credit import (
+    CreditCharge,
+    CreditReceiver,
+    CreditResource,
+    SenderEndpoint,
+    SessionId,
+    encode,
+)
 from tent_credit._allocator import AllocatorConfig
 from tent_credit._messages import CreditAmount, SenderCreditUsage
 
@@ -88,3 +95,68 @@ def test_a_refused_report_changes_nothing(
             assert after[1:] == before[1:]
         # never reclaimed without pushing: free capacity and a stalled sender do not coexist
         assert not (rx.allocator.free(Q) > 0 and b.stalled)
+
+
+# ---- item 7: demand withdrawal -----------------------------------------------------------------
+
+
+def _pump(
+    sender: SenderEndpoint, rx: CreditReceiver, now: int, *, lose_usage: bool = False
+) -> None:
+    ep = rx.endpoint(sender.sender_peer)
+    assert ep is not None
+    for data in sender.messages_to_send(now):
+        if not lose_usage:
+            ep.receive_message(data, now)
+    sender.receive_batch(ep.messages_to_send(now), now)
+
+
+def _sender(peer: int, rx: CreditReceiver) -> SenderEndpoint:
+    tx = SenderEndpoint(sender_peer=peer, usage_interval_ns=0)
+    rx.accept(peer)
+    tx.connect(0)
+    for now in range(3):
+        _pump(tx, rx, now)
+    return tx
+
+
+def test_withdrawn_demand_lets_freed_capacity_reach_the_key_that_still_waits() -> None:
+    # Item 7: an idle sender's demand could never go down within an epoch, so it absorbed
+    # freed capacity while another key starved.
+    rx = receiver()
+    idle, starved, holder = _sender(1, rx), _sender(2, rx), _sender(3, rx)
+    holder.set_pending_demand({Q: 8})
+    _pump(holder, rx, 10)
+    assert rx.allocator.free(Q) == 0
+    idle.set_pending_demand({Q: 8})
+    _pump(idle, rx, 11)
+    starved.set_pending_demand({Q: 8})
+    _pump(starved, rx, 12)
+    idle.set_pending_demand({})  # its work was cancelled
+    _pump(idle, rx, 13)
+    holder.return_unused(CreditCharge.of({Q: 8}))
+    _pump(holder, rx, 14)
+    assert rx.allocator.key_totals(2, 0, 1).granted[Q] == 8
+    assert rx.allocator.key_totals(1, 0, 1).granted[Q] == 0
+
+
+def test_a_lost_withdrawal_is_reported_again_when_the_receiver_still_answers_blocked() -> None:
+    config = AllocatorConfig(
+        capacity={Q: 8}, control_slots=2, max_grant={Q: 8}, max_keys=8, retry_after_us=50
+    )
+    rx = CreditReceiver(config, SESSION, refresh_interval_ns=5)
+    idle, holder = _sender(1, rx), _sender(3, rx)
+    holder.set_pending_demand({Q: 8})
+    _pump(holder, rx, 10)
+    idle.set_pending_demand({Q: 4})
+    _pump(idle, rx, 11)  # blocked: the receiver answers with retry_after_us
+    ep = rx.endpoint(1)
+    assert ep is not None and ep.stalled
+    idle.set_pending_demand({})
+    _pump(idle, rx, 12, lose_usage=True)  # the withdrawal is lost
+    assert ep.stalled and idle.messages_to_send(13) == []
+    idle.receive_batch(ep.messages_to_send(20), 20)  # the refresh still says "blocked"
+    for data in idle.messages_to_send(21):  # ... so the sender reports its withdrawal again
+        ep.receive_message(data, 21)
+    assert not ep.stalled
+    assert rx.allocator.statistics().keys_with_demand == 0

@@ -286,3 +286,27 @@ def test_receiver_closes_the_quarantined_endpoint_and_pushes_freed_capacity() ->
     assert rx.allocator.free(Q) == 8
     assert rx.admit_write(1, 0, 1, {Q: 1}).reason is WriteRefusal.QUARANTINED
     assert rx.admit_write(None, 0, 1, {Q: 1}).reason is WriteRefusal.MALFORMED  # type: ignore[arg-type]
+
+
+def test_an_open_endpoint_of_a_key_quarantined_through_the_allocator_ignores_input() -> None:
+    # The allocator may be driven directly (quarantine without the receiver closing the
+    # endpoint): nothing a peer sends may then raise out of receive_message.
+    from tent_credit import encode
+    from tent_credit._messages import CreditAmount, SenderCreditUsage
+
+    config = AllocatorConfig(
+        capacity={Q: 8}, control_slots=2, max_grant={Q: 8}, max_keys=8, retry_after_us=100
+    )
+    rx = CreditReceiver(config, SessionId(3))
+    ep = rx.accept(1)
+    rx.allocator.quarantine(1, 0)
+    report = SenderCreditUsage(
+        receiver_session_id=SessionId(3),
+        epoch=1,
+        sequence=1,
+        qos_class=0,
+        pending_demand=(CreditAmount(resource=Q, amount=4),),
+    )
+    events = ep.receive_message(encode(report), 0)
+    assert [e.kind for e in events] == ["update_ignored"]
+    assert rx.allocator.statistics().outstanding[Q] == 0

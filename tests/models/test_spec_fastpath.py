@@ -20,7 +20,7 @@ from hashlib import blake2b
 from typing import Any
 
 import pytest
-from tent_models.configs import CREDIT_BOUNDS, KNOWN_BAD_BOUNDS
+from tent_models.configs import ADVERSARIAL_BOUNDS, CREDIT_BOUNDS, KNOWN_BAD_BOUNDS
 from tent_spec.credit import (
     CreditSpec,
     CreditState,
@@ -28,6 +28,7 @@ from tent_spec.credit import (
     _pack_peer,
     _renumber,
 )
+from tent_spec.credit_adversarial import AdversarialCreditSpec
 from tent_spec.variants import KNOWN_BAD
 
 _SEED = 20261130
@@ -246,3 +247,32 @@ def test_fast_path_with_one_or_three_senders_equals_direct_evaluation(senders: i
                 break
             state = spec.canonicalize(rng.choice(steps).state)
     assert visited > 150
+
+
+def test_memoised_adversarial_tiny_graph_equals_direct_evaluation() -> None:
+    # The adversarial spec's new actions run through the same sender memo and fused path.
+    spec = AdversarialCreditSpec(ADVERSARIAL_BOUNDS["tiny"], name="adversarial/tiny")
+    count = 0
+    actions: set[str] = set()
+    for state in reachable(spec):
+        actions.update(step.action for step in assert_fast_path_agrees(spec, state))
+        count += 1
+    assert count == 1591  # the manifest count of adversarial/tiny
+    assert {"lie_return", "forge_write", "refuse_write"} <= actions
+
+
+def test_memoised_adversarial_ci_random_walks_equal_direct_evaluation() -> None:
+    spec = AdversarialCreditSpec(ADVERSARIAL_BOUNDS["ci"], name="adversarial/ci")
+    rng = random.Random(_SEED)
+    visited = 0
+    for _walk in range(30):
+        state = spec.canonicalize(spec.initial_states()[0])
+        for _depth in range(40):
+            steps = assert_fast_path_agrees(spec, state)
+            visited += 1
+            if not steps or not spec.within_bounds(state):
+                break
+            state = rng.choice(steps).state
+            if rng.random() < 0.5:
+                state = spec.canonicalize(state)
+    assert visited > 500

@@ -188,3 +188,40 @@ def test_the_gate_mode_must_match_the_configuration() -> None:
             [FakeDevice()],
             gate=DispatchGate(GateConfig(mode=CreditMode.OPTIONAL)),
         )
+
+
+def test_an_old_peer_in_optional_mode_gets_the_bounded_legacy_window() -> None:
+    rx = CreditReceiver(
+        AllocatorConfig(
+            capacity={r: 8 * MIB for r in RESOURCES},
+            control_slots=2,
+            max_grant={r: 8 * MIB for r in RESOURCES},
+            max_keys=4,
+            retry_after_us=100,
+        ),
+        SessionId(77),
+        versions=(9,),  # no common protocol version: the sender falls back to legacy
+    )
+    rx.accept(ME, 0)
+    tx = SenderEndpoint(sender_peer=ME, qos_class=0, mode=CreditMode.OPTIONAL)
+    gate = DispatchGate(GateConfig(mode=CreditMode.OPTIONAL, legacy_window=1))
+    gate.add_endpoint(RX, tx)
+    tx.connect(1)
+    pump(tx, rx, 1)
+    rail = FakeDevice()
+    config = {
+        **CONFIG,
+        "receiver_credit": {"enabled": True, "mode": "optional", "legacy_window": 1},
+    }
+    core = DispatchCore(load_engine_config(config), [rail], gate=gate)
+    first, second = core.submit([request(), request()], 10)
+    assert core.status(first).phase is TransferPhase.DISPATCHED
+    assert all(s.lease is None for s in rail.posts[0])  # no receiver credit to carry
+    info = core.status(second).backpressure
+    assert info is not None and info.source is BackpressureSource.LOCAL_QUEUE
+    assert info.fallback_allowed
+    rail.finish()
+    events = core.progress(20)
+    assert [e.transfer_id for e in events] == [first]
+    assert core.status(second).phase is TransferPhase.DISPATCHED
+    assert gate.statistics().routes[0].legacy_fallbacks == 2

@@ -72,8 +72,10 @@ design (each keeps the same protocol step on both sides):
    FENCING (no reservations) until its work of the old session completed; the spec's sender
    reserves at once. The harness fails dead-session work at the receiver restart, so this only
    shows for work committed on the dead session after it, until ``fail_inflight``.
-10. **Completion.** ``data_lands`` reports the landing to the receiver and completes the token at
-    the sender; ``fail_inflight`` only completes it. Neither gives the sender credit.
+10. **Completion.** ``data_lands`` is the receiver's write admission (``admit_write``, which
+    counts the landing) and completes the token at the sender; ``fail_inflight`` only completes
+    it. Neither gives the sender credit. A refused admission is a divergence: every write the
+    spec lets land is one an honest sender made within its credit.
 11. **Faults and bounds.** The fault counters are erased by :meth:`CreditAdapter.project`
     (the harness injects faults; the implementation cannot count them). The run uses
     :func:`conformance_bounds`: the model's sizes with fault budgets, message and sequence caps
@@ -754,7 +756,11 @@ class CreditAdapter:
     def _data_lands(self, s: int, item: Any) -> Outcome:
         work = self._take_work(s, item)
         amounts = self._charge(work.charge).as_dict()
-        self._receiver.data_landed(self.peer(s), 0, work.epoch, amounts)
+        # The transport admits every credited write before it lands (CONTRACT "Write
+        # admission"): an honest sender's write is never refused, so a refusal diverges.
+        admission = self._receiver.admit_write(self.peer(s), 0, work.epoch, amounts)
+        if not admission.accepted:  # it never landed, and the key is now quarantined
+            return Outcome.unchanged()
         self._complete(s, work)
         return Outcome.applied()
 

@@ -73,6 +73,7 @@ from tent_credit import (
     DispatchGate,
     GateConfig,
     GateToken,
+    GrantSplit,
     Plan,
     ReceiverCreditUpdate,
     SenderCreditUsage,
@@ -230,6 +231,9 @@ class GatedAdapter:
                 max_grant=_amounts(cfg.max_grant),
                 max_keys=4,
                 retry_after_us=100,
+                # the gated spec grants first-come (min of demand, max_grant, free); the
+                # max-min fair split is checked by tests/credit/test_fair_split.py and the soak
+                grant_split=GrantSplit.FIRST_COME,
             ),
             SessionId(self.session),
             refresh_interval_ns=REFRESH_NS if cfg.refresh else 0,

@@ -122,6 +122,11 @@ class ControlClient:
         return self._auth.peer
 
     @property
+    def auth(self) -> AuthenticatedPeer | None:
+        """What the latest handshake proved (``None`` before the first connection)."""
+        return self._auth
+
+    @property
     def closing(self) -> bool:
         return self._closed
 

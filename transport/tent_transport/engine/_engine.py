@@ -296,7 +296,7 @@ class Engine:
     def _start_session(
         self, link: _Link, bootstrap: SessionBootstrap, client: ControlClient
     ) -> None:
-        auth_key = client._auth.data_key if client._auth is not None else b""
+        auth_key = client.auth.data_key if client.auth is not None else b""
         if link.death_timer is not None:
             link.death_timer.cancel()
             link.death_timer = None
