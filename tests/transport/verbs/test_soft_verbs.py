@@ -399,3 +399,48 @@ def test_completion_callback_is_one_shot_until_rearmed(fabric: Path) -> None:
     finally:
         pair.init.scq.set_notify(None)
         pair.close()
+
+
+def test_incast_of_three_sender_processes_into_a_stopped_target(fabric: Path) -> None:
+    """Three initiator processes write concurrently into one SIGSTOPped target's regions."""
+    from verbs_rc import incast_sender_main, incast_target_main
+
+    senders, length = 3, 1 << 20
+    spawn = multiprocessing.get_context("spawn")
+    t_parent, t_child = spawn.Pipe()
+    target = spawn.Process(target=incast_target_main, args=(t_child, str(fabric), senders,
+                                                            length), daemon=True)
+    target.start()
+    procs: list[multiprocessing.process.BaseProcess] = [target]
+    try:
+        assert t_parent.poll(POLL_TIMEOUT_S * 3)
+        infos = t_parent.recv()
+        pipes = []
+        for i, info in enumerate(infos):
+            parent, child = spawn.Pipe()
+            proc = spawn.Process(target=incast_sender_main,
+                                 args=(child, str(fabric), info, i, length), daemon=True)
+            proc.start()
+            procs.append(proc)
+            pipes.append(parent)
+        t_parent.send([p.recv() for p in pipes])
+        assert t_parent.recv() == "ready"
+        assert target.pid is not None
+        os.kill(target.pid, signal.SIGSTOP)
+        for pipe in pipes:
+            pipe.send("go")
+        results = [pipe.recv() for pipe in pipes]
+        assert process_state(target.pid) == "T"
+        os.kill(target.pid, signal.SIGCONT)
+        for statuses, _ in results:
+            assert statuses == [e.IBV_WC_SUCCESS] * (length // (64 * 1024))
+        t_parent.send("digests")
+        assert t_parent.recv() == [digest for _, digest in results]
+        t_parent.send("exit")
+    finally:
+        for proc in procs:
+            if proc.is_alive() and proc.pid is not None:
+                os.kill(proc.pid, signal.SIGCONT)
+            proc.join(POLL_TIMEOUT_S)
+            if proc.is_alive():
+                proc.kill()

@@ -123,9 +123,11 @@ def test_a_mutated_field_is_refused_or_still_valid(
         [0x5601, 1, 0, 0, b"\0" * 16, 0, 1, 3],  # QP number 0
         [0x5601, 1, 1 << 24, 0, b"\0" * 16, 0, 1, 3],  # QP number > 24 bits
         [0x5601, 1, 1, 0, b"\0" * 15, 0, 1, 3],  # short GID
-        [0x5602, 1, 1, 2, 3, 0, 5, 6, False],  # zero-length region
-        [0x5602, 1, 1, 2, 3, 4, 5, 6, 1],  # readable must be a bool
-        [0x5602, 1, 1, 2, (1 << 64) - 2, 4, 5, 6, False],  # range overflows
+        [0x5602, 1, 1, 2, 3, 0, 5, 6, 1],  # zero-length region
+        [0x5602, 1, 1, 2, 3, 4, 5, 6, True],  # access is a uint, not a bool
+        [0x5602, 1, 1, 2, 3, 4, 5, 6, 2],  # READ without WRITE is no exposure
+        [0x5602, 1, 1, 2, 3, 4, 5, 6, 0],  # no access
+        [0x5602, 1, 1, 2, (1 << 64) - 2, 4, 5, 6, 1],  # range overflows
     ],
 )
 def test_malformed_messages_are_refused(structure: list[object]) -> None:

@@ -441,3 +441,61 @@ def receiver_device_main(conn: Any, fabric: str, segment_bytes: int) -> None:
         elif command == "fence":
             conn.send(rx.exposures.fence(1, 5))
     rx.close()
+
+
+def incast_target_main(conn: Any, fabric: str, senders: int, length: int) -> None:
+    """A target with one QP and one region per sender (one PD); answers digests per region."""
+    import hashlib
+    from pathlib import Path
+
+    from tent_transport.verbs import soft_backend
+
+    backend = soft_backend(Path(fabric))
+    e = backend.enums
+    sides = [Side(backend, "soft0") for _ in range(senders)]
+    access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+    mrs = [side.mr(length, access) for side in sides]
+    conn.send([(s.ctx.query_gid(1, 0).gid, s.qp.qp_num, m.rkey, m.buf) for s, m in zip(
+        sides, mrs, strict=True)])
+    for side, (gid, qpn) in zip(sides, conn.recv(), strict=True):
+        side.qp.to_rts(rts_attr(backend, backend.GID(gid), qpn))
+    conn.send("ready")
+    while conn.recv() != "exit":  # any other request asks for the digests
+        conn.send([hashlib.sha256(m.read(length, 0)).hexdigest() for m in mrs])
+    for side in sides:
+        side.close()
+
+
+def incast_sender_main(conn: Any, fabric: str, target: tuple[str, int, int, int], seed: int,
+                       length: int) -> None:
+    """One sender: connects to its target QP, then on "go" writes its region in 64 KiB WRs and
+    answers (statuses, digest of what it wrote)."""
+    import hashlib
+    import random
+    from pathlib import Path
+
+    from tent_transport.verbs import soft_backend
+
+    backend = soft_backend(Path(fabric))
+    e = backend.enums
+    side = Side(backend, "soft0", max_send_wr=64, cqe=128)
+    gid, qpn, rkey, addr = target
+    conn.send((side.ctx.query_gid(1, 0).gid, side.qp.qp_num))
+    side.qp.to_rts(rts_attr(backend, backend.GID(gid), qpn))
+    payload = random.Random(seed).randbytes(length)
+    src = side.mr(length, e.IBV_ACCESS_LOCAL_WRITE)
+    src.write(payload, length)
+    assert conn.recv() == "go"
+    chunk = 64 * 1024
+    statuses: list[int] = []
+    for start in range(0, length, chunk * 32):
+        count = 0
+        for offset in range(start, min(length, start + chunk * 32), chunk):
+            sge = backend.SGE(src.buf + offset, chunk, src.lkey)
+            wr = backend.SendWR(wr_id=offset, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[sge])
+            wr.set_wr_rdma(rkey, addr + offset)
+            side.qp.post_send(wr)
+            count += 1
+        statuses.extend(int(w.status) for w in poll_until(side.scq, count))
+    conn.send((statuses, hashlib.sha256(payload).hexdigest()))
+    side.close()

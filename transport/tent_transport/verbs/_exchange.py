@@ -7,7 +7,10 @@
   receiver sends it only under credit and deregisters the MR at release or fencing.
 
 Wire form: a canonical CBOR array ``[tag, schema_version, fields...]`` (tags 0x5601 and 0x5602,
-schema 1), at most :data:`MAX_VERBS_MESSAGE_BYTES`. :func:`decode_verbs_message` turns any bytes
+schema 1), at most :data:`MAX_VERBS_MESSAGE_BYTES`; the schema is ``spec/verbs.cddl`` and the
+golden vectors are ``tests/golden/verbs_vectors.json``. A region's ``readable`` travels as an
+``access`` of 1 (WRITE) or 3 (WRITE | READ), the segment descriptors' flags; its ``session`` is
+a plain uint up to 64 bits, else a bignum. :func:`decode_verbs_message` turns any bytes
 into a message or a :class:`VerbsMessageError` (a ``RemoteProtocolError``), never another error.
 """
 
@@ -125,8 +128,9 @@ _REGION_FIELDS: tuple[str, ...] = (
     "length",
     "addr",
     "rkey",
-    "readable",
+    "access",
 )
+_WRITE, _WRITE_READ = 1, 3  # Access flags on the wire: WRITE = 1, READ = 2
 
 
 def encode_verbs_message(message: VerbsEndpoint | VerbsRegion) -> bytes:
@@ -137,7 +141,15 @@ def encode_verbs_message(message: VerbsEndpoint | VerbsRegion) -> bytes:
         tag, names = _TAG_REGION, _REGION_FIELDS
     else:
         raise InvalidArgument(f"not a verbs message: {type(message).__name__}")
-    return cbor2.dumps([tag, _SCHEMA, *(getattr(message, n) for n in names)], canonical=True)
+    fields = [_wire_value(message, name) for name in names]
+    return cbor2.dumps([tag, _SCHEMA, *fields], canonical=True)
+
+
+def _wire_value(message: VerbsEndpoint | VerbsRegion, name: str) -> Any:
+    if name == "access":
+        assert isinstance(message, VerbsRegion)
+        return _WRITE_READ if message.readable else _WRITE
+    return getattr(message, name)
 
 
 def decode_verbs_message(data: bytes) -> VerbsEndpoint | VerbsRegion:
@@ -175,12 +187,18 @@ def decode_verbs_message(data: bytes) -> VerbsEndpoint | VerbsRegion:
     if len(fields) != len(names):
         raise VerbsMessageError(f"{cls.__name__} has {len(names)} fields, got {len(fields)}")
     for name, value in zip(names, fields, strict=True):
-        expected = bool if name == "readable" else bytes if name == "gid" else int
+        expected = bytes if name == "gid" else int
         if type(value) is not expected:
             raise VerbsMessageError(f"{name} must be {expected.__name__}, got {value!r}")
     if cbor2.dumps(structure, canonical=True) != raw:
         raise VerbsMessageError("verbs message is not canonical CBOR")
+    values = dict(zip(names, fields, strict=True))
+    if cls is VerbsRegion:
+        access = values.pop("access")
+        if access not in (_WRITE, _WRITE_READ):
+            raise VerbsMessageError(f"access must be 1 (WRITE) or 3 (WRITE | READ), got {access}")
+        values["readable"] = access == _WRITE_READ
     try:
-        return cls(**dict(zip(names, fields, strict=True)))
+        return cls(**values)
     except InvalidArgument as exc:
         raise VerbsMessageError(str(exc)) from exc
