@@ -56,6 +56,18 @@ def _run_sender(spec: dict[str, Any], timeout: float = 90) -> dict[str, Any]:
         proc.stop()
 
 
+def _landed_stats(rx: Proc, count: int) -> dict[str, Any]:
+    """The receiver's stats once ``count`` writes were announced (bounded). Over verbs a write
+    completes at the sender when its bytes are placed, before the receiver polls its notice,
+    so the announcement may trail the sender's completion; over TCP it precedes the ack."""
+    for _ in range(500):
+        stats = rx.ask("stats")[1]
+        if len(stats["landed"]) >= count:
+            break
+        time.sleep(0.01)
+    return stats
+
+
 def _verify(landed: list[list[int]], blocks: list[list[int]], sender_id: int) -> None:
     expected = {offset: checksum(block_bytes(seed, length)) for offset, length, seed in blocks}
     seen = {offset: crc for peer, offset, _length, crc, _t in landed if peer == sender_id}
@@ -100,6 +112,7 @@ def test_two_processes_move_verified_bytes_in_each_credit_mode(
         )
         statuses = {r["status"] for r in report["phases"][0]["results"]}
         assert statuses == {outcome}
+        _landed_stats(rx, len(blocks) if outcome == "COMPLETED" else 0)
         time.sleep(0.05)  # the last delayed releases
         stats = rx.ask("stats")[1]
         assert stats["refused"] == 0 and stats["quarantined"] == []
@@ -160,7 +173,7 @@ def test_receiver_killed_mid_transfer_and_restarted_fences_the_old_session(devic
         assert statuses.count("COMPLETED") >= 3 and "FAILED" in statuses
         assert {r["status"] for r in second["results"]} == {"COMPLETED"}
         assert report["reconnects"] >= 1
-        stats = rx.ask("stats")[1]
+        stats = _landed_stats(rx, len(phase2))
         assert stats["session"] > old_session  # a restart mints a larger session
         assert stats["refused"] == 0 and stats["violations"] == 0  # no old credit was used
         _verify(stats["landed"], phase2, 1)  # only the new session's writes landed here
@@ -359,7 +372,7 @@ def test_verbs_lying_sender_is_bounded_by_its_region_and_quarantined(
             }
         )
         assert {r["status"] for r in report["phases"][0]["results"]} == {"COMPLETED"}
-        stats = rx.ask("stats")[1]
+        stats = _landed_stats(rx, len(blocks))
         assert all(peer == 1 for peer, *_ in stats["landed"])
         _verify(stats["landed"], blocks, 1)
         bad.stop()
