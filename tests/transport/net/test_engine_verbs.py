@@ -161,6 +161,38 @@ def test_verbs_fence_completes_only_after_mrs_are_invalid_and_the_qp_is_drained(
     run(scenario(), timeout=60)
 
 
+def test_a_failed_qp_restarts_the_session_and_later_writes_complete() -> None:
+    """A revoked region's rkey fails the next write (REMOTE_ACCESS_ERROR: RC moves the QP to
+    ERR); the rail does not stay without a QP: the session restarts and new writes complete."""
+
+    async def scenario() -> None:
+        rx, tx = _engines()
+        host, port = await rx.start()
+        await tx.start()
+        try:
+            peer = await tx.connect(host, port)
+            memory = rx.allocate(8 * BLOCK)
+            segment = rx.register(memory)
+            exposure = rx.expose(1, segment.segment_id, 0, 8 * BLOCK)
+            await tx.wait_regions(peer, lambda d: bool(d.regions))
+            await _move(rx, tx, peer, segment.segment_id, memory, n=1)
+            rx.revoke(exposure)  # its MR is deregistered: the sender still holds the rkey
+            state = await tx.submit([_write(peer, segment.segment_id, 0, bytes(BLOCK))]).wait(10)
+            assert state.status is TaskStatus.FAILED
+            assert "REM_ACCESS" in state.detail or "remote" in state.detail.lower(), state.detail
+            assert rx.receiver.statistics().landed == 1  # nothing of it was announced
+            await until(lambda: tx._links[peer].sessions_started == 2, what="a new session")
+            rx.expose(1, segment.segment_id, 0, 8 * BLOCK)
+            await tx.wait_regions(peer, lambda d: bool(d.regions))
+            await until(lambda: tx.rails[0].ready(peer), what="the new QP")
+            await _move(rx, tx, peer, segment.segment_id, memory, n=2)
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario(), timeout=60)
+
+
 def test_verbs_rkeys_go_out_only_after_the_activation() -> None:
     """A session that negotiates credit gets its rkeys only after its activation (with the
     initial grant) went out: a sender never holds an rkey it has no credit for."""

@@ -63,6 +63,7 @@ class VerbsRail:
         self._links: dict[int, _Link] = {}
         self._qps: set[int] = set()  # peers with a QP on the device (live or retired)
         self._notices: dict[int, bytearray] = {}  # notice wr_id -> its bytes (kept alive)
+        self._peer_of: dict[int, int] = {}  # an outstanding data slice's wr_id -> its peer
         self._notice_ids = itertools.count(_NOTICE_WR)
         self._posted = self._completed = self._failed = self._flushed = 0
         self._sent = self._read = 0
@@ -125,6 +126,7 @@ class VerbsRail:
         self.device.post(chain, now_ns)  # all or nothing up to a mid-chain provider refusal
         link.sequence = sequence
         self._notices.update(notices)
+        self._peer_of.update((s.wr_id, peer) for s in slices)
         self._posted += len(slices)
 
     @staticmethod
@@ -156,6 +158,9 @@ class VerbsRail:
             if self._notices.pop(c.wr_id, None) is not None:
                 continue  # a notice: its data WR reports the outcome
             out.append(c)
+            peer = self._peer_of.pop(c.wr_id, None)
+            if c.status is not SliceStatus.SUCCESS and peer is not None:
+                self._failed_qp(peer)
             if c.status is SliceStatus.SUCCESS:
                 self._completed += 1
                 self._sent += c.length
@@ -164,6 +169,21 @@ class VerbsRail:
             else:
                 self._failed += 1
         return out
+
+    def _failed_qp(self, peer: int) -> None:
+        # RC moved the QP to ERR (a failed WR flushes the rest): under a live session the rail
+        # would stay without a QP, so tell the owner, who restarts the session (a new QP),
+        # as the TCP rail does for a lost data connection. Once per QP.
+        link = self._links.get(peer)
+        if link is None or link.ring is None:
+            return
+        link.ring = None
+        if self.on_lost is None:
+            return
+        try:  # not from inside the dispatch core's poll pass
+            asyncio.get_running_loop().call_soon(self.on_lost, peer)
+        except RuntimeError:
+            self.on_lost(peer)
 
     def next_completion_ns(self) -> int | None:
         return None
