@@ -13,14 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from net_helpers import run, until
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import FrameKind, PskIdentity
 from tent_transport.devices import Opcode
-from tent_transport.dispatch import TransferRequest
+from tent_transport.dispatch import TransferPlan, TransferRequest
 from tent_transport.engine import Engine, EngineOptions
+from tent_transport.errors import LocalProtocolError
 from tent_transport.verbs import VerbsRegion, decode_verbs_message
 
 from tent_credit import CreditResource
@@ -233,6 +235,24 @@ def test_verbs_rkeys_go_out_only_after_the_activation() -> None:
             await until(lambda: tx.rails[0].ready(peer), what="rkeys at the sender")
             assert len(granted) == 2 and all(granted)  # the notice ring and the region
             await _move(rx, tx, peer, segment.segment_id, memory, n=2)
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario())
+
+
+def test_a_staged_write_is_refused_at_submit_over_verbs() -> None:
+    async def scenario() -> None:
+        rx, tx = _engines()
+        host, port = await rx.start()
+        await tx.start()
+        try:
+            peer = await tx.connect(host, port)
+            request = attrs.evolve(_write(peer, 1, 0, bytes(BLOCK)), plan=TransferPlan.STAGED)
+            with pytest.raises(LocalProtocolError, match="staged"):
+                tx.submit([request])
+            assert tx.core.statistics().submitted_total == 0  # nothing was submitted
         finally:
             await tx.close()
             await rx.close()

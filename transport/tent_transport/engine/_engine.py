@@ -424,6 +424,10 @@ class Engine:
                 raise InvalidArgument("submit takes TransferRequest values")
             if request.peer not in self._links:
                 raise LocalProtocolError(f"peer {request.peer} is not connected")
+            if request.plan is TransferPlan.STAGED and self._verbs is not None:
+                # staging needs receiver code between landing and target: a one-sided write
+                # has none (docs/rdma.md "The engine over verbs")
+                raise LocalProtocolError("staged writes are not supported over verbs")
             if (
                 request.plan is TransferPlan.STAGED
                 and self.gate is not None
