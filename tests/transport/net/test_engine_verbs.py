@@ -23,7 +23,7 @@ from tent_transport.devices import Opcode
 from tent_transport.dispatch import TransferPlan, TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 from tent_transport.errors import LocalProtocolError
-from tent_transport.verbs import VerbsRegion, decode_verbs_message
+from tent_transport.verbs import VerbsRegion, decode_verbs_message, encode_verbs_message
 
 from tent_credit import CreditResource
 from tent_sched import TaskStatus
@@ -240,6 +240,44 @@ def test_verbs_rkeys_go_out_only_after_the_activation() -> None:
             await rx.close()
 
     run(scenario())
+
+
+@pytest.mark.parametrize("what", ["garbage", "region", "second-endpoint"])
+def test_a_bad_verbs_frame_from_a_sender_closes_its_control_connection(what: str) -> None:
+    """Hostile exchange input: bytes that are not a verbs message, a region (only receivers
+    send those) or a second endpoint in one session close the connection; the session is
+    retired (its QP and MRs with it) and the sender's next session works."""
+
+    async def scenario() -> None:
+        rx, tx = _engines()
+        host, port = await rx.start()
+        await tx.start()
+        try:
+            peer = await tx.connect(host, port)
+            verbs = rx._verbs
+            assert verbs is not None
+            old = verbs._sessions[1]
+            if what == "garbage":
+                payload = b"\xff" * 40
+            elif what == "region":
+                payload = encode_verbs_message(old.ring_region)
+            else:
+                payload = encode_verbs_message(tx.rails[0].device.endpoint(peer))
+            assert tx._links[peer].client.send_verbs(payload)
+            await until(lambda: tx._links[peer].sessions_started == 2, what="the new session")
+            await until(lambda: verbs._sessions.get(1) not in (None, old), what="a new QP")
+            assert rx.quarantined() == ()  # a protocol violation, not a lie about a write
+            memory = rx.allocate(4 * BLOCK)
+            segment = rx.register(memory)
+            rx.expose(1, segment.segment_id, 0, 4 * BLOCK)
+            await tx.wait_regions(peer, lambda d: bool(d.regions))
+            await until(lambda: tx.rails[0].ready(peer), what="the new QP at the sender")
+            await _move(rx, tx, peer, segment.segment_id, memory, n=2)
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario(), timeout=60)
 
 
 def test_a_staged_write_is_refused_at_submit_over_verbs() -> None:
