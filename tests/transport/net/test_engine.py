@@ -159,11 +159,13 @@ def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:
         rx.release(rx.next_landed(10))
         # the network drops the data connection (the control connection stays up)
         tx._call(tx.engine.rails[0]._peers[peer].close)
-        for _ in range(500):
-            if (
-                1 in rx.sender_sessions()
-                and rx.engine.control.session_of(1).session != first.session
-            ):  # type: ignore[union-attr]
+
+        def new_session() -> bool:
+            ps = rx.engine.control.session_of(1)
+            return ps is not None and ps.session != first.session
+
+        for _ in range(1000):  # bounded: the sender restarts its session
+            if rx._call(new_session):
                 break
             time.sleep(0.01)
         rx.expose(1, segment.segment_id, 0, len(memory))
