@@ -23,6 +23,7 @@ from tent_transport.devices import Opcode
 from tent_transport.dispatch import TransferPlan, TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 from tent_transport.errors import LocalProtocolError
+from tent_transport.segments import Access
 from tent_transport.verbs import VerbsRegion, decode_verbs_message, encode_verbs_message
 
 from tent_credit import CreditResource
@@ -99,6 +100,51 @@ def test_verbs_engine_moves_verified_bytes_and_every_credit_comes_back() -> None
             )
             stats = rx.receiver.statistics()
             assert stats.landed == 8 and stats.refused == 0 and stats.quarantined == ()
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario())
+
+
+def test_verbs_read_of_a_readable_exposure_returns_its_bytes() -> None:
+    """READ is an RDMA READ under the exposure's MR (registered with REMOTE_READ), local
+    accounting only; a write-only exposure cannot be read (refused at the sender's post)."""
+
+    async def scenario() -> None:
+        rx, tx = _engines()
+        host, port = await rx.start()
+        await tx.start()
+        try:
+            peer = await tx.connect(host, port)
+            memory = rx.allocate(4 * BLOCK)
+            content = os.urandom(4 * BLOCK)
+            memory[:] = content
+            segment = rx.register(memory)
+            rx.expose(1, segment.segment_id, 0, 2 * BLOCK, Access.WRITE | Access.READ)
+            rx.expose(1, segment.segment_id, 2 * BLOCK, 2 * BLOCK, Access.WRITE)
+            await tx.wait_regions(peer, lambda d: len(d.regions) == 2)
+            await until(lambda: tx.rails[0].ready(peer), what="rkeys at the sender")
+            await until(
+                lambda: (
+                    len(tx.rails[0].device._peers[peer].regions.get(segment.segment_id, ())) == 2
+                ),
+                what="both regions",
+            )
+            into = bytearray(BLOCK)
+            read = TransferRequest(
+                opcode=Opcode.READ,
+                local=into,
+                peer=peer,
+                remote_segment=segment.segment_id,
+                remote_offset=BLOCK,
+                length=BLOCK,
+            )
+            assert (await tx.submit([read]).wait(10)).status is TaskStatus.COMPLETED
+            assert bytes(into) == content[BLOCK : 2 * BLOCK]
+            denied = attrs.evolve(read, local=bytearray(BLOCK), remote_offset=3 * BLOCK)
+            assert (await tx.submit([denied]).wait(10)).status is TaskStatus.FAILED
+            assert rx.receiver.statistics().landed == 0  # reads land nothing at the receiver
         finally:
             await tx.close()
             await rx.close()

@@ -100,6 +100,7 @@ class VerbsReceiver:
         self._segments = segments
         self._credit = credit
         self._sessions: dict[int, _Rx] = {}
+        self._rings: dict[int, memoryview] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._offer_timer: asyncio.TimerHandle | None = None
         self._fenced = self._dropped = self._lies = 0
@@ -160,7 +161,12 @@ class VerbsReceiver:
         try:
             local = self.device.endpoint(ps.peer)
             self.device.connect(ps.peer, message)
-            ring = self.device.allocate(self._slots * NOTICE.size)
+            # one ring's memory per peer, reused by its sessions (each under a new MR): a
+            # reconnecting peer does not grow the fabric
+            ring = self._rings.get(ps.peer)
+            if ring is None:
+                ring = self._rings[ps.peer] = self.device.allocate(self._slots * NOTICE.size)
+            ring[:] = bytes(len(ring))
             region = self.device.exposures.expose(
                 ps.peer, ps.session, NOTICE_SEGMENT, ring, offset=0, length=len(ring)
             )
