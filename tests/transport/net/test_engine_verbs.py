@@ -142,6 +142,7 @@ def test_verbs_read_of_a_readable_exposure_returns_its_bytes() -> None:
             )
             assert (await tx.submit([read]).wait(10)).status is TaskStatus.COMPLETED
             assert bytes(into) == content[BLOCK : 2 * BLOCK]
+            assert tx.rails[0].statistics().bytes_read == BLOCK
             denied = attrs.evolve(read, local=bytearray(BLOCK), remote_offset=3 * BLOCK)
             assert (await tx.submit([denied]).wait(10)).status is TaskStatus.FAILED
             assert rx.receiver.statistics().landed == 0  # reads land nothing at the receiver

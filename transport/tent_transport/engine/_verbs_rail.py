@@ -63,7 +63,7 @@ class VerbsRail:
         self._links: dict[int, _Link] = {}
         self._qps: set[int] = set()  # peers with a QP on the device (live or retired)
         self._notices: dict[int, bytearray] = {}  # notice wr_id -> its bytes (kept alive)
-        self._peer_of: dict[int, int] = {}  # an outstanding data slice's wr_id -> its peer
+        self._peer_of: dict[int, tuple[int, Opcode]] = {}  # outstanding slice -> peer, opcode
         self._notice_ids = itertools.count(_NOTICE_WR)
         self._posted = self._completed = self._failed = self._flushed = 0
         self._sent = self._read = 0
@@ -126,7 +126,7 @@ class VerbsRail:
         self.device.post(chain, now_ns)  # all or nothing up to a mid-chain provider refusal
         link.sequence = sequence
         self._notices.update(notices)
-        self._peer_of.update((s.wr_id, peer) for s in slices)
+        self._peer_of.update((s.wr_id, (peer, s.opcode)) for s in slices)
         self._posted += len(slices)
 
     @staticmethod
@@ -153,22 +153,31 @@ class VerbsRail:
             raise PostRefused(f"slice does not fit a notice: {exc}", ready=True) from exc
 
     def poll(self, max_entries: int, now_ns: int) -> list[SliceCompletion]:
+        """Up to ``max_entries`` data completions (notices' are consumed, not reported)."""
         out: list[SliceCompletion] = []
-        for c in self.device.poll(max_entries * 2, now_ns):
-            if self._notices.pop(c.wr_id, None) is not None:
-                continue  # a notice: its data WR reports the outcome
-            out.append(c)
-            peer = self._peer_of.pop(c.wr_id, None)
-            if c.status is not SliceStatus.SUCCESS and peer is not None:
-                self._failed_qp(peer)
-            if c.status is SliceStatus.SUCCESS:
-                self._completed += 1
-                self._sent += c.length
-            elif c.status is SliceStatus.FLUSHED:
-                self._flushed += 1
-            else:
-                self._failed += 1
+        while len(out) < max_entries:
+            room = max_entries - len(out)
+            batch = self.device.poll(room, now_ns)
+            out.extend(self._settle(c) for c in batch if self._notices.pop(c.wr_id, None) is None)
+            if len(batch) < room:
+                break  # the CQ is empty
         return out
+
+    def _settle(self, c: SliceCompletion) -> SliceCompletion:
+        peer, opcode = self._peer_of.pop(c.wr_id, (None, Opcode.WRITE))
+        if c.status is not SliceStatus.SUCCESS and peer is not None:
+            self._failed_qp(peer)
+        if c.status is SliceStatus.SUCCESS:
+            self._completed += 1
+            if opcode is Opcode.READ:
+                self._read += c.length
+            else:
+                self._sent += c.length
+        elif c.status is SliceStatus.FLUSHED:
+            self._flushed += 1
+        else:
+            self._failed += 1
+        return c
 
     def _failed_qp(self, peer: int) -> None:
         # RC moved the QP to ERR (a failed WR flushes the rest): under a live session the rail
