@@ -132,9 +132,10 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         trace=spec.get("trace"),
         credit_session=spec.get("credit_session"),
         release_on_landing=spec.get("release") == "landing",
+        device=spec.get("device", "tcp"),
     )
     engine = Engine(config, options)
-    memory = bytearray(spec["segment_bytes"])
+    memory = engine.allocate(spec["segment_bytes"])  # verbs: memory its rail can reach
     address = await engine.start()
     segment = engine.register(memory)
     conn.send(("ready", address, [s.address for s in engine._data_servers], segment.segment_id))
@@ -197,6 +198,9 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
                     engine.release(event)
                 held.clear()
                 conn.send(("released", t_release))
+            elif command[0] == "crc":
+                _, offset, length = command
+                conn.send(("crc", checksum(memoryview(memory)[offset : offset + length])))
             elif command[0] == "stats":
                 conn.send(("stats", _receiver_stats(engine, landed)))
     finally:
@@ -242,6 +246,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             rail_addresses=tuple(tuple(a) for a in spec.get("rails", [("127.0.0.1", 0)])),
             peer_dead_after_s=spec.get("peer_dead_after_s", 5.0),
             trace=spec.get("trace"),
+            device=spec.get("device", "tcp"),
         ),
     )
     await engine.start()
@@ -376,12 +381,17 @@ async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
 
     config = load_engine_config(spec["config"])
     me = spec["peer_id"]
-    engine = Engine(config, EngineOptions(peer_id=me, identity=identity(me, [100])))
+    engine = Engine(
+        config,
+        EngineOptions(peer_id=me, identity=identity(me, [100]), device=spec.get("device", "tcp")),
+    )
     await engine.start()
     peer = await engine.connect(*spec["receiver"])
     await engine.wait_regions(peer, lambda d: bool(d.regions), timeout=30)
     data = block_bytes(99, spec["length"])
-    if spec["how"] == "region":
+    if spec["how"] == "claim":
+        outcome = await _claim_liar(engine, peer, spec, data)
+    elif spec["how"] == "region":
         request = TransferRequest(
             opcode=Opcode.WRITE,
             local=data,
@@ -406,8 +416,7 @@ async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
             charge=((1, len(data)), (2, 1), (4, 1)),
         )
         rail = engine.rails[0]
-        done: list[Any] = []
-        rail.set_wakeup(lambda: done.extend(rail.poll(16, 0)))
+        done = _tee_completions(rail)  # whoever polls (the engine's core on its timer too)
         rail.post(
             [
                 SliceRequest(
@@ -433,6 +442,79 @@ async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
     with contextlib.suppress(EOFError, OSError):
         conn.recv()
     await engine.close()
+
+
+def _tee_completions(device: Any, wr_id: int = 1) -> list[Any]:
+    """Collect ``wr_id``'s completion from every ``poll`` of ``device``."""
+    seen: list[Any] = []
+    poll = device.poll
+
+    def tee(max_entries: int, now_ns: int) -> list[Any]:
+        out = poll(max_entries, now_ns)
+        seen.extend(c for c in out if c.wr_id == wr_id)
+        return out
+
+    device.poll = tee
+    return seen
+
+
+async def _claim_liar(engine: Engine, peer: int, spec: dict[str, Any], data: bytes) -> list[str]:
+    """Verbs only: a write into the liar's own region whose notice claims another range
+    (``spec["claim"]``), the lie a one-sided write can tell that its registration cannot stop."""
+    from tent_transport.devices import SliceRequest
+    from tent_transport.engine._verbs_notice import NOTICE, NOTICE_SEGMENT, Notice
+
+    rail = engine.rails[0]
+    link = rail._links[peer]  # type: ignore[union-attr]
+    for _ in range(500):
+        if rail.ready(peer):
+            break
+        await asyncio.sleep(0.01)
+    slots = link.ring.length // NOTICE.size
+    notice = bytearray(
+        Notice(
+            write_id=7,
+            sequence=link.sequence,
+            credited=False,
+            segment=spec["segment"],
+            offset=spec["claim"],
+            length=len(data),
+            data_bytes=0,
+            qos_class=0,
+            checksum=checksum(data),
+            request_slots=0,
+            staging_slots=0,
+            consumer_slots=0,
+        ).pack()
+    )
+    common = {"opcode": Opcode.WRITE, "peer": peer, "lease": None}
+    chain = [
+        SliceRequest(
+            wr_id=1 << 62,
+            local=memoryview(notice),
+            remote_segment=NOTICE_SEGMENT,
+            remote_offset=(link.sequence % slots) * NOTICE.size,
+            length=NOTICE.size,
+            write_id=link.sequence,
+            **common,
+        ),
+        SliceRequest(
+            wr_id=1,
+            local=memoryview(data),
+            remote_segment=spec["segment"],
+            remote_offset=spec["offset"],
+            length=len(data),
+            write_id=7,
+            **common,
+        ),
+    ]
+    done = _tee_completions(rail.device)  # the engine's core polls the device too
+    rail.device.post(chain, 0)  # type: ignore[union-attr]
+    for _ in range(1000):
+        if done:
+            break
+        await asyncio.sleep(0.01)
+    return [done[0].status.name if done else "NONE", ""]
 
 
 # ------------------------------------------------------------------------------ traces

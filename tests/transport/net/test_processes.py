@@ -1,8 +1,17 @@
-"""Real processes on loopback: integrity end to end in every credit mode, faults, liars."""
+"""Real processes on loopback: integrity end to end in every credit mode, faults, liars.
+
+Every test runs over TCP and over the soft verbs device (``device``); where verbs guarantees
+something else than TCP (a one-sided write cannot be refused before it lands), the verbs
+counterpart asserts what verbs does guarantee (the region bound, admission at the notice).
+"""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +19,20 @@ from procs import Proc, block_bytes, credit_config, free_ports, liar, receiver, 
 from tent_transport.devices.tcp import checksum
 
 BLOCK = 256 << 10
+
+
+@pytest.fixture(params=["tcp", "softverbs"])
+def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The data device of every engine of the test; soft verbs on a private fabric (the
+    spawned processes inherit the environment)."""
+    if request.param == "tcp":
+        yield "tcp"
+        return
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    fabric = tempfile.mkdtemp(prefix="tent-sv-engine-", dir=base)
+    monkeypatch.setenv("TENT_SOFTVERBS_FABRIC", fabric)
+    yield "softverbs"
+    shutil.rmtree(fabric, ignore_errors=True)
 
 
 def _blocks(n: int, *, seed0: int = 0, base: int = 0) -> list[list[int]]:
@@ -33,6 +56,18 @@ def _run_sender(spec: dict[str, Any], timeout: float = 90) -> dict[str, Any]:
         proc.stop()
 
 
+def _landed_stats(rx: Proc, count: int) -> dict[str, Any]:
+    """The receiver's stats once ``count`` writes were announced (bounded). Over verbs a write
+    completes at the sender when its bytes are placed, before the receiver polls its notice,
+    so the announcement may trail the sender's completion; over TCP it precedes the ack."""
+    for _ in range(500):
+        stats = rx.ask("stats")[1]
+        if len(stats["landed"]) >= count:
+            break
+        time.sleep(0.01)
+    return stats
+
+
 def _verify(landed: list[list[int]], blocks: list[list[int]], sender_id: int) -> None:
     expected = {offset: checksum(block_bytes(seed, length)) for offset, length, seed in blocks}
     seen = {offset: crc for peer, offset, _length, crc, _t in landed if peer == sender_id}
@@ -50,11 +85,12 @@ def _verify(landed: list[list[int]], blocks: list[list[int]], sender_id: int) ->
     ids=["disabled", "optional-old-peer", "required", "required-old-peer"],
 )
 def test_two_processes_move_verified_bytes_in_each_credit_mode(
-    sender_mode: str, receiver_mode: str, outcome: str
+    sender_mode: str, receiver_mode: str, outcome: str, device: str
 ) -> None:
     blocks = _blocks(24)
     rx, address, segment = _start_receiver(
         {
+            "device": device,
             "config": credit_config(receiver_mode, slots=4, block=BLOCK),
             "senders": [1],
             "segment_bytes": 24 * BLOCK,
@@ -66,6 +102,7 @@ def test_two_processes_move_verified_bytes_in_each_credit_mode(
     try:
         report = _run_sender(
             {
+                "device": device,
                 "config": credit_config(sender_mode, block=BLOCK),
                 "peer_id": 1,
                 "receiver": address,
@@ -75,6 +112,7 @@ def test_two_processes_move_verified_bytes_in_each_credit_mode(
         )
         statuses = {r["status"] for r in report["phases"][0]["results"]}
         assert statuses == {outcome}
+        _landed_stats(rx, len(blocks) if outcome == "COMPLETED" else 0)
         time.sleep(0.05)  # the last delayed releases
         stats = rx.ask("stats")[1]
         assert stats["refused"] == 0 and stats["quarantined"] == []
@@ -92,9 +130,10 @@ def test_two_processes_move_verified_bytes_in_each_credit_mode(
         rx.stop()
 
 
-def test_receiver_killed_mid_transfer_and_restarted_fences_the_old_session() -> None:
+def test_receiver_killed_mid_transfer_and_restarted_fences_the_old_session(device: str) -> None:
     control_port, rail_port = free_ports(2)
     receiver_spec = {
+        "device": device,
         "config": credit_config("required", slots=4, block=BLOCK),
         "senders": [1],
         "segment_bytes": 32 * BLOCK,
@@ -109,6 +148,7 @@ def test_receiver_killed_mid_transfer_and_restarted_fences_the_old_session() -> 
     tx = Proc(
         sender,
         {
+            "device": device,
             "config": credit_config("required", block=BLOCK),
             "peer_id": 1,
             "receiver": address,
@@ -133,7 +173,7 @@ def test_receiver_killed_mid_transfer_and_restarted_fences_the_old_session() -> 
         assert statuses.count("COMPLETED") >= 3 and "FAILED" in statuses
         assert {r["status"] for r in second["results"]} == {"COMPLETED"}
         assert report["reconnects"] >= 1
-        stats = rx.ask("stats")[1]
+        stats = _landed_stats(rx, len(phase2))
         assert stats["session"] > old_session  # a restart mints a larger session
         assert stats["refused"] == 0 and stats["violations"] == 0  # no old credit was used
         _verify(stats["landed"], phase2, 1)  # only the new session's writes landed here
@@ -145,8 +185,12 @@ def test_receiver_killed_mid_transfer_and_restarted_fences_the_old_session() -> 
 
 @pytest.mark.parametrize("how", ["region", "overcredit"])
 def test_lying_sender_is_refused_and_quarantined_honest_sender_unaffected(how: str) -> None:
+    # TCP's guarantee: refused at the header, before one byte of the payload is read (the
+    # verbs counterpart is test_verbs_lying_sender_is_bounded_by_its_region_and_quarantined)
+    device = "tcp"
     rx, address, segment = _start_receiver(
         {
+            "device": device,
             "config": credit_config("required", slots=8, block=BLOCK),
             "senders": [1, 2],
             "segment_bytes": 16 * BLOCK,
@@ -161,6 +205,7 @@ def test_lying_sender_is_refused_and_quarantined_honest_sender_unaffected(how: s
         bad = Proc(
             liar,
             {
+                "device": device,
                 "config": credit_config("required", block=BLOCK),
                 "peer_id": 2,
                 "receiver": address,
@@ -177,6 +222,7 @@ def test_lying_sender_is_refused_and_quarantined_honest_sender_unaffected(how: s
         assert outcome[0] == expected, outcome
         report = _run_sender(
             {
+                "device": device,
                 "config": credit_config("required", block=BLOCK),
                 "peer_id": 1,
                 "receiver": address,
@@ -194,9 +240,12 @@ def test_lying_sender_is_refused_and_quarantined_honest_sender_unaffected(how: s
         rx.stop()
 
 
-def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_rail() -> None:
+def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_rail(
+    device: str,
+) -> None:
     rx, address, segment = _start_receiver(
         {
+            "device": device,
             "config": credit_config("required", slots=4, block=BLOCK),
             "senders": [1, 2],
             "segment_bytes": 16 * BLOCK,
@@ -208,6 +257,7 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
     starved = Proc(
         sender,
         {
+            "device": device,
             "config": credit_config("required", block=BLOCK),
             "peer_id": 1,
             "receiver": address,
@@ -219,6 +269,7 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
     legacy = Proc(
         sender,
         {
+            "device": device,
             "config": credit_config("disabled"),
             "peer_id": 2,
             "receiver": address,
@@ -247,3 +298,84 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
         starved.stop()
         legacy.stop()
         rx.stop()
+
+
+@pytest.mark.parametrize("how", ["region", "overcredit", "claim"])
+def test_verbs_lying_sender_is_bounded_by_its_region_and_quarantined(
+    how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Verbs cannot refuse a one-sided write before it lands. What it guarantees instead:
+
+    - ``region``: a write running out of the liar's own region fails at the HCA
+      (REMOTE_ACCESS_ERROR) and nothing of it lands in the honest region;
+    - ``overcredit``: a write past the liar's credit, inside its region, lands there but is
+      refused at its completion notice (``admit_write``): never announced, the liar quarantined;
+    - ``claim``: a write whose notice claims the honest region (the bytes went to the liar's
+      own) is refused at the notice and quarantines the liar;
+
+    and in every case the honest sender is unaffected and its bytes verify.
+    """
+    fabric = tempfile.mkdtemp(prefix="tent-sv-engine-", dir="/dev/shm")
+    monkeypatch.setenv("TENT_SOFTVERBS_FABRIC", fabric)
+    honest = [0, 8 * BLOCK]  # the liar's own region is the upper half
+    rx, address, segment = _start_receiver(
+        {
+            "device": "softverbs",
+            "config": credit_config("required", slots=8, block=BLOCK),
+            "senders": [1, 2],
+            "segment_bytes": 16 * BLOCK,
+            "regions": {1: honest, 2: [8 * BLOCK, 8 * BLOCK]},
+            "release": "landing",
+        }
+    )
+    spec: dict[str, Any] = {
+        "device": "softverbs",
+        "config": credit_config("required", block=BLOCK),
+        "peer_id": 2,
+        "receiver": address,
+        "segment": segment,
+    }
+    if how == "region":  # from the liar's last block on, two blocks: out of its MR
+        spec.update(offset=15 * BLOCK, length=2 * BLOCK, how="overcredit")
+    elif how == "overcredit":  # 4 blocks at once against an initial grant of 2
+        spec.update(offset=8 * BLOCK, length=4 * BLOCK, how="overcredit")
+    else:
+        spec.update(offset=8 * BLOCK, length=BLOCK, how="claim", claim=0)
+    zeros = checksum(bytes(8 * BLOCK))
+    try:
+        bad = Proc(liar, spec)
+        kind, outcome = bad.recv(60)
+        assert kind == "done"
+        # one-sided: the write completes at the liar unless the HCA refused it
+        assert outcome[0] == ("REMOTE_ACCESS_ERROR" if how == "region" else "SUCCESS"), outcome
+        for _ in range(500):  # the notice is admitted at the receiver's next poll (bounded)
+            stats = rx.ask("stats")[1]
+            if how == "region" or stats["quarantined"]:
+                break
+            time.sleep(0.01)
+        assert rx.ask("crc", *honest)[1] == zeros  # not one byte of the liar in honest memory
+        assert stats["landed"] == []  # nothing of the liar is announced
+        if how == "region":
+            assert stats["quarantined"] == [] and stats["refused"] == 0  # the HCA refused it
+        else:
+            assert stats["quarantined"] == [2] and stats["refused"] == 1
+            assert set(stats["outstanding"].values()) == {0} or stats["sessions"] == []
+        blocks = _blocks(8)
+        report = _run_sender(
+            {
+                "device": "softverbs",
+                "config": credit_config("required", block=BLOCK),
+                "peer_id": 1,
+                "receiver": address,
+                "segment": segment,
+                "phases": [{"blocks": blocks}],
+            }
+        )
+        assert {r["status"] for r in report["phases"][0]["results"]} == {"COMPLETED"}
+        stats = _landed_stats(rx, len(blocks))
+        assert all(peer == 1 for peer, *_ in stats["landed"])
+        _verify(stats["landed"], blocks, 1)
+        bad.stop()
+    finally:
+        rx.stop()
+        shutil.rmtree(fabric, ignore_errors=True)

@@ -211,6 +211,8 @@ class ControlClient:
             self._hooks.credit_received(self)
         elif kind is FrameKind.DESCRIPTORS:
             self._hooks.descriptors(self, payload)
+        elif kind is FrameKind.VERBS and hasattr(self._hooks, "verbs_frame"):
+            self._hooks.verbs_frame(self, payload)
         else:
             self._violation(f"unexpected {kind.name} frame")
 
@@ -263,6 +265,13 @@ class ControlClient:
         for message in endpoint.messages_to_send(now):
             connection.publish(FrameKind.CREDIT, message)
         self._timer.arm(endpoint.get_timer(), now)
+
+    def send_verbs(self, payload: bytes) -> bool:
+        """Publish a VERBS frame on the live connection (``False``: none, or its queue is full)."""
+        connection = self._connection
+        if connection is None or connection.closed:
+            return False
+        return connection.publish(FrameKind.VERBS, payload)
 
     def drop_connection(self) -> None:
         """Close the current control connection (tests: a real disconnect; a reconnect follows)."""

@@ -32,6 +32,8 @@ class FrameKind(enum.IntEnum):
     """Receiver → sender: the receiver's transport session (rails to open data connections to)."""
     DESCRIPTORS = 3
     """Receiver → sender: the segment descriptors of the regions exposed to this sender."""
+    VERBS = 4
+    """Both ways: the verbs out-of-band exchange (QP endpoints, region rkeys)."""
 
 
 FRAME_BOUNDS: Mapping[FrameKind, int] = MappingProxyType(
@@ -39,6 +41,7 @@ FRAME_BOUNDS: Mapping[FrameKind, int] = MappingProxyType(
         FrameKind.CREDIT: MAX_MESSAGE_BYTES,
         FrameKind.SESSION: 4096,
         FrameKind.DESCRIPTORS: 256 * 1024,
+        FrameKind.VERBS: 4096,
     }
 )
 """Largest payload accepted per kind (bytes)."""

@@ -208,6 +208,10 @@ class ControlServer:
         self.flush()
 
     def _on_frame(self, ps: PeerSession, kind: FrameKind, payload: bytes) -> None:
+        verbs = getattr(self._hooks, "verbs_frame", None)
+        if kind is FrameKind.VERBS and verbs is not None:
+            verbs(ps, payload)  # the verbs exchange (the hook validates and fails closed)
+            return
         if kind is not FrameKind.CREDIT:
             self._counters.violations += 1  # a sender sends credit frames only
             ps.connection.close(f"a sender does not send {kind.name} frames")

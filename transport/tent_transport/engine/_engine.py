@@ -39,7 +39,7 @@ from ..control import (
     SessionBootstrap,
     TlsIdentity,
 )
-from ..devices.tcp import TcpDataServer, TcpRail
+from ..devices.tcp import TcpRail
 from ..dispatch import (
     DispatchCore,
     TransferEvent,
@@ -57,11 +57,13 @@ from ..segments import (
     SegmentTable,
     decode_descriptors,
 )
+from ._devices import build_transport
 from ._handle import TransferHandle
 from ._metrics import TransportCollector
 from ._options import EngineOptions
 from ._receiving import DataLanded, ReceiverSide
 from ._staging import StagingPath
+from ._verbs_rail import VerbsRail
 
 __all__ = ["Engine"]
 
@@ -121,29 +123,29 @@ class Engine:
         self._collector = CreditCollector(self.registry)
         if self.credit is not None:
             self._collector.watch_receiver(self.credit)
-        data_ssl = self._data_ssl()
-        speeds = options.link_speed_gbps or (0.0,) * len(options.rail_addresses)
-        self.rails = [
-            TcpRail(f"tcp{i}", rail=i, link_speed_gbps=speed, ssl_context=data_ssl[1])
-            for i, speed in enumerate(speeds)
-        ]
-        self.core = DispatchCore(config, self.rails, gate=self.gate, metrics_registry=self.registry)
         self.receiver = ReceiverSide(
             credit=self.credit,
             segments=self.segments,
             release_on_landing=options.release_on_landing,
         )
-        self._data_servers = [
-            TcpDataServer(
-                rail=i, segments=self.segments, plane=self.receiver, ssl_context=data_ssl[0]
-            )
-            for i in range(len(options.rail_addresses))
-        ]
+        transport = build_transport(
+            options,
+            data_ssl=self._data_ssl(),
+            receiver=self.receiver,
+            segments=self.segments,
+            credit=self.credit,
+        )
+        self.rails = transport.rails
+        self._data_servers = transport.data_servers
+        self._verbs = transport.verbs  # None on TCP
+        self.receiver.verbs = self._verbs
+        self.core = DispatchCore(config, self.rails, gate=self.gate, metrics_registry=self.registry)
         self.receiver.data = self._data_servers
         self.control = ControlServer(
             options.identity,
             credit=self.credit,
-            rails=lambda: [s.address for s in self._data_servers],
+            # verbs has no data listener: its rail is reached through the control connection
+            rails=lambda: [s.address for s in self._data_servers] or [self.address],
             hooks=self.receiver,
             qos_class=credit.default_qos_class,
             faults=options.control_faults,
@@ -187,7 +189,7 @@ class Engine:
         """Open the listeners; returns the control address peers connect to."""
         self._bind_driver()
         for server, (host, port) in zip(
-            self._data_servers, self.options.rail_addresses, strict=True
+            self._data_servers, self.options.rail_addresses, strict=False
         ):
             await server.listen(host, port)
         self.address = await self.control.listen(*self.options.control_address)
@@ -210,6 +212,8 @@ class Engine:
         for rail in self.rails:
             rail.set_wakeup(self._wake)
             rail.on_lost = self._data_lost
+        if self._verbs is not None:  # the verbs device wakes its receiver side on this loop
+            self._verbs.start()
 
     async def close(self) -> None:
         """Close every connection and listener (outstanding slices are flushed)."""
@@ -225,6 +229,8 @@ class Engine:
         await self.control.close()
         for server in self._data_servers:
             await server.close()
+        if self._verbs is not None:
+            self._verbs.close()
         for task in list(self._tasks):
             task.cancel()
         self._run_pass()
@@ -322,7 +328,16 @@ class Engine:
         self._spawn(self._attach(link, bootstrap, auth_key))
 
     async def _attach(self, link: _Link, bootstrap: SessionBootstrap, key: bytes) -> None:
+        if self._verbs is not None:  # verbs: the QP exchange rides the control connection
+            for rail in self.rails:
+                assert isinstance(rail, VerbsRail)
+                with contextlib.suppress(Exception):  # a failed exchange: the handles wait
+                    await rail.attach(link.peer, bootstrap.session, link.client.send_verbs)
+            link.attached.set()
+            self._wake()
+            return
         for rail, (host, port) in zip(self.rails, bootstrap.rails, strict=False):
+            assert isinstance(rail, TcpRail)
             with contextlib.suppress(Exception):
                 await rail.attach(
                     link.peer,
@@ -371,6 +386,17 @@ class Engine:
             link.regions = message
             link.regions_changed.set()
 
+    def verbs_frame(self, client: ControlClient, payload: bytes) -> None:
+        """A VERBS frame from a receiver (endpoint, rkeys); a bad one drops the session."""
+        link = self._link_of(client)
+        if link is None:
+            return
+        for rail in self.rails:
+            if isinstance(rail, VerbsRail) and not rail.frame(link.peer, payload):
+                client.drop_connection()
+                return
+        self._wake()
+
     def credit_received(self, client: ControlClient) -> None:
         self._wake()  # a grant may make a stalled owner eligible: refill now, not at the timer
 
@@ -414,6 +440,10 @@ class Engine:
                 raise InvalidArgument("submit takes TransferRequest values")
             if request.peer not in self._links:
                 raise LocalProtocolError(f"peer {request.peer} is not connected")
+            if request.plan is TransferPlan.STAGED and self._verbs is not None:
+                # staging needs receiver code between landing and target: a one-sided write
+                # has none (docs/rdma.md "The engine over verbs")
+                raise LocalProtocolError("staged writes are not supported over verbs")
             if (
                 request.plan is TransferPlan.STAGED
                 and self.gate is not None
@@ -472,11 +502,22 @@ class Engine:
         exposure = self.segments.expose(
             peer, ps.session, segment_id=segment_id, offset=offset, length=length, access=access
         )
+        if self._verbs is not None:
+            self._verbs.expose(exposure)  # its MR; the rkey goes out under credit
         self.receiver.publish_descriptors(peer)
         return exposure
 
+    def allocate(self, length: int) -> memoryview | bytearray:
+        """Memory to :meth:`register` that every rail can reach (verbs: DMA-able, on the soft
+        device its fabric; TCP: a ``bytearray``)."""
+        if self._verbs is not None:
+            return self._verbs.allocate(length)
+        return bytearray(length)
+
     def revoke(self, exposure: Exposure) -> None:
         self.segments.revoke(exposure.exposure_id)
+        if self._verbs is not None:
+            self._verbs.revoke(exposure)
         self.receiver.publish_descriptors(exposure.peer)
 
     def release(self, event: DataLanded) -> bool:

@@ -8,16 +8,26 @@ the gate's) are registered beside these in the engine's registry.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..control import ServiceStatistics
-from ..devices.tcp import DataServerStatistics, TcpRail
+from ..devices.tcp import DataServerStatistics, RailStatistics
 from ._receiving import ReceiverStatistics
 
 __all__ = ["TransportCollector"]
+
+
+class _Rail(Protocol):
+    """What a rail shows the collector (TCP and verbs rails alike)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def statistics(self) -> RailStatistics: ...
 
 
 class TransportCollector(Collector):
@@ -27,7 +37,7 @@ class TransportCollector(Collector):
         self,
         registry: CollectorRegistry,
         *,
-        rails: Sequence[TcpRail],
+        rails: Sequence[_Rail],
         data: Callable[[], Sequence[DataServerStatistics]],
         receiver: Callable[[], ReceiverStatistics],
         control: Callable[[], ServiceStatistics],

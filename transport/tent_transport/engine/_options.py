@@ -43,6 +43,9 @@ class EngineOptions:
     12. ``staging_slots`` / ``staging_slot_bytes``: the receiver's staging pool for staged
         writes (0 slots: no staging; needs receiver credit, and the slot count should equal the
         STAGING_SLOTS capacity). A staged write must fit one slot and one dispatch slice.
+    13. ``device``: the data transport of every rail: ``tcp`` (sockets), ``softverbs`` (the
+        soft RC device, tests) or ``verbs`` (pyverbs on ``verbs_device``, e.g. ``mlx5_0``).
+        Verbs needs exactly one rail; its receiver memory comes from :meth:`Engine.allocate`.
     11. ``credit_session``: this receiver's credit session id (default: minted from the wall
         clock, so a restart gets a larger one; a fixed value is for traces and tests).
     """
@@ -63,6 +66,10 @@ class EngineOptions:
     credit_session: int | None = None
     staging_slots: int = 0
     staging_slot_bytes: int = 4 << 20
+    device: str = attrs.field(
+        default="tcp", validator=attrs.validators.in_(("tcp", "softverbs", "verbs"))
+    )
+    verbs_device: str = ""
 
     def __attrs_post_init__(self) -> None:
         if self.identity.local_peer != self.peer_id:
@@ -71,3 +78,7 @@ class EngineOptions:
             raise ValueError("data_tls needs a TlsIdentity")
         if self.link_speed_gbps and len(self.link_speed_gbps) != len(self.rail_addresses):
             raise ValueError("link_speed_gbps must give one speed per rail")
+        if self.device != "tcp" and (len(self.rail_addresses) != 1 or self.data_tls):
+            raise ValueError("a verbs engine has one rail and no data TLS")
+        if self.device == "verbs" and not self.verbs_device:
+            raise ValueError("device 'verbs' needs verbs_device (an RDMA device name)")

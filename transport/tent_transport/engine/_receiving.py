@@ -37,6 +37,7 @@ from ..control import ControlServer, FrameKind, PeerSession
 from ..devices.tcp import Flags, Request, TcpDataServer
 from ..segments import SegmentTable, encode_descriptors
 from ._staging import StagingPath
+from ._verbs_receiver import VerbsReceiver
 
 __all__ = ["DataLanded", "ReceiverSide", "ReceiverStatistics"]
 
@@ -93,6 +94,7 @@ class ReceiverSide:
         self.control: ControlServer | None = None
         self.staging: StagingPath | None = None
         self.data: list[TcpDataServer] = []
+        self.verbs: VerbsReceiver | None = None
         self._release_on_landing = release_on_landing
         self._on_landed = on_landed
         self._quarantined: set[int] = set()
@@ -111,8 +113,17 @@ class ReceiverSide:
         async def retire() -> None:
             self.segments.revoke_session(peer, session)
             await asyncio.gather(*(server.retire(peer, session) for server in self.data))
+            if self.verbs is not None:
+                await self.verbs.retire(peer, session)  # MRs gone, QP in ERR and drained
 
         return retire()
+
+    def verbs_frame(self, session: PeerSession, payload: bytes) -> None:
+        """The verbs exchange of a sender (the control service's VERBS frames)."""
+        if self.verbs is None:
+            session.connection.close("no verbs on this receiver")
+            return
+        self.verbs.frame(session, payload)
 
     def admit_peer(self, peer: int) -> bool:
         return peer not in self._quarantined
