@@ -23,7 +23,7 @@ EXPECTED = {
     "NegotiationEvent", "NegotiationSnapshot", "NegotiationState", "PeerNegotiation",
     "PickOutcome", "Plan", "ReceiverCreditAllocator", "ReceiverCreditUpdate",
     "ReceiverEndpoint", "ReceiverEndpointStatistics", "RejectReason", "ReservationToken",
-    "RouteStatistics", "SenderCreditLedger", "SenderCreditUsage", "SenderEndpoint",
+    "RouteRemoval", "RouteStatistics", "SenderCreditLedger", "SenderCreditUsage", "SenderEndpoint",
     "SenderEndpointStatistics", "SessionId", "TicketState", "TokenState", "UpdateDisposition",
     "WireErrorCode", "WriteAdmission", "WriteRefusal", "charge_for_plan", "check_u64",
     "checked_add", "checked_sub", "compute_grant", "decode", "encode",
