@@ -247,6 +247,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             peer_dead_after_s=spec.get("peer_dead_after_s", 5.0),
             trace=spec.get("trace"),
             device=spec.get("device", "tcp"),
+            link_speed_gbps=tuple(spec.get("link_speed_gbps", ())),
         ),
     )
     await engine.start()
@@ -302,6 +303,9 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             "name": r.name,
             "completed_bytes": r.nic.completed_bytes,
             "busy_ns": r.nic.busy_ns,
+            "transmit_bps": r.nic.transmit_bps,
+            "selection_bps": r.nic.selection_bps,
+            "transmit_samples": r.nic.transmit_samples,
             "completions": r.completions,
         }
         for r in engine.core.rail_statistics()
