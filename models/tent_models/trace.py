@@ -819,7 +819,9 @@ def validate(
 # --------------------------------------------------------------------------------------------
 
 
-@click.group("trace")
+# The same help names as the `tent` root: click caches a command's help option on first use,
+# so a group invoked on its own first must not fix it to --help only.
+@click.group("trace", context_settings={"help_option_names": ["-h", "--help"]})
 def trace_cli() -> None:
     """Recorded implementation traces (docs/traces.md)."""
 

@@ -276,7 +276,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-@click.group("bench")
+@click.group("bench", context_settings={"help_option_names": ["-h", "--help"]})
 def bench() -> None:
     """Benchmarks of the transport (JSON, baselines measured in the same run)."""
 

@@ -38,7 +38,7 @@ for _command in (incast_command, verify_command, report_command):
     bench.add_command(_command)  # issue 13: the incast matrix joins engine-tcp's bench group
 
 
-@click.group("sim")
+@click.group("sim", context_settings={"help_option_names": ["-h", "--help"]})
 def sim() -> None:
     """Simulate the engine's dispatch core in virtual time."""
 
