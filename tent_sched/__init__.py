@@ -26,6 +26,7 @@ from ._config import (
     RuntimeQueueConfig,
     SchedulingConfig,
     load_config,
+    parse_config_json,
 )
 from ._mlu import (
     DBL_MAX,
@@ -94,6 +95,7 @@ __all__ = [
     "load_config",
     "order_by_deadline",
     "order_tiers",
+    "parse_config_json",
     "postable_prefix",
     "score_devices",
     "seed_bandwidth_bps",

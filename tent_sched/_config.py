@@ -248,6 +248,23 @@ def _section(parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any
     return value
 
 
+def parse_config_json(text: str | bytes) -> Mapping[str, Any]:
+    """Parse configuration JSON text into its top-level object.
+
+    Raises ConfigError on invalid JSON, a duplicate key at any depth (JSON would silently keep
+    the last one, so a pasted override could hide a limit) or a top level that is not an object.
+    Engines that extend the seed's document (``tent_transport``) parse with this too, so both
+    layers refuse the same documents.
+    """
+    try:
+        data = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"configuration is not valid JSON: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"configuration must be an object, got {type(data).__name__}")
+    return data
+
+
 def load_config(data: Mapping[str, Any] | str | bytes) -> SchedulingConfig:
     """Read the scheduling part of an engine configuration (a mapping or JSON text).
 
@@ -256,10 +273,7 @@ def load_config(data: Mapping[str, Any] | str | bytes) -> SchedulingConfig:
     message names the key's path); see the module docstring for every rule.
     """
     if isinstance(data, str | bytes):
-        try:
-            data = json.loads(data, object_pairs_hook=_reject_duplicate_keys)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"configuration is not valid JSON: {exc}") from None
+        data = parse_config_json(data)
     if not isinstance(data, Mapping):
         raise ConfigError(f"configuration must be an object, got {type(data).__name__}")
 

@@ -27,7 +27,6 @@ Rules (every failure is a :class:`~tent_transport.errors.ConfigError` naming the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
@@ -35,7 +34,7 @@ import attrs
 
 from tent_credit import AllocatorConfig, CreditMode, CreditResource, GateConfig
 from tent_credit import errors as credit_errors
-from tent_sched import SchedulingConfig, load_config
+from tent_sched import SchedulingConfig, load_config, parse_config_json
 from tent_sched import errors as sched_errors
 
 from .errors import ConfigError
@@ -278,15 +277,6 @@ class EngineConfig:
         return self.sched.enable_runtime_queue
 
 
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ConfigError(f"duplicate key {key!r} in configuration JSON")
-        result[key] = value
-    return result
-
-
 def _section(parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
     value = parent.get(key, {})
     if not isinstance(value, Mapping):
@@ -308,14 +298,11 @@ def load_engine_config(data: Mapping[str, Any] | str | bytes) -> EngineConfig:
     key of a section this module owns, an invalid value, or receiver credit without the runtime
     queue. The message names the key's path. Nothing is returned half-built.
     """
-    if isinstance(data, str | bytes):
-        try:
-            data = json.loads(data, object_pairs_hook=_reject_duplicate_keys)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"configuration is not valid JSON: {exc}") from None
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"configuration must be an object, got {type(data).__name__}")
     try:
+        if isinstance(data, str | bytes):
+            data = parse_config_json(data)
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"configuration must be an object, got {type(data).__name__}")
         sched = load_config(data)
     except sched_errors.SchedError as exc:
         raise ConfigError(str(exc)) from exc
