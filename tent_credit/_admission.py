@@ -1,6 +1,6 @@
 """Write admission: the receiver's last check before a credited write touches memory.
 
-TRANSPORT.md "Leases" and CONTRACT.md "Write admission". A sender's usage report is a claim; a
+TRANSPORT.md "Leases" and docs/seams.md "Write admission". A sender's usage report is a claim; a
 write is a fact. A lying sender can report as *returned* credit whose payload is still in flight,
 the receiver then re-grants that capacity to someone else, and the late payload would overfill
 the receiver. :meth:`ReceiverCreditAllocator.admit_write` refuses such a write before its bytes

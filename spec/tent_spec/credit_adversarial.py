@@ -59,7 +59,7 @@ class AdversarialCreditSpec(CreditSpec):
     * ``forge_write(s, c)``: the sender puts a write of charge ``c`` on its live key in flight
       without any reservation. Bounded by ``max_tokens`` writes in flight per sender.
 
-    The receiver's side (TRANSPORT.md "Leases", CONTRACT "Write admission"):
+    The receiver's side (TRANSPORT.md "Leases", docs/seams.md "Write admission"):
 
     * ``data_lands`` is the accepted half of write admission: a write of the live session lands
       only if ``landed + reclaimed + charge ≤ granted`` for its epoch's books.
@@ -88,7 +88,7 @@ class AdversarialCreditSpec(CreditSpec):
         return peer.books[-1].status == RECLAIMED
 
     def _admits(self, b: Books, c: int) -> bool:
-        # CONTRACT "Write admission": landed + returned-reclaimed + amount <= granted.
+        # docs/seams.md "Write admission": landed + returned-reclaimed + amount <= granted.
         return _vle(_vadd(_vadd(b.landed, b.reclaimed), self._charges[c]), b.granted)
 
     # ---- the adversary ------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tent_credit
 import tent_credit.errors
 
-# CONTRACT.md "Write admission": other packages code against WriteAdmission / WriteRefusal.
+# docs/seams.md "Write admission": other packages code against WriteAdmission / WriteRefusal.
 CONTRACT_NAMES = {"CreditReceiver", "WriteAdmission", "WriteRefusal"}
 
 EXPECTED = {

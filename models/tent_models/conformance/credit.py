@@ -756,7 +756,7 @@ class CreditAdapter:
     def _data_lands(self, s: int, item: Any) -> Outcome:
         work = self._take_work(s, item)
         amounts = self._charge(work.charge).as_dict()
-        # The transport admits every credited write before it lands (CONTRACT "Write
+        # The transport admits every credited write before it lands (docs/seams.md "Write
         # admission"): an honest sender's write is never refused, so a refusal diverges.
         admission = self._receiver.admit_write(self.peer(s), 0, work.epoch, amounts)
         if not admission.accepted:  # it never landed, and the key is now quarantined

@@ -1,4 +1,4 @@
-"""The Device protocol: one rail ("NIC") as the dispatch core sees it (CONTRACT.md).
+"""The Device protocol: one rail ("NIC") as the dispatch core sees it (docs/seams.md).
 
 A Device posts chained batches of slices to a peer and reports their completions. It never owns
 the scheduling clock: the dispatch core (driven by asyncio or by the simulator's virtual clock)

@@ -1,4 +1,4 @@
-"""The sans-IO dispatch core (CONTRACT.md "The dispatch core"): one per engine.
+"""The sans-IO dispatch core (docs/seams.md "The dispatch core"): one per engine.
 
 Submit → admission queue → dispatch gate → rail selection → per-rail arbitration and the QP
 budget → ``Device.post`` → completions → meters, queue and gate settlement, metrics. Driven by
