@@ -1341,7 +1341,7 @@ class CreditReceiver:
         epoch: int,
         amounts: Mapping[CreditResource, int],
     ) -> WriteAdmission:
-        """Admit or refuse a credited write before it touches memory (docs/seams.md "Write admission").
+        """Admit or refuse a credited write before it touches memory (docs/seams.md).
 
         See :meth:`ReceiverCreditAllocator.admit_write`: accepted means counted as landed (call
         it *instead of* :meth:`data_landed`, then :meth:`release` once consumed). A refusal counts

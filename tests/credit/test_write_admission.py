@@ -1,4 +1,4 @@
-"""Write admission and quarantine (issue 10 item 6; docs/seams.md "Write admission"; docs/abuse.md)."""
+"""Write admission and quarantine (issue 10 item 6; docs/seams.md; docs/abuse.md)."""
 
 from __future__ import annotations
 
