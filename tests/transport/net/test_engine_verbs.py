@@ -366,3 +366,128 @@ def test_a_tcp_engine_has_no_verbs_and_refuses_verbs_frames() -> None:
         await asyncio.sleep(0)
 
     run(scenario())
+
+
+async def _connected(rx: Engine, tx: Engine, length: int) -> tuple[int, int, Any]:
+    host, port = await rx.start()
+    await tx.start()
+    peer = await tx.connect(host, port)
+    memory = rx.allocate(length)
+    segment = rx.register(memory)
+    rx.expose(1, segment.segment_id, 0, length)
+    await tx.wait_regions(peer, lambda d: bool(d.regions))
+    await until(lambda: tx.rails[0].ready(peer), what="rkeys at the sender")
+    return peer, segment.segment_id, memory
+
+
+def _pause_admission(rx: Engine) -> Any:
+    """Stop the receiver's arrival polling (as a loaded receiver would not have looked yet):
+    the HCAs still land and acknowledge the writes, no receiver code runs; a fence still
+    drains (and drops) what arrived. Returns the function that resumes polling."""
+    verbs = rx._verbs
+    assert verbs is not None
+    if verbs._poller is not None:
+        verbs._poller.cancel()
+    verbs._tick = lambda: None  # type: ignore[method-assign]
+    verbs.device.set_wakeup(None)
+
+    def resume() -> None:
+        del verbs._tick  # the class's method again
+        verbs.start()
+
+    return resume
+
+
+def test_a_write_the_receiver_never_admitted_ends_fenced_never_completed() -> None:
+    """The HCA acknowledges a one-sided write before any receiver code ran. If the session
+    ends before the receiver admits it, the fence drops it unannounced and gives its credit
+    back: the sender's handle must not say COMPLETED (TRANSPORT rule 5). It stays pending
+    until the receiver's acknowledgement, and ends FAILED ("fenced") when none can come."""
+
+    async def scenario() -> None:
+        rx, tx = _engines()
+        try:
+            peer, segment, _ = await _connected(rx, tx, 4 * BLOCK)
+            rail = tx.rails[0]
+            _pause_admission(rx)  # for good: the fence's own drain finds the arrival
+            handle = tx.submit([_write(peer, segment, 0, os.urandom(BLOCK))])
+            # the HCA completed the write: the rail holds it for its acknowledgement
+            await until(lambda: len(rail._links[peer].held) == 1, what="the HCA's completion")
+            assert handle.status().pending  # landed in memory, not admitted: not complete
+            tx._links[peer].client.drop_connection()  # the session ends before admission
+            state = await handle.wait(10)
+            assert state.status is TaskStatus.FAILED and "fenced" in state.detail, state
+            verbs = rx._verbs
+            assert verbs is not None
+            await until(lambda: verbs.statistics().dropped_arrivals >= 1, what="the drop")
+            assert rx.receiver.statistics().landed == 0  # never announced
+            assert rx.credit is not None
+            await until(
+                lambda: set(rx.credit.allocator.statistics().outstanding.values()) == {0},
+                what="the fenced credit back",
+            )
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario(), timeout=60)
+
+
+def test_a_completed_write_was_admitted_first() -> None:
+    """COMPLETED means admitted: with the receiver paused, the handle waits; once it admits
+    the write, its acknowledgement completes the handle, after the data-landed event."""
+
+    async def scenario() -> None:
+        rx, tx = _engines()
+        try:
+            peer, segment, memory = await _connected(rx, tx, 4 * BLOCK)
+            rail = tx.rails[0]
+            resume = _pause_admission(rx)
+            data = os.urandom(BLOCK)
+            handle = tx.submit([_write(peer, segment, BLOCK, data)])
+            await until(lambda: len(rail._links[peer].held) == 1, what="the HCA's completion")
+            assert handle.status().pending and rx.receiver.statistics().landed == 0
+            resume()
+            state = await handle.wait(10)
+            assert state.status is TaskStatus.COMPLETED
+            assert rx.receiver.statistics().landed == 1  # admitted before the ack went out
+            event = await rx.landed()
+            assert bytes(memory[event.offset : event.offset + BLOCK]) == data
+            assert rx._verbs is not None and rx._verbs.statistics().acks_sent >= 1
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario(), timeout=60)
+
+
+def test_an_overwritten_write_is_superseded_not_a_lie() -> None:
+    """Two writes of one sender into the same range, both landed before the receiver looked:
+    the first one's bytes are gone, so its checksum cannot hold. That is not a lie (the later
+    notice in the ring says why): the first ends INTEGRITY_ERROR ("superseded"), the second
+    completes, nobody is quarantined, and every credit comes back."""
+
+    async def scenario() -> None:
+        rx, tx = _engines("disabled")
+        try:
+            peer, segment, memory = await _connected(rx, tx, 4 * BLOCK)
+            rail = tx.rails[0]
+            resume = _pause_admission(rx)
+            first, second = os.urandom(BLOCK), os.urandom(BLOCK)
+            h1 = tx.submit([_write(peer, segment, 0, first)])
+            h2 = tx.submit([_write(peer, segment, BLOCK // 2, second)])  # overlaps the first
+            await until(lambda: len(rail._links[peer].held) == 2, what="both HCA completions")
+            resume()
+            s1, s2 = await h1.wait(10), await h2.wait(10)
+            assert s1.status is TaskStatus.FAILED and "superseded" in s1.detail, s1
+            assert s2.status is TaskStatus.COMPLETED
+            assert rx.quarantined() == () and rx.receiver.statistics().refused == 0
+            event = await rx.landed()
+            assert event.offset == BLOCK // 2 and rx.receiver.statistics().landed == 1
+            assert bytes(memory[BLOCK // 2 : BLOCK // 2 + BLOCK]) == second
+            assert rx._verbs is not None and rx._verbs.statistics().superseded == 1
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario(), timeout=60)

@@ -198,6 +198,10 @@ class ControlConnection:
             if task is not current:
                 task.cancel()
         with contextlib.suppress(Exception):
+            if self._queue:  # best effort: what was published before the close goes out
+                # first (e.g. a verbs REFUSED ack ahead of the quarantine's close)
+                self._writer.write(b"".join(self._queue))
+                self._queue.clear()
             self._writer.close()
         self._on_closed()
 

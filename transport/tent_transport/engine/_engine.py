@@ -332,7 +332,10 @@ class Engine:
             for rail in self.rails:
                 assert isinstance(rail, VerbsRail)
                 with contextlib.suppress(Exception):  # a failed exchange: the handles wait
-                    await rail.attach(link.peer, bootstrap.session, link.client.send_verbs)
+                    try:
+                        await rail.attach(link.peer, bootstrap.session, link.client.send_verbs)
+                    except RemoteProtocolError as exc:  # a receiver that cannot acknowledge
+                        self.core.fail_peer(link.peer, time.monotonic_ns(), f"verbs: {exc}")
             link.attached.set()
             self._wake()
             return
