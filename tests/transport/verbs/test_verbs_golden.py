@@ -10,14 +10,14 @@ from types import ModuleType
 
 import pytest
 from hypothesis import given
-from strategies import verbs_endpoints, verbs_regions
 from hypothesis import strategies as st
+from strategies import verbs_endpoints, verbs_regions
 from tent_transport.verbs import (
     AckOutcome,
     VerbsAck,
     VerbsEndpoint,
-    VerbsRegion,
     VerbsMessageError,
+    VerbsRegion,
     decode_verbs_message,
     encode_verbs_message,
 )
