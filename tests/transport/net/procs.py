@@ -218,6 +218,7 @@ def _receiver_stats(engine: Engine, landed: list[tuple[int, int, int, int, int]]
         "quarantined": list(stats.quarantined),
         "unreleased": stats.unreleased,
         "sessions": list(engine.sender_sessions()),
+        "fences": engine.control.statistics().fences_completed,
     }
     if engine.credit is not None:
         a = engine.credit.allocator.statistics()

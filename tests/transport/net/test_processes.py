@@ -7,7 +7,9 @@ counterpart asserts what verbs does guarantee (the region bound, admission at th
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -57,9 +59,9 @@ def _run_sender(spec: dict[str, Any], timeout: float = 90) -> dict[str, Any]:
 
 
 def _landed_stats(rx: Proc, count: int) -> dict[str, Any]:
-    """The receiver's stats once ``count`` writes were announced (bounded). Over verbs a write
-    completes at the sender when its bytes are placed, before the receiver polls its notice,
-    so the announcement may trail the sender's completion; over TCP it precedes the ack."""
+    """The receiver's stats once ``count`` writes were announced (bounded). The announcement
+    precedes the sender's completion on both devices (TCP: the ack follows the admission;
+    verbs: the VerbsAck does), so this returns at once unless writes are still arriving."""
     for _ in range(500):
         stats = rx.ask("stats")[1]
         if len(stats["landed"]) >= count:
@@ -180,6 +182,85 @@ def test_receiver_killed_mid_transfer_and_restarted_fences_the_old_session(devic
         assert len(stats["landed"]) == len(phase2)
     finally:
         tx.stop()
+        rx.stop()
+
+
+def _until(rx: Proc, predicate: Any, what: str) -> dict[str, Any]:
+    """The receiver's stats once ``predicate(stats)`` holds (bounded; asserts it then)."""
+    for _ in range(1000):
+        stats: dict[str, Any] = rx.ask("stats")[1]
+        if predicate(stats):
+            return stats
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}: {stats}")
+
+
+def test_sender_killed_mid_transfer_is_fenced_and_the_receiver_serves_the_others(
+    device: str,
+) -> None:
+    """SIGKILL a sender that holds credit it never used: the receiver fences its session,
+    ``fence_complete`` reclaims that credit (only it can: the sender is gone), another sender
+    then gets the whole capacity, and once the consumer has released what landed the occupancy
+    is zero. Judged by state, not time: the victim fills the receiver (its blocks are held),
+    is stopped, and the release's grant reaches only its socket buffer before the kill."""
+    rx, address, segment = _start_receiver(
+        {
+            "device": device,
+            "config": credit_config("required", slots=4, block=BLOCK),
+            "senders": [1, 2],
+            "segment_bytes": 56 * BLOCK,
+            "regions": {1: [0, 32 * BLOCK], 2: [32 * BLOCK, 24 * BLOCK]},
+            "release": {"1": "manual", "2": "landing"},
+        }
+    )
+    victim_blocks = _blocks(32)
+    other_blocks = _blocks(24, seed0=500, base=32 * BLOCK)
+
+    def spec(peer: int, blocks: list[list[int]]) -> dict[str, Any]:
+        return {
+            "device": device,
+            "config": credit_config("required", block=BLOCK),
+            "peer_id": peer,
+            "receiver": address,
+            "segment": segment,
+            "phases": [{"blocks": blocks, "timeout_s": 120}],
+        }
+
+    victim = Proc(sender, spec(1, victim_blocks))
+    other: Proc | None = None
+    try:
+        # the victim fills the 4 slots and stalls, mid-transfer, its blocks held
+        _until(rx, lambda s: len(s["landed"]) == 4, "the victim filling the receiver")
+        os.kill(victim.process.pid, signal.SIGSTOP)
+        rx.ask("release_all")  # capacity frees: the receiver grants it to the stalled victim
+        held = _until(
+            rx, lambda s: s["outstanding"][1] > 0, "a grant to the stopped victim"
+        )
+        assert held["unreleased"] == 0  # what is outstanding is credit it never used
+        victim.kill()  # SIGKILL: no goodbye on any connection
+        stats = _until(
+            rx,
+            lambda s: 1 not in s["sessions"] and set(s["outstanding"].values()) == {0},
+            "the fence and its reclaim",
+        )
+        assert stats["fences"] >= 1
+        other = Proc(sender, spec(2, other_blocks))
+        kind, report = other.recv(120)
+        assert kind == "done"
+        assert {r["status"] for r in report["phases"][0]["results"]} == {"COMPLETED"}
+        stats = _until(
+            rx,
+            lambda s: set(s["outstanding"].values()) == {0} and s["unreleased"] == 0,
+            "every credit back",
+        )
+        assert stats["refused"] == 0 and stats["quarantined"] == [] and stats["violations"] == 0
+        _verify(stats["landed"], other_blocks, 2)  # the other sender, served in full
+        victim_landed = [entry for entry in stats["landed"] if entry[0] == 1]
+        _verify(victim_landed, victim_blocks[:4], 1)  # the victim's first four, intact
+    finally:
+        victim.kill()
+        if other is not None:
+            other.stop()
         rx.stop()
 
 
