@@ -381,7 +381,16 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
         stream_end = max(r["end"] for r in report2["phases"][0]["results"])
         # event order (one host: CLOCK_MONOTONIC is shared): release, then the grant let the
         # fifth block through, all while the saturating stream was still running
-        assert t_release < fifth["end"] < stream_end
+        statuses = [r["status"] for r in report2["phases"][0]["results"]]
+        why = {
+            "t_release": t_release,
+            "fifth": fifth,
+            "stream_end": stream_end,
+            "stream": {s: statuses.count(s) for s in set(statuses)},
+            "first_phase": report1["phases"][0]["results"],
+            "receiver": {k: v for k, v in rx.ask("stats")[1].items() if k != "landed"},
+        }
+        assert t_release < fifth["end"] < stream_end, why
     finally:
         starved.stop()
         legacy.stop()

@@ -195,8 +195,11 @@ class VerbsRail:
             room = max_entries - len(out)
             batch = self.device.poll(room, now_ns)
             for c in batch:
-                if self._notices.pop(c.wr_id, None) is None and (c := self._gate(c)) is not None:
-                    out.append(self._settle(c, from_hca=True))
+                if self._notices.pop(c.wr_id, None) is not None:
+                    continue  # a notice's completion: never reported
+                gated = self._gate(c)
+                if gated is not None:
+                    out.append(self._settle(gated, from_hca=True))
             if len(batch) < room:
                 break  # the CQ is empty
         if self._ready:

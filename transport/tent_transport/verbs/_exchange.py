@@ -245,6 +245,7 @@ def decode_verbs_message(data: bytes) -> VerbsMessage:
         raise VerbsMessageError("a verbs message is an array [tag, schema, fields...]")
     tag, schema, *fields = structure
     cls: type[VerbsEndpoint] | type[VerbsRegion] | type[VerbsAck]
+    schemas: tuple[int, ...]
     if tag == _TAG_ENDPOINT and type(tag) is int:
         cls, names, schemas = VerbsEndpoint, _ENDPOINT_FIELDS, _SCHEMAS
     elif tag == _TAG_REGION and type(tag) is int:
