@@ -233,9 +233,7 @@ def test_sender_killed_mid_transfer_is_fenced_and_the_receiver_serves_the_others
         _until(rx, lambda s: len(s["landed"]) == 4, "the victim filling the receiver")
         os.kill(victim.process.pid, signal.SIGSTOP)
         rx.ask("release_all")  # capacity frees: the receiver grants it to the stalled victim
-        held = _until(
-            rx, lambda s: s["outstanding"][1] > 0, "a grant to the stopped victim"
-        )
+        held = _until(rx, lambda s: s["outstanding"][1] > 0, "a grant to the stopped victim")
         assert held["unreleased"] == 0  # what is outstanding is credit it never used
         victim.kill()  # SIGKILL: no goodbye on any connection
         stats = _until(
@@ -353,7 +351,7 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
             "phases": [{"blocks": _blocks(4)}, {"blocks": [[4 * BLOCK, BLOCK, 77]]}],
         },
     )
-    stream = [[8 * BLOCK + (i % 8) * BLOCK, BLOCK, 500 + i] for i in range(1000)]
+    stream = [[8 * BLOCK + (i % 8) * BLOCK, BLOCK, 500 + i] for i in range(64)]
     legacy = Proc(
         sender,
         {
@@ -362,7 +360,8 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
             "peer_id": 2,
             "receiver": address,
             "segment": segment,
-            "phases": [{"blocks": stream, "timeout_s": 120}],
+            # rounds of 64 until told to stop: it runs past the fifth block for certain
+            "phases": [{"blocks": stream, "timeout_s": 120, "until_stopped": True}],
         },
     )
     try:
@@ -374,6 +373,7 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
         time.sleep(0.1)  # sender 1's fifth block is submitted and stalls at zero credit
         _, t_release = rx.ask("release_all")
         kind, report1 = starved.recv(60)
+        legacy.conn.send(("stop",))  # after the fifth block's report: the stream outlasts it
         kind2, report2 = legacy.recv(120)
         assert kind == kind2 == "done"
         fifth = report1["phases"][1]["results"][0]
