@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from net_helpers import run, until
+from tent_transport.engine import _verbs_receiver
+from tent_transport.errors import LocalProtocolError
 from verbs_engine import BLOCK, connected, engines, fabric, pause_admission, write
 
 from tent_sched import TaskStatus
@@ -110,3 +113,34 @@ def test_an_overwritten_write_is_superseded_not_a_lie() -> None:
             await rx.close()
 
     run(scenario(), timeout=60)
+
+
+def test_a_receiver_that_cannot_acknowledge_is_refused_not_trusted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Versioning: a receiver that speaks verbs schema 1 (no acknowledgements) answers in
+    schema 1 and never acks. A schema-2 sender does not fall back to completing at its HCA's
+    completion (that would report COMPLETED for writes nobody admitted): the exchange is
+    refused with the reason, no QP is brought up, and submits to that peer raise."""
+    monkeypatch.setattr(_verbs_receiver, "VERBS_SCHEMA", 1)
+
+    async def scenario() -> None:
+        rx, tx = engines()
+        host, port = await rx.start()
+        await tx.start()
+        try:
+            peer = await tx.connect(host, port)
+            link = tx._links[peer]
+            await until(lambda: bool(link.refused), what="the refusal")
+            assert "schema 1" in link.refused
+            verbs = rx._verbs
+            assert verbs is not None and verbs._sessions[1].schema == 1
+            assert not tx.rails[0].device.post_budget(peer)  # no QP at RTS on our side
+            with pytest.raises(LocalProtocolError, match="schema 1"):
+                tx.submit([write(peer, 1, 0, bytes(BLOCK))])
+            assert tx.core.statistics().submitted_total == 0
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario())
