@@ -185,7 +185,8 @@ class ControlConnection:
             self.close(f"read failed: {exc}")
 
     def close(self, reason: str = "closed locally") -> None:
-        """Close the socket and stop the tasks; ``on_closed`` runs once. Idempotent."""
+        """Close the socket and stop the tasks; ``on_closed`` runs once. Idempotent. Frames
+        published before the close are still handed to the socket first (best effort)."""
         if self._closed:
             return
         self._closed = True
