@@ -218,6 +218,7 @@ def _receiver_stats(engine: Engine, landed: list[tuple[int, int, int, int, int]]
         "quarantined": list(stats.quarantined),
         "unreleased": stats.unreleased,
         "sessions": list(engine.sender_sessions()),
+        "fences": engine.control.statistics().fences_completed,
     }
     if engine.credit is not None:
         a = engine.credit.allocator.statistics()
@@ -264,37 +265,15 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             timeout=30,
         )
         segment = spec["segment"]
-        blocks = phase["blocks"]  # [offset, length, seed]
-        submitted = []
-        for offset, length, seed in blocks:
-            data = block_bytes(seed, length)
-            request = TransferRequest(
-                opcode=Opcode.WRITE,
-                local=data,
-                peer=peer,
-                remote_segment=segment,
-                remote_offset=offset,
-                length=length,
-                deadline_ns=phase.get("deadline_ns", 0),
-            )
-            handle = engine.submit([request])
-            # the submit's own dispatch pass already asked the gate: a stall shows at once
-            stalled = handle.status().backpressure is not None
-            submitted.append((handle, time.monotonic_ns(), stalled))
-        stalls = sum(1 for *_, stalled in submitted if stalled)
-        results = []
-        for handle, t0, stalled in submitted:
-            state = await handle.wait(phase.get("timeout_s", 60))
-            end = handle.events()[-1].end_ns if handle.events() else 0
-            results.append(
-                {
-                    "status": state.status.name,
-                    "detail": state.detail,
-                    "t0": t0,
-                    "end": end,
-                    "stalled": stalled,
-                }
-            )
+        results: list[dict[str, Any]] = []
+        stalls = 0
+        # "until_stopped": the blocks again and again until the parent sends ("stop",) (read
+        # between rounds; bounded by max_rounds), so the stream outlasts whatever it must
+        for _round in range(phase.get("max_rounds", 200) if phase.get("until_stopped") else 1):
+            stalls += await _round_of(engine, peer, segment, phase, results)
+            if phase.get("until_stopped") and conn.poll():
+                conn.recv()
+                break
         report["phases"].append(
             {"results": results, "stalls": stalls, "session": descriptors.session}
         )
@@ -325,6 +304,42 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
         conn.recv()
     _stop_trace(spec)
     await engine.close()
+
+
+async def _round_of(
+    engine: Engine, peer: int, segment: int, phase: dict[str, Any], results: list[dict[str, Any]]
+) -> int:
+    """Submit ``phase``'s blocks ([offset, length, seed]), await them, append their results;
+    returns how many stalled at submit."""
+    submitted = []
+    for offset, length, seed in phase["blocks"]:
+        data = block_bytes(seed, length)
+        request = TransferRequest(
+            opcode=Opcode.WRITE,
+            local=data,
+            peer=peer,
+            remote_segment=segment,
+            remote_offset=offset,
+            length=length,
+            deadline_ns=phase.get("deadline_ns", 0),
+        )
+        handle = engine.submit([request])
+        # the submit's own dispatch pass already asked the gate: a stall shows at once
+        stalled = handle.status().backpressure is not None
+        submitted.append((handle, time.monotonic_ns(), stalled))
+    for handle, t0, stalled in submitted:
+        state = await handle.wait(phase.get("timeout_s", 60))
+        end = handle.events()[-1].end_ns if handle.events() else 0
+        results.append(
+            {
+                "status": state.status.name,
+                "detail": state.detail,
+                "t0": t0,
+                "end": end,
+                "stalled": stalled,
+            }
+        )
+    return sum(1 for *_, stalled in submitted if stalled)
 
 
 def _stop_trace(spec: dict[str, Any]) -> None:

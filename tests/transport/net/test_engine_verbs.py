@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 from net_helpers import run, until
-from procs import KEY, credit_config
+from procs import credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import FrameKind, PskIdentity
 from tent_transport.devices import Opcode
@@ -25,65 +21,17 @@ from tent_transport.engine import Engine, EngineOptions
 from tent_transport.errors import LocalProtocolError
 from tent_transport.segments import Access
 from tent_transport.verbs import VerbsRegion, decode_verbs_message, encode_verbs_message
+from verbs_engine import BLOCK, engines, fabric, move, write
 
 from tent_credit import CreditResource
 from tent_sched import TaskStatus
 
-BLOCK = 64 << 10
-
-
-@pytest.fixture(autouse=True)
-def fabric(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
-    path = Path(tempfile.mkdtemp(prefix="tent-sv-engine-", dir=base))
-    monkeypatch.setenv("TENT_SOFTVERBS_FABRIC", str(path))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def _engines(mode: str = "required") -> tuple[Engine, Engine]:
-    config = load_engine_config(credit_config(mode, slots=4, block=BLOCK, batch=2))
-    rx = Engine(
-        config,
-        EngineOptions(
-            peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY}), device="softverbs"
-        ),
-    )
-    tx = Engine(
-        config,
-        EngineOptions(
-            peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}), device="softverbs"
-        ),
-    )
-    return rx, tx
-
-
-def _write(peer: int, segment: int, offset: int, data: bytes) -> TransferRequest:
-    return TransferRequest(
-        opcode=Opcode.WRITE,
-        local=data,
-        peer=peer,
-        remote_segment=segment,
-        remote_offset=offset,
-        length=len(data),
-    )
-
-
-async def _move(rx: Engine, tx: Engine, peer: int, segment: int, memory: Any, *, n: int) -> None:
-    blocks = [os.urandom(BLOCK) for _ in range(n)]
-    handles = [tx.submit([_write(peer, segment, i * BLOCK, b)]) for i, b in enumerate(blocks)]
-    for _ in range(n):
-        event = await rx.landed()
-        assert event.sender == 1 and event.length == BLOCK
-        assert bytes(memory[event.offset : event.offset + BLOCK]) == blocks[event.offset // BLOCK]
-        rx.release(event)
-    for handle in handles:
-        assert (await handle.wait(10)).status is TaskStatus.COMPLETED
+__all__ = ["fabric"]  # the autouse fixture: a private soft-verbs fabric per test
 
 
 def test_verbs_engine_moves_verified_bytes_and_every_credit_comes_back() -> None:
     async def scenario() -> None:
-        rx, tx = _engines()
+        rx, tx = engines()
         host, port = await rx.start()
         await tx.start()
         try:
@@ -92,7 +40,7 @@ def test_verbs_engine_moves_verified_bytes_and_every_credit_comes_back() -> None
             segment = rx.register(memory)
             rx.expose(1, segment.segment_id, 0, 8 * BLOCK)
             await tx.wait_regions(peer, lambda d: bool(d.regions))
-            await _move(rx, tx, peer, segment.segment_id, memory, n=8)  # 8 blocks, 4 slots
+            await move(rx, tx, peer, segment.segment_id, memory, n=8)  # 8 blocks, 4 slots
             assert rx.credit is not None
             await until(
                 lambda: set(rx.credit.allocator.statistics().outstanding.values()) == {0},
@@ -112,7 +60,7 @@ def test_verbs_read_of_a_readable_exposure_returns_its_bytes() -> None:
     accounting only; a write-only exposure cannot be read (refused at the sender's post)."""
 
     async def scenario() -> None:
-        rx, tx = _engines()
+        rx, tx = engines()
         host, port = await rx.start()
         await tx.start()
         try:
@@ -155,7 +103,7 @@ def test_verbs_read_of_a_readable_exposure_returns_its_bytes() -> None:
 
 def test_verbs_fence_completes_only_after_mrs_are_invalid_and_the_qp_is_drained() -> None:
     async def scenario() -> None:
-        rx, tx = _engines()
+        rx, tx = engines()
         host, port = await rx.start()
         await tx.start()
         try:
@@ -164,7 +112,7 @@ def test_verbs_fence_completes_only_after_mrs_are_invalid_and_the_qp_is_drained(
             segment = rx.register(memory)
             rx.expose(1, segment.segment_id, 0, 8 * BLOCK)
             await tx.wait_regions(peer, lambda d: bool(d.regions))
-            await _move(rx, tx, peer, segment.segment_id, memory, n=2)
+            await move(rx, tx, peer, segment.segment_id, memory, n=2)
             verbs = rx._verbs
             assert verbs is not None and rx.credit is not None
             old = verbs._sessions[1]
@@ -195,7 +143,7 @@ def test_verbs_fence_completes_only_after_mrs_are_invalid_and_the_qp_is_drained(
             await tx.wait_regions(peer, lambda d: d.session != old.ps.session and bool(d.regions))
             await until(lambda: tx.rails[0].ready(peer), what="the new QP")
             assert verbs._sessions[1] is not old
-            await _move(rx, tx, peer, segment.segment_id, memory, n=4)
+            await move(rx, tx, peer, segment.segment_id, memory, n=4)
             await until(
                 lambda: (
                     rx.credit is not None
@@ -215,7 +163,7 @@ def test_a_failed_qp_restarts_the_session_and_later_writes_complete() -> None:
     ERR); the rail does not stay without a QP: the session restarts and new writes complete."""
 
     async def scenario() -> None:
-        rx, tx = _engines()
+        rx, tx = engines()
         host, port = await rx.start()
         await tx.start()
         try:
@@ -224,9 +172,9 @@ def test_a_failed_qp_restarts_the_session_and_later_writes_complete() -> None:
             segment = rx.register(memory)
             exposure = rx.expose(1, segment.segment_id, 0, 8 * BLOCK)
             await tx.wait_regions(peer, lambda d: bool(d.regions))
-            await _move(rx, tx, peer, segment.segment_id, memory, n=1)
+            await move(rx, tx, peer, segment.segment_id, memory, n=1)
             rx.revoke(exposure)  # its MR is deregistered: the sender still holds the rkey
-            state = await tx.submit([_write(peer, segment.segment_id, 0, bytes(BLOCK))]).wait(10)
+            state = await tx.submit([write(peer, segment.segment_id, 0, bytes(BLOCK))]).wait(10)
             assert state.status is TaskStatus.FAILED
             assert "REM_ACCESS" in state.detail or "remote" in state.detail.lower(), state.detail
             assert rx.receiver.statistics().landed == 1  # nothing of it was announced
@@ -234,7 +182,7 @@ def test_a_failed_qp_restarts_the_session_and_later_writes_complete() -> None:
             rx.expose(1, segment.segment_id, 0, 8 * BLOCK)
             await tx.wait_regions(peer, lambda d: bool(d.regions))
             await until(lambda: tx.rails[0].ready(peer), what="the new QP")
-            await _move(rx, tx, peer, segment.segment_id, memory, n=2)
+            await move(rx, tx, peer, segment.segment_id, memory, n=2)
         finally:
             await tx.close()
             await rx.close()
@@ -247,7 +195,7 @@ def test_verbs_rkeys_go_out_only_after_the_activation() -> None:
     initial grant) went out: a sender never holds an rkey it has no credit for."""
 
     async def scenario() -> None:
-        rx, tx = _engines()
+        rx, tx = engines()
         host, port = await rx.start()
         await tx.start()
         try:
@@ -281,7 +229,7 @@ def test_verbs_rkeys_go_out_only_after_the_activation() -> None:
             await tx.wait_regions(peer, lambda d: bool(d.regions))
             await until(lambda: tx.rails[0].ready(peer), what="rkeys at the sender")
             assert len(granted) == 2 and all(granted)  # the notice ring and the region
-            await _move(rx, tx, peer, segment.segment_id, memory, n=2)
+            await move(rx, tx, peer, segment.segment_id, memory, n=2)
         finally:
             await tx.close()
             await rx.close()
@@ -296,7 +244,7 @@ def test_a_bad_verbs_frame_from_a_sender_closes_its_control_connection(what: str
     retired (its QP and MRs with it) and the sender's next session works."""
 
     async def scenario() -> None:
-        rx, tx = _engines()
+        rx, tx = engines()
         host, port = await rx.start()
         await tx.start()
         try:
@@ -319,7 +267,7 @@ def test_a_bad_verbs_frame_from_a_sender_closes_its_control_connection(what: str
             rx.expose(1, segment.segment_id, 0, 4 * BLOCK)
             await tx.wait_regions(peer, lambda d: bool(d.regions))
             await until(lambda: tx.rails[0].ready(peer), what="the new QP at the sender")
-            await _move(rx, tx, peer, segment.segment_id, memory, n=2)
+            await move(rx, tx, peer, segment.segment_id, memory, n=2)
         finally:
             await tx.close()
             await rx.close()
@@ -329,12 +277,12 @@ def test_a_bad_verbs_frame_from_a_sender_closes_its_control_connection(what: str
 
 def test_a_staged_write_is_refused_at_submit_over_verbs() -> None:
     async def scenario() -> None:
-        rx, tx = _engines()
+        rx, tx = engines()
         host, port = await rx.start()
         await tx.start()
         try:
             peer = await tx.connect(host, port)
-            request = attrs.evolve(_write(peer, 1, 0, bytes(BLOCK)), plan=TransferPlan.STAGED)
+            request = attrs.evolve(write(peer, 1, 0, bytes(BLOCK)), plan=TransferPlan.STAGED)
             with pytest.raises(LocalProtocolError, match="staged"):
                 tx.submit([request])
             assert tx.core.statistics().submitted_total == 0  # nothing was submitted

@@ -8,7 +8,8 @@ from tent_transport.verbs import soft
 
 def test_verbs_exports_are_pinned() -> None:
     assert sorted(verbs.__all__) == sorted([
-        "ENUM_NAMES", "MAX_VERBS_MESSAGE_BYTES", "Exposures", "ProbeResult", "VerbsBackend",
+        "ENUM_NAMES", "MAX_VERBS_MESSAGE_BYTES", "VERBS_SCHEMA", "AckOutcome", "Exposures",
+        "ProbeResult", "VerbsAck", "VerbsBackend",
         "VerbsDevice", "VerbsDeviceConfig", "VerbsEndpoint", "VerbsMessageError", "VerbsRegion",
         "WriteArrival", "decode_verbs_message", "encode_verbs_message", "load_pyverbs", "probe",
         "soft_backend",

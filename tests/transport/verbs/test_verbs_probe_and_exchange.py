@@ -117,8 +117,9 @@ def test_a_mutated_field_is_refused_or_still_valid(
     "structure",
     [
         [0x5601, 1, 1, 0, b"\0" * 16, 0, 1],  # one field short
-        [0x5601, 2, 1, 0, b"\0" * 16, 0, 1, 3],  # schema 2
-        [0x5603, 1],  # unknown tag
+        [0x5601, 3, 1, 0, b"\0" * 16, 0, 1, 3],  # schema 3
+        [0x5603, 1, 1, 1, 0],  # an acknowledgement in schema 1
+        [0x5604, 2],  # unknown tag
         [0x5601, 1, True, 0, b"\0" * 16, 0, 1, 3],  # bool is not an int
         [0x5601, 1, 0, 0, b"\0" * 16, 0, 1, 3],  # QP number 0
         [0x5601, 1, 1 << 24, 0, b"\0" * 16, 0, 1, 3],  # QP number > 24 bits

@@ -185,7 +185,8 @@ class ControlConnection:
             self.close(f"read failed: {exc}")
 
     def close(self, reason: str = "closed locally") -> None:
-        """Close the socket and stop the tasks; ``on_closed`` runs once. Idempotent."""
+        """Close the socket and stop the tasks; ``on_closed`` runs once. Idempotent. Frames
+        published before the close are still handed to the socket first (best effort)."""
         if self._closed:
             return
         self._closed = True
@@ -198,6 +199,10 @@ class ControlConnection:
             if task is not current:
                 task.cancel()
         with contextlib.suppress(Exception):
+            if self._queue:  # best effort: what was published before the close goes out
+                # first (e.g. a verbs REFUSED ack ahead of the quarantine's close)
+                self._writer.write(b"".join(self._queue))
+                self._queue.clear()
             self._writer.close()
         self._on_closed()
 

@@ -88,6 +88,7 @@ class _Link:
         self.attached = asyncio.Event()
         self.death_timer: asyncio.TimerHandle | None = None
         self.dead = False
+        self.refused = ""  # why this session's rails refused the peer (verbs: its schema)
 
 
 class Engine:
@@ -323,6 +324,7 @@ class Engine:
         link.sessions_started += 1
         link.session = bootstrap.session
         link.dead = False
+        link.refused = ""
         link.attached.clear()
         link.regions = None
         self._spawn(self._attach(link, bootstrap, auth_key))
@@ -332,7 +334,11 @@ class Engine:
             for rail in self.rails:
                 assert isinstance(rail, VerbsRail)
                 with contextlib.suppress(Exception):  # a failed exchange: the handles wait
-                    await rail.attach(link.peer, bootstrap.session, link.client.send_verbs)
+                    try:
+                        await rail.attach(link.peer, bootstrap.session, link.client.send_verbs)
+                    except RemoteProtocolError as exc:  # a receiver that cannot acknowledge
+                        link.refused = f"verbs: {exc}"
+                        self.core.fail_peer(link.peer, time.monotonic_ns(), link.refused)
             link.attached.set()
             self._wake()
             return
@@ -431,8 +437,10 @@ class Engine:
     def submit(self, requests: Sequence[TransferRequest]) -> TransferHandle:
         """Submit transfers as one batch (in the loop thread); returns their handle.
 
-        Raises :class:`LocalProtocolError` for a peer never connected, and the dispatch core's
-        typed errors (InvalidArgument, InvalidEntry, TooManyRequests); nothing is submitted then.
+        Raises :class:`LocalProtocolError` for a peer never connected or whose current session
+        the rails refused (a verbs receiver of schema 1, which cannot acknowledge admission),
+        and the dispatch core's typed errors (InvalidArgument, InvalidEntry, TooManyRequests);
+        nothing is submitted then.
         """
         batch = tuple(requests)
         for request in batch:
@@ -440,6 +448,10 @@ class Engine:
                 raise InvalidArgument("submit takes TransferRequest values")
             if request.peer not in self._links:
                 raise LocalProtocolError(f"peer {request.peer} is not connected")
+            if self._links[request.peer].refused:
+                raise LocalProtocolError(
+                    f"peer {request.peer} is refused: {self._links[request.peer].refused}"
+                )
             if request.plan is TransferPlan.STAGED and self._verbs is not None:
                 # staging needs receiver code between landing and target: a one-sided write
                 # has none (docs/rdma.md "The engine over verbs")

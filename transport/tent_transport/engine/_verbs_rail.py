@@ -6,6 +6,17 @@ notice ring, then the data as WRITE_WITH_IMM carrying the write id. The budget t
 sees is half the device's, and the notice's completion is not reported (the data's is; if the
 notice fails, RC moves the QP to ERR and the data is flushed, so it reports that).
 
+**A WRITE completes only when the receiver admitted it** (TRANSPORT rule 5). The HCA's success
+says the bytes reached the receiver's memory, not that the receiver admitted them: it has not
+even looked yet, and a session that ends now drops the write unannounced while the fence gives
+its credit back. So a successful data completion is *held* until the receiver's
+:class:`~tent_transport.verbs.VerbsAck` covers its notice: ADMITTED reports it as it is,
+SUPERSEDED as ``INTEGRITY_ERROR``, REFUSED as ``WRITE_REFUSED``. When the session ends first
+(detach, a new session), every held write is reported ``FLUSHED`` ("fenced: ..."), never
+SUCCESS; it may have been admitted just before the end (its ack lost with the connection), so
+a failure means "not known to be admitted", a success always means "admitted". A failed data
+completion is reported at once, as before.
+
 Staged writes are refused on this rail (``PostRefused(ready=True)``: the core fails them):
 staging needs receiver code between landing and the target, which a one-sided write has not.
 """
@@ -24,8 +35,11 @@ from tent_credit import CreditResource
 
 from ..devices import Opcode, SliceCompletion, SliceRequest, SliceStatus
 from ..devices.tcp import RailStatistics, checksum
-from ..errors import InvalidEntry, PostRefused
+from ..errors import InvalidEntry, PostRefused, RemoteProtocolError
 from ..verbs import (
+    VERBS_SCHEMA,
+    AckOutcome,
+    VerbsAck,
     VerbsBackend,
     VerbsDevice,
     VerbsDeviceConfig,
@@ -41,14 +55,27 @@ __all__ = ["VerbsRail"]
 
 _R = CreditResource
 _NOTICE_WR = 1 << 62  # notice wr_ids live above every wr_id the dispatch core chooses
+UNACKNOWLEDGED = "fenced: the session ended before the receiver acknowledged the write"
+_OUTCOME = {
+    AckOutcome.SUPERSEDED: (
+        SliceStatus.INTEGRITY_ERROR,
+        "superseded: a later write of this sender into an overlapping range landed before the "
+        "receiver admitted this one",
+    ),
+    AckOutcome.REFUSED: (SliceStatus.WRITE_REFUSED, "refused by the receiver's admission"),
+}
 
 
-@attrs.define
+@attrs.define(eq=False)
 class _Link:
     session: int
     ring: VerbsRegion | None = None
     sequence: int = 0
     remote: asyncio.Future[VerbsEndpoint] | None = None
+    acked: int = 0  # every notice below this is settled by the receiver
+    held: dict[int, SliceCompletion] = attrs.field(factory=dict)  # sequence -> HCA success
+    outcomes: dict[int, AckOutcome] = attrs.field(factory=dict)  # settled before its HCA's
+    ended: bool = False  # the session is over: no acknowledgement will come
 
 
 class VerbsRail:
@@ -65,6 +92,9 @@ class VerbsRail:
         self._notices: dict[int, bytearray] = {}  # notice wr_id -> its bytes (kept alive)
         self._peer_of: dict[int, tuple[int, Opcode]] = {}  # outstanding slice -> peer, opcode
         self._notice_ids = itertools.count(_NOTICE_WR)
+        self._write_of: dict[int, tuple[_Link, int]] = {}  # data wr_id -> link, notice sequence
+        self._ready: list[SliceCompletion] = []  # settled by an ack or a fence, not reported
+        self._wakeup: Callable[[], None] | None = None
         self._posted = self._completed = self._failed = self._flushed = 0
         self._sent = self._read = 0
 
@@ -102,6 +132,7 @@ class VerbsRail:
         slots = link.ring.length // NOTICE.size
         chain: list[SliceRequest] = []
         notices: dict[int, bytearray] = {}
+        writes: dict[int, tuple[_Link, int]] = {}
         sequence = link.sequence
         for s in slices:
             if s.opcode is Opcode.WRITE:
@@ -121,11 +152,13 @@ class VerbsRail:
                         write_id=sequence & 0xFFFFFFFF,
                     )
                 )
+                writes[s.wr_id] = (link, sequence)
                 sequence += 1
             chain.append(s)
         self.device.post(chain, now_ns)  # all or nothing up to a mid-chain provider refusal
         link.sequence = sequence
         self._notices.update(notices)
+        self._write_of.update(writes)
         self._peer_of.update((s.wr_id, (peer, s.opcode)) for s in slices)
         self._posted += len(slices)
 
@@ -153,19 +186,88 @@ class VerbsRail:
             raise PostRefused(f"slice does not fit a notice: {exc}", ready=True) from exc
 
     def poll(self, max_entries: int, now_ns: int) -> list[SliceCompletion]:
-        """Up to ``max_entries`` data completions (notices' are consumed, not reported)."""
-        out: list[SliceCompletion] = []
+        """Up to ``max_entries`` data completions (notices' are consumed, not reported): first
+        the writes an acknowledgement or a fence settled, then the CQ's, a successful WRITE's
+        held back until its acknowledgement (see the module)."""
+        out = [self._settle(c, from_hca=False) for c in self._ready[:max_entries]]
+        del self._ready[: len(out)]
         while len(out) < max_entries:
             room = max_entries - len(out)
             batch = self.device.poll(room, now_ns)
-            out.extend(self._settle(c) for c in batch if self._notices.pop(c.wr_id, None) is None)
+            for c in batch:
+                if self._notices.pop(c.wr_id, None) is not None:
+                    continue  # a notice's completion: never reported
+                gated = self._gate(c)
+                if gated is not None:
+                    out.append(self._settle(gated, from_hca=True))
             if len(batch) < room:
                 break  # the CQ is empty
+        if self._ready:
+            self._wake()  # more settled than this poll could take
         return out
 
-    def _settle(self, c: SliceCompletion) -> SliceCompletion:
+    def _gate(self, c: SliceCompletion) -> SliceCompletion | None:
+        """A data completion as the handle may see it, or ``None`` while it awaits its ack."""
+        entry = self._write_of.pop(c.wr_id, None)
+        if entry is None:  # a READ: local accounting only
+            return c
+        link, sequence = entry
+        outcome = link.outcomes.pop(sequence, AckOutcome.ADMITTED)
+        if not c.status.moved:
+            return c
+        if sequence < link.acked:
+            return c if outcome is AckOutcome.ADMITTED else self._settled(c, outcome)
+        if link.ended:
+            return attrs.evolve(c, status=SliceStatus.FLUSHED, detail=UNACKNOWLEDGED)
+        link.held[sequence] = c
+        return None
+
+    @staticmethod
+    def _settled(c: SliceCompletion, outcome: AckOutcome) -> SliceCompletion:
+        status, detail = _OUTCOME[outcome]
+        return attrs.evolve(c, status=status, detail=detail)
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup()
+
+    def _end_link(self, link: _Link) -> None:
+        """No acknowledgement will come for ``link``'s session: its held writes are fenced."""
+        link.ended = True
+        self._ready.extend(
+            attrs.evolve(c, status=SliceStatus.FLUSHED, detail=UNACKNOWLEDGED)
+            for _, c in sorted(link.held.items())
+        )
+        link.held.clear()
+        link.outcomes.clear()
+        if self._ready:
+            self._wake()
+
+    def _acknowledged(self, link: _Link, ack: VerbsAck) -> bool:
+        """Apply the receiver's ack; ``False`` = a peer fault (it settles writes never posted,
+        goes backwards, or re-settles a write)."""
+        if ack.through > link.sequence or ack.through < link.acked:
+            return False
+        if ack.through == link.acked:
+            return ack.outcome is AckOutcome.ADMITTED  # a repeat says nothing new
+        for sequence in range(link.acked, ack.through):
+            outcome = ack.outcome if sequence == ack.through - 1 else AckOutcome.ADMITTED
+            held = link.held.pop(sequence, None)
+            if held is None:  # its HCA completion is still to come (see _gate)
+                if outcome is not AckOutcome.ADMITTED:
+                    link.outcomes[sequence] = outcome
+            elif outcome is AckOutcome.ADMITTED:
+                self._ready.append(held)
+            else:
+                self._ready.append(self._settled(held, outcome))
+        link.acked = ack.through
+        if self._ready:
+            self._wake()
+        return True
+
+    def _settle(self, c: SliceCompletion, *, from_hca: bool) -> SliceCompletion:
         peer, opcode = self._peer_of.pop(c.wr_id, (None, Opcode.WRITE))
-        if c.status is not SliceStatus.SUCCESS and peer is not None:
+        if from_hca and c.status is not SliceStatus.SUCCESS and peer is not None:
             self._failed_qp(peer)
         if c.status is SliceStatus.SUCCESS:
             self._completed += 1
@@ -198,6 +300,7 @@ class VerbsRail:
         return None
 
     def set_wakeup(self, callback: Callable[[], None] | None) -> None:
+        self._wakeup = callback
         self.device.set_wakeup(callback)
 
     def close(self) -> None:
@@ -220,7 +323,10 @@ class VerbsRail:
     ) -> None:
         """Exchange endpoints with ``peer``'s receiver for control ``session`` over ``send``
         (VERBS frames) and bring the QP to RTS. A previous QP of the peer is retired and
-        forgotten first (its slices flushed). Raises ``TimeoutError``; nothing is attached then.
+        forgotten first (its slices flushed, its unacknowledged writes fenced). Raises
+        ``TimeoutError``, or :class:`RemoteProtocolError` for a receiver of verbs schema 1 (it
+        never acknowledges admission, so no write could complete truthfully); nothing is
+        attached then.
         """
         await self._forget(peer, timeout_s)
         link = _Link(session=session)
@@ -231,6 +337,10 @@ class VerbsRail:
         if not send(encode_verbs_message(local)):
             raise TimeoutError("control connection closed during the verbs exchange")
         remote = await asyncio.wait_for(link.remote, timeout_s)
+        if remote.schema < VERBS_SCHEMA:
+            raise RemoteProtocolError(
+                f"peer {peer}'s verbs schema {remote.schema} has no write acknowledgements"
+            )
         self.device.connect(peer, remote)
 
     def detach(self, peer: int) -> None:
@@ -240,9 +350,12 @@ class VerbsRail:
         link = self._links.get(peer)
         if link is not None:
             link.ring = None
+            self._end_link(link)
 
     async def _forget(self, peer: int, timeout_s: float) -> None:
-        self._links.pop(peer, None)
+        old = self._links.pop(peer, None)
+        if old is not None:
+            self._end_link(old)
         if peer not in self._qps:
             return
         self.device.retire(peer)
@@ -272,7 +385,11 @@ class VerbsRail:
             link.remote.set_result(message)
             return True
         if message.session != link.session:
-            return True  # an older session's region: ignored
+            return True  # an older session's region or ack: ignored
+        if isinstance(message, VerbsAck):
+            return link.remote is not None and link.remote.done() and self._acknowledged(
+                link, message
+            )
         if message.segment == NOTICE_SEGMENT:
             if message.length < NOTICE.size or link.ring is not None:
                 return False

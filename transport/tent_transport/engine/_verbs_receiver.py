@@ -15,7 +15,17 @@
    (through :meth:`ReceiverSide.admit`, the same lease rules as TCP). Any refusal is a lie:
    the sender is quarantined. Bytes of an over-claim *have* landed (inside its own regions);
    they are never announced, and the quarantine stops it at once.
-4. **Fencing.** Retiring a session deregisters every MR of it (its rkeys fail from that
+
+   One CRC32C mismatch is not a lie: the sender's *own later* write into an overlapping range
+   landed before this one was admitted (RC executes a QP's writes in order, so a later notice
+   in the ring says so). That write is SUPERSEDED: its charge is released, it is not
+   announced, and the sender is told so.
+4. **Acknowledgement.** The sender's HCA completes a WRITE when ours acknowledged it, before
+   any of this ran; its handle completes only on our :class:`VerbsAck` (schema 2), sent in
+   notice order after admission (cumulative, coalesced per drain; a full control queue is
+   retried on the next poll). A refusal is acknowledged as REFUSED before the connection
+   closes. A schema-1 sender gets neither acks nor schema-2 messages.
+5. **Fencing.** Retiring a session deregisters every MR of it (its rkeys fail from that
    instant with a remote access error), moves its QP to ERR, drains the receive queue
    (completions of the fenced session are dropped, never admitted) and destroys the QP. Only
    then does the control service call ``fence_complete``.
@@ -24,6 +34,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from typing import TYPE_CHECKING
 
@@ -37,6 +48,9 @@ from ..devices.tcp._wire import WireOpcode
 from ..errors import InvalidArgument, InvalidEntry
 from ..segments import Access, Exposure, SegmentTable
 from ..verbs import (
+    VERBS_SCHEMA,
+    AckOutcome,
+    VerbsAck,
     VerbsBackend,
     VerbsDevice,
     VerbsDeviceConfig,
@@ -65,6 +79,8 @@ class VerbsReceiverStatistics:
     fenced_mrs: int
     dropped_arrivals: int
     lies: int
+    superseded: int
+    acks_sent: int
 
 
 @attrs.define(eq=False)
@@ -78,6 +94,8 @@ class _Rx:
     expect: int = 0
     pending: Notice | None = None
     retiring: bool = False
+    schema: int = VERBS_SCHEMA  # the lower of the sender's and ours
+    acks: collections.deque[VerbsAck] = attrs.field(factory=collections.deque)  # unsent, in order
 
 
 class VerbsReceiver:
@@ -103,7 +121,7 @@ class VerbsReceiver:
         self._rings: dict[int, memoryview] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._offer_timer: asyncio.TimerHandle | None = None
-        self._fenced = self._dropped = self._lies = 0
+        self._fenced = self._dropped = self._lies = self._superseded = self._acks_sent = 0
         self._closed = False
         self._delay = _BUSY_POLL_S
         self._poller: asyncio.TimerHandle | None = None
@@ -138,6 +156,8 @@ class VerbsReceiver:
             fenced_mrs=self._fenced,
             dropped_arrivals=self._dropped,
             lies=self._lies,
+            superseded=self._superseded,
+            acks_sent=self._acks_sent,
         )
 
     # ------------------------------------------------------------------ the exchange
@@ -173,9 +193,12 @@ class VerbsReceiver:
         except (InvalidArgument, InvalidEntry, self._rdma_error) as exc:
             ps.connection.close(f"verbs: QP setup failed: {exc}")
             return
-        rx = _Rx(ps=ps, ring=ring, ring_region=region)
+        schema = min(message.schema, VERBS_SCHEMA)  # an old sender reads only its own schema
+        rx = _Rx(ps=ps, ring=ring, ring_region=region, schema=schema)
         self._sessions[ps.peer] = rx
-        ps.connection.publish(FrameKind.VERBS, encode_verbs_message(local))
+        ps.connection.publish(
+            FrameKind.VERBS, encode_verbs_message(attrs.evolve(local, schema=schema))
+        )
         for exposure in self._segments.exposures(ps.peer, ps.session):
             self.expose(exposure)
         self._offer(rx)
@@ -200,12 +223,14 @@ class VerbsReceiver:
                 self._offer_timer = self._loop.call_later(0.005, self._offer_all)
             return
         publish = rx.ps.connection.publish
+
+        def encoded(region: VerbsRegion) -> bytes:
+            return encode_verbs_message(attrs.evolve(region, schema=rx.schema))
+
         if not rx.ring_offered:
-            rx.ring_offered = publish(FrameKind.VERBS, encode_verbs_message(rx.ring_region))
+            rx.ring_offered = publish(FrameKind.VERBS, encoded(rx.ring_region))
         for exposure_id, region in rx.regions.items():
-            if exposure_id not in rx.offered and publish(
-                FrameKind.VERBS, encode_verbs_message(region)
-            ):
+            if exposure_id not in rx.offered and publish(FrameKind.VERBS, encoded(region)):
                 rx.offered.add(exposure_id)
 
     def _offer_all(self) -> None:
@@ -250,7 +275,28 @@ class VerbsReceiver:
                 self._arrival(arrival)
             if len(arrivals) < _POLL_BATCH:
                 break
+        for rx in list(self._sessions.values()):
+            self._send_acks(rx)
         return seen
+
+    def _ack(self, rx: _Rx, sequence: int, outcome: AckOutcome) -> None:
+        """Settle the write of notice ``sequence`` (every earlier one is settled already)."""
+        if rx.schema < 2:
+            return  # an old sender completes at its HCA's completion; it cannot read acks
+        last = rx.acks[-1] if rx.acks else None
+        if outcome is AckOutcome.ADMITTED and last is not None and last.outcome is outcome:
+            rx.acks[-1] = attrs.evolve(last, through=sequence + 1)  # cumulative: coalesce
+        else:
+            rx.acks.append(VerbsAck(session=rx.ps.session, through=sequence + 1, outcome=outcome))
+
+    def _send_acks(self, rx: _Rx) -> None:
+        # in order; a refused publish (full queue) is retried on the next drain, and the
+        # acks are cumulative, so nothing is lost by waiting
+        while rx.acks and rx.ps.current:
+            if not rx.ps.connection.publish(FrameKind.VERBS, encode_verbs_message(rx.acks[0])):
+                return
+            rx.acks.popleft()
+            self._acks_sent += 1
 
     def _arrival(self, a: WriteArrival) -> None:
         rx = self._sessions.get(a.peer)
@@ -261,8 +307,9 @@ class VerbsReceiver:
             self._notice(rx, a)
             return
         notice, rx.pending = rx.pending, None
+        sequence = rx.expect - 1  # the notice's, counted from the session's first
         if a.write_id != notice.write_id or a.length != notice.length:
-            self._lie(rx, "the write does not match its notice")
+            self._lie(rx, sequence, "the write does not match its notice")
             return
         ps = rx.ps
         view = self._segments.check(
@@ -274,7 +321,7 @@ class VerbsReceiver:
             access=Access.WRITE,
         )
         if view is None:
-            self._lie(rx, "the notice claims a range outside its exposures")
+            self._lie(rx, sequence, "the notice claims a range outside its exposures")
             return
         request = Request(
             opcode=int(WireOpcode.WRITE),
@@ -299,33 +346,60 @@ class VerbsReceiver:
         )
         reason = self._receiver.admit(ps.peer, ps.session, request)
         if reason is not None:
-            self._lie(rx, reason)
+            self._lie(rx, sequence, reason)
             return
         if checksum(view) != notice.checksum:
+            if self._overwritten(rx, notice, sequence):
+                self._superseded += 1
+                self._receiver.aborted(ps.peer, ps.session, request, "superseded")
+                self._ack(rx, sequence, AckOutcome.SUPERSEDED)
+                return
             self._receiver.aborted(ps.peer, ps.session, request, "checksum mismatch")
-            self._lie(rx, "the payload's CRC32C differs from its notice")
+            self._lie(rx, sequence, "the payload's CRC32C differs from its notice")
             return
         self._receiver.landed(ps.peer, ps.session, request)
+        self._ack(rx, sequence, AckOutcome.ADMITTED)
+
+    def _overwritten(self, rx: _Rx, notice: Notice, sequence: int) -> bool:
+        """Whether a later notice of the session, already in the ring, claims a range that
+        overlaps ``notice``'s: then its write may have replaced these bytes (RC: a notice lands
+        before its data; the ring is never lapped by unread notices, see ``_slots``)."""
+        end = notice.offset + notice.length
+        for later in range(sequence + 1, sequence + self._slots):
+            slot = later % self._slots
+            try:
+                other = Notice.unpack(rx.ring[slot * NOTICE.size : (slot + 1) * NOTICE.size])
+            except NoticeError:
+                return False  # not landed yet (or torn): the landed run ends here
+            if other.sequence != later & 0xFFFFFFFF:
+                return False  # an older lap's notice: nothing later has landed
+            if other.segment == notice.segment and (
+                other.offset < end and notice.offset < other.offset + other.length
+            ):
+                return True
+        return False
 
     def _notice(self, rx: _Rx, a: WriteArrival) -> None:
         if a.write_id != rx.expect & 0xFFFFFFFF or a.length != NOTICE.size:
-            self._lie(rx, "a notice out of sequence")
+            self._lie(rx, rx.expect, "a notice out of sequence")
             return
         slot = rx.expect % self._slots
         try:
             notice = Notice.unpack(rx.ring[slot * NOTICE.size : (slot + 1) * NOTICE.size])
         except NoticeError as exc:
-            self._lie(rx, str(exc))
+            self._lie(rx, rx.expect, str(exc))
             return
         if notice.sequence != rx.expect & 0xFFFFFFFF:
-            self._lie(rx, "a notice of another sequence number")
+            self._lie(rx, rx.expect, "a notice of another sequence number")
             return
         rx.expect += 1
         rx.pending = notice
 
-    def _lie(self, rx: _Rx, reason: str) -> None:
+    def _lie(self, rx: _Rx, sequence: int, reason: str) -> None:
         self._lies += 1
         rx.retiring = True  # nothing more of this session is admitted
+        self._ack(rx, sequence, AckOutcome.REFUSED)
+        self._send_acks(rx)  # before the close (the connection writes its queue out)
         self._receiver.refused(rx.ps.peer, rx.ps.session, None, f"verbs: {reason}")
 
     # ------------------------------------------------------------------ fencing

@@ -9,6 +9,9 @@ from __future__ import annotations
 from ._backend import ENUM_NAMES, ProbeResult, VerbsBackend, load_pyverbs, probe, soft_backend
 from ._exchange import (
     MAX_VERBS_MESSAGE_BYTES,
+    VERBS_SCHEMA,
+    AckOutcome,
+    VerbsAck,
     VerbsEndpoint,
     VerbsMessageError,
     VerbsRegion,
@@ -21,8 +24,11 @@ from .device import VerbsDevice, VerbsDeviceConfig
 __all__ = [
     "ENUM_NAMES",
     "MAX_VERBS_MESSAGE_BYTES",
+    "VERBS_SCHEMA",
+    "AckOutcome",
     "Exposures",
     "ProbeResult",
+    "VerbsAck",
     "VerbsBackend",
     "VerbsDevice",
     "VerbsDeviceConfig",
