@@ -38,7 +38,7 @@ from ._describe import describe
 from ._endpoints import EndpointEvent, SenderEndpoint
 from ._ledger import ReservationToken
 from ._negotiation import CreditMode, NegotiationState
-from ._types import CreditCharge, CreditResource, Plan, SessionId, charge_for_plan
+from ._types import CreditCharge, CreditKey, CreditResource, Plan, SessionId, charge_for_plan
 from .errors import ArithmeticOverflow, InvalidArgument, InvalidEntry, TooManyRequests
 
 __all__ = [
@@ -521,6 +521,10 @@ class _Route:
         self.rejected_snapshots = 0
         self.rejected_failed = 0
         self.idle_returns = 0
+        # The (key, epoch) of the endpoint entry on which owners left and the demand was
+        # lowered: a grant the receiver sends for the old demand may still arrive, so every
+        # observe_pick settles this route again while that entry lives (docstring step 6).
+        self.withdrawn: tuple[CreditKey | None, int] | None = None
 
     @property
     def ident(self) -> tuple[int, int]:
@@ -559,6 +563,9 @@ class DispatchGate:
        pick rejected or dropped), :meth:`forget` and :meth:`rollback`, never in the middle of
        a pick, and not for :meth:`rollback_unsettled` (its owners are still queued). An owner
        queued but never asked about is unknown to the gate: at its first pick it asks again.
+       The receiver may still answer the demand as it was before (the report that lowered it
+       is in flight): so once owners left a route, every later :meth:`observe_pick` settles it
+       again the same way, until the endpoint's entry changes (a new session or epoch).
 
     Then the caller submits each picked owner: :meth:`commit` once the transport accepted it,
     :meth:`rollback` if it refused (exact credit restored), :meth:`complete` when it finished;
@@ -911,8 +918,9 @@ class DispatchGate:
            key) become credit stalls from ``now_ns``, with their route's last reason, and
            their charge joins the route's pending demand.
         2. Dropped and rejected owners lose any stall record.
-        3. Every route whose credit-stalled owners were dropped or rejected has its idle
-           credit and demand settled (class docstring, step 6).
+        3. Every route whose credit-stalled owners were dropped or rejected, and every route
+           owners left earlier on the same endpoint entry, has its idle credit and demand
+           settled (class docstring, step 6).
 
         ``owner`` resolves an owner id to its view (``queue.owner``). Raises
         :class:`InvalidArgument` (bad ``now_ns`` or context) or :class:`InvalidEntry`
@@ -956,6 +964,10 @@ class DispatchGate:
             )
         for owner_id in ended:
             self._end_stall(owner_id, now_ns, dispatched=False)
+        for ident, route in self._routes.items():
+            endpoint = route.endpoint
+            if route.withdrawn is not None and route.withdrawn == (endpoint.key, endpoint.epoch):
+                self._settle_due[ident] = route  # a grant for the old demand may have come
         self._settle_idle()
 
     def forget(self, owner_id: int) -> None:
@@ -995,6 +1007,7 @@ class DispatchGate:
                 route.idle_returns += 1
             with contextlib.suppress(ArithmeticOverflow):
                 endpoint.set_pending_demand(waiting)
+            route.withdrawn = (endpoint.key, endpoint.epoch)
 
     def stall(self, owner_id: int) -> CreditStall | None:
         """The owner's current credit stall (where, how much, since when, the typed

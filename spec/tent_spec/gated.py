@@ -58,6 +58,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from tent_spec.admission import (
+    CANCELED,
     COMPLETED,
     DISPATCHING,
     FAILED,
@@ -143,13 +144,14 @@ class Offer(NamedTuple):
 
 
 class Report(NamedTuple):
-    """Sender → receiver: a usage report (``SenderCreditUsage``): cumulative consumed totals and
-    the absolute demand target (zeros = no demand). Returned totals are always zero here."""
+    """Sender → receiver: a usage report (``SenderCreditUsage``): cumulative consumed and
+    returned totals and the absolute demand target (zeros = no demand)."""
 
     kind: int
     session: int
     seq: int
     consumed: Vec
+    returned: Vec
     demand: Vec
 
 
@@ -187,10 +189,12 @@ class SenderKey(NamedTuple):
     last_seq: int  # last accepted update sequence; 0 = no update yet (nothing reservable)
     grant_total: Vec
     consumed: Vec
+    returned: Vec  # idle credit the gate gave back (cumulative, SEMANTICS §6 return)
     usage_seq: int  # last usage report sequence sent on this entry
     dirty: bool  # something changed since the last report
-    demand: Vec  # absolute target grant totals (never lowered within an entry)
+    demand: Vec  # absolute target grant totals: consumed + returned + waiting
     awaiting: bool  # awaiting an activation: the offer is (re)sent
+    withdrawn: bool  # the gate's route flag: owners left this entry (see ``return_idle``)
 
 
 class ReceiverKey(NamedTuple):
@@ -200,6 +204,7 @@ class ReceiverKey(NamedTuple):
     granted: Vec
     landed: Vec
     released: Vec
+    reclaimed: Vec  # returned credit reclaimed from the sender's reports (SEMANTICS §8)
     pushed_seq: int  # last published update sequence (0 = never pushed)
     usage_seq: int  # last accepted usage sequence
     demand: Vec  # the sender's last reported demand target
@@ -308,6 +313,7 @@ class GatedConfig:
     max_grant: Vec = attrs.field(validator=_vector)
     initial_grant: Vec = attrs.field(validator=_vector)
     refresh: bool = True  # the receiver's refresh timer re-publishes the full vector
+    cancel: bool = False  # queued owners may be canceled (the caller's cancel + gate.forget)
     max_messages: int = attrs.field(validator=_positive)  # messages in flight, all bags
     max_duplications: int = attrs.field(default=0, validator=_non_negative)
     max_losses: int = attrs.field(default=0, validator=_non_negative)
@@ -341,6 +347,7 @@ class GatedConfig:
 
 _ARITY = {
     "admit": 1,
+    "cancel": 1,
     "pick": 2,
     "submit": 2,
     "land": 1,
@@ -355,7 +362,7 @@ _ARITY = {
     "receiver_restart": 0,
 }
 _ACTIONS = tuple(_ARITY)
-_FAULTS = frozenset({"duplicate", "lose", "receiver_restart"})
+_FAULTS = frozenset({"duplicate", "lose", "receiver_restart", "cancel"})
 _BOUND = "bound:"
 
 
@@ -379,8 +386,7 @@ class GatedSpec:
 
     def reserve(self, ledger: SenderKey, charge: Vec) -> tuple[SenderKey, bool]:
         """Reserve ``charge`` atomically: all resources or none (RFC claim 3)."""
-        available = _vsub(ledger.grant_total, ledger.consumed)
-        if not _vle(charge, available):
+        if not _vle(charge, self.available(ledger)):
             return ledger, False
         return ledger._replace(consumed=_vadd(ledger.consumed, charge)), True
 
@@ -398,6 +404,16 @@ class GatedSpec:
         del ledger
         return False
 
+    def idle_credit(self, state: GatedState, key: int) -> Vec:
+        """The key's available credit beyond what its credit-stalled owners wait for: what the
+        gate gives back when an owner left the key without using credit (issue 10 item 8)."""
+        return tuple(
+            max(0, a - w)
+            for a, w in zip(
+                self.available(state.senders[key - 1]), self.waiting(state, key), strict=True
+            )
+        )
+
     # ---- initial state -------------------------------------------------------------------
 
     def initial_states(self) -> list[GatedState]:
@@ -407,9 +423,9 @@ class GatedSpec:
         cfg = self.config
         z = self._zero
         grant = cfg.initial_grant
-        sender = SenderKey(ACTIVE, 1, 1, grant, z, 1, False, z, False)
+        sender = SenderKey(ACTIVE, 1, 1, grant, z, z, 1, False, z, False, False)
         k = cfg.keys
-        receiver = ReceiverKey(True, grant, z, z, 1, 1, z, False, False, False)
+        receiver = ReceiverKey(True, grant, z, z, z, 1, 1, z, False, False, False)
         return [
             GatedState(
                 session=1,
@@ -430,16 +446,16 @@ class GatedSpec:
     # ---- derived quantities --------------------------------------------------------------
 
     def free_capacity(self, state: GatedState) -> Vec:
-        """Capacity minus Σ over keys of (granted − released) (SEMANTICS §8; no returns here)."""
+        """Capacity minus Σ over keys of (granted − released − reclaimed) (SEMANTICS §8)."""
         free = self.config.capacity
         for b in state.receivers:
-            free = _vsub(free, _vsub(b.granted, b.released))
+            free = _vsub(free, _vsub(_vsub(b.granted, b.released), b.reclaimed))
         return free
 
     @staticmethod
     def available(ledger: SenderKey) -> Vec:
-        """``grant_total − consumed`` (SEMANTICS §6, returned is zero)."""
-        return _vsub(ledger.grant_total, ledger.consumed)
+        """``grant_total − consumed − returned`` (SEMANTICS §6)."""
+        return _vsub(_vsub(ledger.grant_total, ledger.consumed), ledger.returned)
 
     def waiting(self, state: GatedState, key: int) -> Vec:
         """Σ charges of the key's QUEUED owners with a live credit stall (the route's wait)."""
@@ -546,6 +562,7 @@ class GatedSpec:
         blocked: list[int] = []
         skipped: list[int] = []
         gone: set[int] = set()
+        left: set[int] = set()  # keys a credit-stalled owner left without dispatching
         for owner_id in state.queue:
             owner = state.owners[owner_id - 1]
             if owner.length > max_bytes - used_bytes:  # SEMANTICS §2: head of line, stop
@@ -557,6 +574,8 @@ class GatedSpec:
                     continue
                 ledger = state.senders[k]
                 if self.snapshot_fenced(owner, ledger):  # REJECTED: nothing is reserved
+                    if owner.stall == STALLED:  # it leaves without the credit it asked for
+                        left.add(owner.key)
                     stall = WAS_STALLED if owner.stall else NEVER_STALLED
                     state = self._terminate(state, owner._replace(stall=stall), "reject", FAILED)
                     gone.add(owner_id)
@@ -592,17 +611,64 @@ class GatedSpec:
         for key in sorted({state.owners[i - 1].key for i in fresh}):
             state = self._raise_demand(state, key)
         queue = tuple(i for i in state.queue if i not in gone)
-        return state._replace(queue=self.requeue_blocked(queue, blocked))
+        state = state._replace(queue=self.requeue_blocked(queue, blocked))
+        # ``observe_pick`` settles the keys the pick's rejections left, and every key owners
+        # left earlier on its current entry (a grant for the old demand may have come since).
+        flagged = {k + 1 for k, ledger in enumerate(state.senders) if ledger.withdrawn}
+        for key in sorted(left | flagged):
+            state = self.return_idle(state, key)
+        return state
 
     def _raise_demand(self, state: GatedState, key: int) -> GatedState:
-        """``set_pending_demand(waiting)``: target = max(target, consumed + waiting)."""
+        """``set_pending_demand(waiting)``: target = consumed + returned + waiting (exact)."""
         k = key - 1
         ledger = state.senders[k]
-        target = _vmax(ledger.demand, _vadd(ledger.consumed, self.waiting(state, key)))
+        base = _vadd(ledger.consumed, ledger.returned)
+        return self._set_demand(state, k, _vadd(base, self.waiting(state, key)))
+
+    def _set_demand(self, state: GatedState, k: int, target: Vec) -> GatedState:
+        ledger = state.senders[k]
         if target == ledger.demand:
             return state
         ledger = ledger._replace(demand=target, dirty=True)
         return state._replace(senders=self._set(state.senders, k, ledger))
+
+    def return_idle(self, state: GatedState, key: int) -> GatedState:
+        """An owner left ``key`` without using credit (its submit was refused, or it was
+        credit-stalled and was rejected or canceled): the gate's settlement (issue 10 item 8).
+
+        1. The idle credit (:meth:`idle_credit`: available beyond what the owners still
+           credit-stalled on the key wait for) is returned: ``returned += idle`` (cumulative,
+           carried by the next report; the receiver reclaims it).
+        2. The demand target becomes what still waits: ``consumed + returned + waiting`` while
+           some owner is stalled; with none, the demand is withdrawn (``set_pending_demand({})``:
+           every resource it named drops to ``consumed + returned``, already granted).
+
+        3. The key is flagged ``withdrawn`` until its entry changes: the receiver may still
+           answer the demand as it was before this settlement (the report that lowered it is in
+           flight), so every later pick settles the key again (found by the checker on
+           ``gated/hoarding/ci``: a canceled owner's grant arrived after its demand was
+           withdrawn, and the other key waited forever).
+
+        A variant without step 1 keeps the idle credit (``gated/hoarding/ci``: another key of
+        the same receiver then waits forever, a recoverability violation).
+        """
+        k = key - 1
+        idle = self.idle_credit(state, key)
+        if any(idle):
+            ledger = state.senders[k]
+            ledger = ledger._replace(returned=_vadd(ledger.returned, idle), dirty=True)
+            state = state._replace(senders=self._set(state.senders, k, ledger))
+        ledger = state.senders[k]
+        waiting = self.waiting(state, key)
+        base = _vadd(ledger.consumed, ledger.returned)
+        if not ledger.withdrawn:
+            ledger = ledger._replace(withdrawn=True)
+            state = state._replace(senders=self._set(state.senders, k, ledger))
+        if any(waiting):
+            return self._set_demand(state, k, _vadd(base, waiting))
+        withdrawn = tuple(b if d else 0 for b, d in zip(base, ledger.demand, strict=True))
+        return self._set_demand(state, k, withdrawn)
 
     # ---- guards and effects: the queue and the transport ------------------------------------
 
@@ -640,6 +706,24 @@ class GatedSpec:
     def _e_pick(self, state: GatedState, max_owners: int, max_bytes: int) -> GatedState:
         return self.scan(state, max_owners, max_bytes)
 
+    def _g_cancel(self, state: GatedState, owner_id: int) -> str | None:
+        if not self.config.cancel:
+            return "no cancel configured"
+        owner = self._owner(state, owner_id)
+        if owner is None or owner.state != QUEUED:
+            return "only a QUEUED owner is canceled here (SEMANTICS §2 cancel)"
+        return None
+
+    def _e_cancel(self, state: GatedState, owner_id: int) -> GatedState:
+        """``queue.cancel(id)`` then ``gate.forget(id)``: CANCELED, capacity released; a
+        credit-stalled owner's key settles its idle credit and demand (:meth:`return_idle`)."""
+        owner = state.owners[owner_id - 1]
+        stalled = owner.stall == STALLED
+        done = owner._replace(stall=WAS_STALLED if owner.stall else NEVER_STALLED)
+        state = self._terminate(state, done, "cancel", CANCELED)
+        state = state._replace(queue=tuple(i for i in state.queue if i != owner_id))
+        return self.return_idle(state, owner.key) if stalled else state
+
     def _g_submit(self, state: GatedState, owner_id: int, ok: object) -> str | None:
         owner = self._owner(state, owner_id)
         if not isinstance(ok, bool):
@@ -658,12 +742,13 @@ class GatedSpec:
             done = owner._replace(token=TOKEN_TRANSITIONS[(owner.token, "commit")])
             state = state._replace(senders=self._set(state.senders, k, ledger._replace(dirty=True)))
             return self._with_owner(state, done)
-        # The transport refused: exact rollback (a fenced entry is already gone), owner FAILED.
+        # The transport refused: exact rollback (a fenced entry is already gone), owner FAILED;
+        # it leaves without using credit, so the key's idle credit goes back.
         if owner.token_session == ledger.session:
             ledger = ledger._replace(consumed=_vsub(ledger.consumed, charge_of(owner.length)))
             state = state._replace(senders=self._set(state.senders, k, ledger))
         owner = owner._replace(token=TOKEN_TRANSITIONS[(owner.token, "rollback")])
-        return self._terminate(state, owner, "complete", FAILED)
+        return self.return_idle(self._terminate(state, owner, "complete", FAILED), owner.key)
 
     def _g_land(self, state: GatedState, owner_id: int) -> str | None:
         owner = self._owner(state, owner_id)
@@ -741,7 +826,9 @@ class GatedSpec:
             out.append(Offer(OFFER))
         if self.report_due(ledger):
             seq = ledger.usage_seq + 1
-            out.append(Report(REPORT, ledger.session, seq, ledger.consumed, ledger.demand))
+            out.append(
+                Report(REPORT, ledger.session, seq, ledger.consumed, ledger.returned, ledger.demand)
+            )
         return tuple(out)
 
     def _g_sender_flush(self, state: GatedState, k: int) -> str | None:
@@ -880,14 +967,27 @@ class GatedSpec:
         b = state.receivers[k]
         if msg.session != state.session or msg.seq <= b.usage_seq:
             return state  # another session, or a duplicate/old report: ignored
-        if not _vle(msg.consumed, b.granted):
-            return state  # consumed beyond the grant: a protocol violation, nothing changes
+        returned = _vmax(msg.returned, b.reclaimed)
+        if not (
+            _vle(_vadd(msg.consumed, msg.returned), b.granted)
+            and _vle(_vadd(returned, b.landed), b.granted)
+        ):
+            return state  # beyond the grant: a protocol violation, nothing changes
+        # SEMANTICS §8 return: reclaim ``returned − already reclaimed`` (idempotent).
+        reclaim = _vsub(returned, b.reclaimed)
         # A report that still asks for credit is answered with the full vector even when its
         # target is already granted: the sender evidently lost the update that carried it
         # (liveness: found by the checker on `gated/no_refresh`, where nothing else re-pushes).
-        b = b._replace(usage_seq=msg.seq, demand=msg.demand, push_due=b.push_due or any(msg.demand))
+        b = b._replace(
+            reclaimed=returned,
+            usage_seq=msg.seq,
+            demand=msg.demand,
+            push_due=b.push_due or any(msg.demand),
+        )
         state = state._replace(receivers=self._set(state.receivers, k, b))
-        return self._grant_outstanding(state, k)
+        state = self._grant_outstanding(state, k)
+        # The reclaimed capacity is pushed to every key still short of it (in key order).
+        return self._capacity_freed(state) if any(reclaim) else state
 
     def _on_activation(self, state: GatedState, k: int, msg: Activation) -> GatedState:
         """The same session: ignored (a duplicate). A new session: the epoch fence - a fresh
@@ -898,7 +998,7 @@ class GatedSpec:
                 senders=self._set(state.senders, k, ledger._replace(awaiting=False))
             )
         z = self._zero
-        fresh = SenderKey(FENCING, msg.session, 0, z, z, 0, True, z, False)
+        fresh = SenderKey(FENCING, msg.session, 0, z, z, z, 0, True, z, False, False)
         state = state._replace(senders=self._set(state.senders, k, fresh))
         return self._maybe_fence_drained(state, k)
 
@@ -907,7 +1007,8 @@ class GatedSpec:
         ledger = state.senders[k]
         if msg.session != ledger.session or msg.seq <= ledger.last_seq:
             return state  # another session, or "Duplicate and old updates become no-ops"
-        if not (_vle(ledger.grant_total, msg.grants) and _vle(ledger.consumed, msg.grants)):
+        used = _vadd(ledger.consumed, ledger.returned)
+        if not (_vle(ledger.grant_total, msg.grants) and _vle(used, msg.grants)):
             return state  # RFC rule 5: a decreasing total is rejected
         phase = ACTIVE if ledger.phase == STALE else ledger.phase
         ledger = ledger._replace(grant_total=msg.grants, last_seq=msg.seq, phase=phase)
@@ -958,7 +1059,7 @@ class GatedSpec:
         Every sender endpoint disconnects (ACTIVE → STALE; FENCING stays) and reconnects."""
         z = self._zero
         k = self.config.keys
-        fresh = ReceiverKey(False, z, z, z, 0, 0, z, False, False, False)
+        fresh = ReceiverKey(False, z, z, z, z, 0, 0, z, False, False, False)
         senders = tuple(
             s._replace(phase=STALE if s.phase == ACTIVE else s.phase, awaiting=True)
             for s in state.senders
@@ -980,6 +1081,9 @@ class GatedSpec:
         cfg = self.config
         if state.admitted < len(cfg.workload):
             yield "admit", (state.admitted,)
+        if cfg.cancel:
+            for owner_id in state.queue:
+                yield "cancel", (owner_id,)
         for window in cfg.windows:
             yield "pick", window
         for o in state.owners:
@@ -1057,6 +1161,8 @@ class GatedSpec:
         }
         if not cfg.refresh:
             dead.add("refresh_tick")
+        if not cfg.cancel:
+            dead.add("cancel")
         return frozenset(dead)
 
     def fault_actions(self) -> frozenset[str]:
@@ -1103,7 +1209,15 @@ class GatedSpec:
 
     def inv_usage_within_accepted_grant(self, state: GatedState) -> bool:
         """consumed + returned ≤ the accepted grant total, per key and resource."""
-        return all(_vle(s.consumed, s.grant_total) for s in state.senders)
+        return all(_vle(_vadd(s.consumed, s.returned), s.grant_total) for s in state.senders)
+
+    def inv_reclaimed_within_returned(self, state: GatedState) -> bool:
+        """The receiver reclaimed at most what the sender returned on the live session's
+        entry: a duplicated or reordered report never reclaims twice."""
+        for s, b in zip(state.senders, state.receivers, strict=True):
+            if s.session == state.session and not _vle(b.reclaimed, s.returned):
+                return False
+        return True
 
     def inv_accepted_grant_within_receiver_grant(self, state: GatedState) -> bool:
         """The sender's accepted total ≤ what the receiver granted that key in that session."""
@@ -1115,13 +1229,14 @@ class GatedSpec:
     def inv_capacity(self, state: GatedState) -> bool:
         """Per resource, Σ over keys of (granted − released − reclaimed) ≤ capacity."""
         return all(f >= 0 for f in self.free_capacity(state)) and all(
-            _vle(b.released, b.landed) and _vle(b.landed, b.granted) for b in state.receivers
+            _vle(b.released, b.landed) and _vle(_vadd(b.landed, b.reclaimed), b.granted)
+            for b in state.receivers
         )
 
     def inv_claims_covered(self, state: GatedState) -> bool:
         """What can still occupy the receiver for a key of the live session - landed unreleased
         data, committed work in flight, reserved tokens and available credit - fits the key's
-        outstanding grant ``granted − released``."""
+        outstanding grant ``granted − released − reclaimed``."""
         for k, (s, b) in enumerate(zip(state.senders, state.receivers, strict=True)):
             if s.session != state.session:
                 continue
@@ -1133,7 +1248,7 @@ class GatedSpec:
                     and (o.token == RESERVED or (o.token == COMMITTED and not o.landed))
                 ):
                     claim = _vadd(claim, charge_of(o.length))
-            if not _vle(claim, _vsub(b.granted, b.released)):
+            if not _vle(claim, _vsub(_vsub(b.granted, b.released), b.reclaimed)):
                 return False
         return True
 
@@ -1205,6 +1320,12 @@ class GatedSpec:
                 self.inv_accepted_grant_within_receiver_grant,
             ),
             SpecInvariant(
+                "reclaimed_within_returned",
+                'SEMANTICS §8: "return ... reclaimed as returned − already reclaimed '
+                '(idempotent)"; RFC principle 2: cumulative totals make duplicates harmless',
+                self.inv_reclaimed_within_returned,
+            ),
+            SpecInvariant(
                 "capacity_never_exceeded",
                 'issue 6: "per resource, Σ over keys of (granted − released − reclaimed) ≤ '
                 'capacity"; RFC acceptance 1',
@@ -1243,7 +1364,9 @@ class GatedSpec:
         2. with a receiver restart: an old snapshot rejected, in-flight work failed by it;
         3. with two owners on one key: both stalled at once (the second skipped);
         4. with a local owner behind a remote one: it dispatched past the remote one's stall;
-        5. when the remote owners' charges exceed the capacity: the receiver granted short.
+        5. when the remote owners' charges exceed the capacity: the receiver granted short;
+        6. always: idle credit returned after its owner left, and reclaimed by the receiver;
+        7. with cancel: a credit-stalled owner canceled.
         """
 
         def dispatched_after_stall(s: GatedState) -> bool:
@@ -1274,6 +1397,12 @@ class GatedSpec:
         def inflight_failed_by_restart(s: GatedState) -> bool:
             return any(o.token == SETTLED and o.status == FAILED for o in s.owners)
 
+        def idle_credit_reclaimed(s: GatedState) -> bool:
+            return any(any(b.reclaimed) for b in s.receivers)
+
+        def stalled_owner_canceled(s: GatedState) -> bool:
+            return any(o.status == CANCELED and o.stall == WAS_STALLED for o in s.owners)
+
         cfg = self.config
         remote = [o for o in cfg.workload if o.key]
         keys = [o.key for o in remote]
@@ -1285,7 +1414,10 @@ class GatedSpec:
         found = [
             SpecWitness("stalled_owner_dispatched_after_a_grant", dispatched_after_stall),
             SpecWitness("submit_failure_rolled_back", rolled_back),
+            SpecWitness("idle_credit_returned_and_reclaimed", idle_credit_reclaimed),
         ]
+        if cfg.cancel:
+            found.append(SpecWitness("stalled_owner_canceled", stalled_owner_canceled))
         if restarts:
             found.append(SpecWitness("old_snapshot_rejected_after_restart", rejected_after_restart))
             found.append(
@@ -1468,7 +1600,19 @@ def _pack_owner(o: Owner) -> tuple[int, ...]:
 
 
 def _pack_sender(s: SenderKey) -> tuple[Any, ...]:
-    return (_PHASE_CODE[s.phase], *s[1:6], int(s.dirty), s.demand, int(s.awaiting))
+    return (
+        _PHASE_CODE[s.phase],
+        s.session,
+        s.last_seq,
+        s.grant_total,
+        s.consumed,
+        s.returned,
+        s.usage_seq,
+        int(s.dirty),
+        s.demand,
+        int(s.awaiting),
+        int(s.withdrawn),
+    )
 
 
 def _pack_receiver(b: ReceiverKey) -> tuple[Any, ...]:
@@ -1498,6 +1642,6 @@ def _show(msg: Any) -> str:
 
 
 _STATE_CODE = {name: i for i, name in enumerate((QUEUED, DISPATCHING, TERMINAL))}
-_STATUS_CODE: dict[str | None, int] = {None: 0, COMPLETED: 1, FAILED: 2}
+_STATUS_CODE: dict[str | None, int] = {None: 0, COMPLETED: 1, FAILED: 2, CANCELED: 3}
 _TOKEN_CODE = {name: i for i, name in enumerate(TOKEN_STATES)}
 _PHASE_CODE = {name: i for i, name in enumerate(PHASES)}

@@ -245,3 +245,27 @@ def test_a_refused_rollback_returns_nothing() -> None:
     with pytest.raises(InvalidEntry):
         rig.gate.rollback(token)  # COMMITTED: misuse, nothing changes
     assert rig.returned(0) == {} and rig.available(0) == {}
+
+
+def test_a_grant_that_answers_a_withdrawn_demand_goes_back_at_the_next_pick() -> None:
+    # The race the model checker found (gated/hoarding/ci): class 0's report asking for its
+    # stalled owner is in flight when the owner is canceled; the receiver then grants the old
+    # demand. Nothing of class 0 waits, so the next pick (for class 1) gives the grant back.
+    rig = TwoClasses()
+    a = rig.admit(0)
+    rig.pick()
+    rig.now += 1_000_000
+    in_flight = rig.endpoints[0].messages_to_send(rig.now)  # the report with the demand
+    rig.queue.cancel(a)
+    rig.gate.forget(a)
+    ep = rig.receiver.endpoint(PEER, 0)
+    assert ep is not None
+    for data in in_flight:
+        ep.receive_message(data, rig.now)
+    rig.endpoints[0].receive_batch(ep.messages_to_send(rig.now), rig.now)  # the late grant
+    assert rig.available(0) == ONE and rig.returned(0) == {}
+    b = rig.admit(1)
+    assert picked_ids(rig.pick()) == []
+    assert rig.available(0) == {} and rig.returned(0) == ONE
+    rig.exchange()
+    assert picked_ids(rig.pick()) == [b]
