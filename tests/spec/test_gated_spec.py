@@ -88,7 +88,7 @@ def test_ci_is_exhausted_with_every_invariant_witness_and_recovery() -> None:
     result = check(CONFIGS["gated/ci"]())
     assert result.ok, [v.name for v in result.violations]
     assert result.exhaustive
-    assert result.distinct_states == 301301
+    assert result.distinct_states == 354563
 
 
 @pytest.mark.parametrize("name", sorted(KNOWN_BAD))
