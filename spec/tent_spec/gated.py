@@ -19,30 +19,38 @@ What is modelled (DESIGN "Gate at dispatch eligibility", SEMANTICS §2 and §6�
   the pick) → a key blocked earlier in this pick skips it → the gate: a snapshot that is not
   the key's current session → REJECTED (FAILED, nothing reserved); the key not ACTIVE, no
   update yet, or some resource short → BLOCKED (stays QUEUED in place, a credit stall, the
-  key's demand target rises to ``consumed + Σ stalled charges``); else the whole charge
-  ``(length, 1, 1)`` is reserved at once (a RESERVED token) and the owner dispatches.
+  key's demand target becomes ``consumed + returned + Σ stalled charges``); else the whole
+  charge ``(length, 1, 1)`` is reserved at once (a RESERVED token) and the owner dispatches.
+* **Idle credit** (issue 10 item 8, :meth:`GatedSpec.return_idle`): when an owner leaves a key
+  without using credit (a refused submit, a rejected or canceled stalled owner), the gate
+  returns the key's available credit beyond what its stalled owners wait for and lowers the
+  demand to what they wait for; the key is then settled again at every pick until its entry
+  changes (a grant for the old demand may still arrive). The receiver reclaims returns from
+  the next report and pushes the freed capacity to keys short of it.
 * **Settlement.** ``submit(owner, ok)``: accepted → the token commits (only while its entry
   lives: a fenced token's commit is InvalidEntry); refused → exact rollback, owner FAILED.
   Committed data ``land``\\ s at the receiver (live session only); ``complete`` ends the owner
   COMPLETED (landed) or FAILED (it can no longer land: its session died); completion never
   mints sender credit; the receiver's consumer ``release``\\ s landed data and pushes grants to
   stalled keys.
-* **Control.** The sender endpoint reports usage (consumed totals and the absolute demand
-  target) when something changed or demand is unmet, and retransmits its capability offer while
+* **Control.** The sender endpoint reports usage (consumed and returned totals and the absolute
+  demand target) when something changed or demand is unmet, and retransmits its capability offer while
   it awaits an activation. The receiver endpoint answers an offer with an activation and the
   initial grant, grants outstanding demand from free capacity (all or nothing at a minimum of 1
   per resource, at most ``max_grant``), and pushes the key's *full* cumulative vector when it
   granted or is short, and on the refresh timer (``refresh_tick``). Identity is per
   connection: every key has its own two bags.
+* **Environment.** ``cancel`` (when configured) cancels a QUEUED owner (``queue.cancel`` and
+  ``gate.forget``); like the faults it is off while recoverability is asked.
 * **Faults.** ``duplicate`` / ``lose`` a message; ``receiver_restart``: a new session, fresh
   books, both connections' bags gone, every sender endpoint disconnects (ACTIVE → STALE) and
   reconnects (offers again); the activation of the new session fences the old entry (FENCING
   until the old session's committed work completed, then ACTIVE).
 
 Deliberately *not* modelled (covered elsewhere or orthogonal): deadlines, promotion and the MLU
-drop (the admission spec), returns of unused credit and sender restarts (the credit spec), the
-freshness TTL, cancel and retire, staging-internal owners, legacy and disabled modes (tested in
-``tests/gate``). Epochs are always 1: without sender restarts a receiver only opens one epoch
+drop (the admission spec), returns other than the gate's idle return and sender restarts (the
+credit spec), the freshness TTL, retire, staging-internal owners, legacy and disabled modes
+(tested in ``tests/gate``). Epochs are always 1: without sender restarts a receiver only opens one epoch
 per key and session, so the session alone is the generation.
 
 Sequence numbers are unbounded in the protocol; they are only compared, so

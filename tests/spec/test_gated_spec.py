@@ -6,12 +6,13 @@ minute) is behind ``slow``. The hand-driven tests walk the issue's scenarios ste
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable
 from typing import Any
 
 import attrs
 import pytest
-from tent_models.checker import ViolationKind, check
+from tent_models.checker import CheckResult, ViolationKind, check
 from tent_models.configs_gated import (
     CONFIGS,
     KNOWN_BAD,
@@ -91,11 +92,17 @@ def test_ci_is_exhausted_with_every_invariant_witness_and_recovery() -> None:
     assert result.distinct_states == 354563
 
 
+@functools.cache
+def _known_bad_result(name: str) -> CheckResult:
+    factory, invariant = KNOWN_BAD[name]
+    return check(factory(), check_recoverability=invariant == "recoverability")
+
+
 @pytest.mark.parametrize("name", sorted(KNOWN_BAD))
 def test_every_known_bad_variant_is_refuted_with_its_invariant(name: str) -> None:
-    factory, invariant = KNOWN_BAD[name]
+    _factory, invariant = KNOWN_BAD[name]
     liveness = invariant == "recoverability"
-    result = check(factory(), check_recoverability=liveness)
+    result = _known_bad_result(name)
     kind = ViolationKind.RECOVERABILITY if liveness else ViolationKind.INVARIANT
     names = {v.name for v in result.violations if v.kind is kind}
     assert invariant in names
@@ -127,8 +134,7 @@ def test_hoarding_recovers_because_the_gate_returns_idle_credit() -> None:
 def test_without_the_return_path_a_competing_key_starves_after_a_refused_submit() -> None:
     # Key 1 is granted the receiver's only slot, its owner's submit fails (exact rollback: the
     # credit is available again on key 1), and nothing returns it: key 2 stalls for good.
-    factory, _liveness = KNOWN_BAD["gated/bad/no_idle_return"]
-    result = check(factory())
+    result = _known_bad_result("gated/bad/no_idle_return")
     (starved,) = [v for v in result.violations if v.kind is ViolationKind.RECOVERABILITY]
     assert starved.actions[-1] == ("submit", (1, False))
     assert len(starved.actions) == 8
