@@ -298,10 +298,12 @@ class GatedAdapter:
         return Outcome.applied()
 
     def _do_cancel(self, owner_id: int) -> Outcome:
-        """The caller cancels a queued owner and tells the gate (``forget``)."""
+        """The caller cancels a queued owner and tells the gate (``forget``); canceling a
+        CANCELED owner again is the queue's idempotent no-op."""
+        again = self.queue.owner_state(owner_id) == (OwnerState.TERMINAL, TaskStatus.CANCELED)
         self.queue.cancel(owner_id)
         self.gate.forget(owner_id)
-        return Outcome.applied()
+        return Outcome.unchanged() if again else Outcome.applied()
 
     def _do_pick(self, max_owners: int, max_bytes: int) -> Outcome:
         if not self.queue.queued_ids():
