@@ -269,3 +269,23 @@ def test_a_grant_that_answers_a_withdrawn_demand_goes_back_at_the_next_pick() ->
     assert rig.available(0) == {} and rig.returned(0) == ONE
     rig.exchange()
     assert picked_ids(rig.pick()) == [b]
+
+
+@pytest.mark.parametrize("how", ["dropped", "rejected"])
+def test_a_stalled_owner_the_pick_dropped_or_rejected_returns_the_grant(how: str) -> None:
+    # observe_pick forgets dropped (deadline-infeasible) and rejected owners; a stalled one
+    # leaves without using its grant, so the grant goes back as for a cancel.
+    rig, a = granted_to_class_0()
+    if how == "dropped":
+        rig.queue.cancel(a)  # what the queue's drop does to it: CANCELED, capacity released
+    ended = PickResult(
+        picked=(),
+        dropped=(a,) if how == "dropped" else (),
+        blocked=(),
+        rejected=(a,) if how == "rejected" else (),
+    )
+    rig.gate.observe_pick(ended, rig.queue.owner, rig.now)
+    assert rig.gate.stall(a) is None and rig.returned(0) == ONE
+    if how == "rejected":
+        rig.queue.cancel(a)
+    class_1_waits_then_dispatches(rig)
