@@ -590,7 +590,7 @@ class DispatchGate:
         # Routes removed recently (at most max_routes, oldest forgotten first): an unpinned
         # owner of one is rejected as ROUTE_REMOVED instead of raising InvalidEntry (misuse).
         self._removed: dict[tuple[int, int], None] = {}
-        # Routes whose waiting owners changed other than by a block since the last settlement
+        # Routes an owner left without using its credit since the last settlement
         # (step 6 of the class docstring): their demand and idle credit are settled next.
         self._settle_due: dict[tuple[int, int], _Route] = {}
 
