@@ -23,6 +23,7 @@ not thread-safe: one dispatch loop drives it, serially, with the queue and the e
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import itertools
 import types
@@ -37,8 +38,8 @@ from ._describe import describe
 from ._endpoints import EndpointEvent, SenderEndpoint
 from ._ledger import ReservationToken
 from ._negotiation import CreditMode, NegotiationState
-from ._types import CreditCharge, CreditResource, Plan, SessionId, charge_for_plan
-from .errors import InvalidArgument, InvalidEntry, TooManyRequests
+from ._types import CreditCharge, CreditKey, CreditResource, Plan, SessionId, charge_for_plan
+from .errors import ArithmeticOverflow, InvalidArgument, InvalidEntry, TooManyRequests
 
 __all__ = [
     "DEFAULT_STALL_BUCKETS_NS",
@@ -459,6 +460,8 @@ class RouteStatistics:
     legacy_fallbacks: int
     rejected_snapshots: int
     rejected_failed: int
+    idle_returns: int
+    """How often the gate returned the route's idle credit (see :class:`DispatchGate` step 6)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -517,6 +520,11 @@ class _Route:
         self.legacy_fallbacks = 0
         self.rejected_snapshots = 0
         self.rejected_failed = 0
+        self.idle_returns = 0
+        # The (key, epoch) of the endpoint entry on which owners left and the demand was
+        # lowered: a grant the receiver sends for the old demand may still arrive, so every
+        # observe_pick settles this route again while that entry lives (docstring step 6).
+        self.withdrawn: tuple[CreditKey | None, int] | None = None
 
     @property
     def ident(self) -> tuple[int, int]:
@@ -544,6 +552,21 @@ class DispatchGate:
        blocked (source LOCAL_QUEUE, ``fallback_allowed``). REJECT → rejected
        (``NEGOTIATION_FAILED``).
 
+    6. Idle credit (issue 10 item 8, docs/abuse.md "Idle credit goes back"): when an owner
+       leaves a route without using credit (its refused submit was rolled back, or it was
+       credit-stalled and was dropped, rejected, or canceled through :meth:`forget`), the gate
+       gives back the route's available credit beyond what the owners still credit-stalled on
+       it wait for (``SenderEndpoint.return_unused``), and sets the route's demand to what
+       they wait for (``set_pending_demand(waiting)``; ``{}`` withdraws it). So a key whose
+       work left cannot keep capacity that another key of the same receiver waits for
+       (``gated/hoarding``). This runs at the end of :meth:`observe_pick` (for the owners the
+       pick rejected or dropped), :meth:`forget` and :meth:`rollback`, never in the middle of
+       a pick, and not for :meth:`rollback_unsettled` (its owners are still queued). An owner
+       queued but never asked about is unknown to the gate: at its first pick it asks again.
+       The receiver may still answer the demand as it was before (the report that lowered it
+       is in flight): so once owners left a route, every later :meth:`observe_pick` settles it
+       again the same way, until the endpoint's entry changes (a new session or epoch).
+
     Then the caller submits each picked owner: :meth:`commit` once the transport accepted it,
     :meth:`rollback` if it refused (exact credit restored), :meth:`complete` when it finished;
     :meth:`observe_pick` records the owners the queue skipped behind a blocked key. Every
@@ -567,6 +590,9 @@ class DispatchGate:
         # Routes removed recently (at most max_routes, oldest forgotten first): an unpinned
         # owner of one is rejected as ROUTE_REMOVED instead of raising InvalidEntry (misuse).
         self._removed: dict[tuple[int, int], None] = {}
+        # Routes an owner left without using its credit since the last settlement
+        # (step 6 of the class docstring): their demand and idle credit are settled next.
+        self._settle_due: dict[tuple[int, int], _Route] = {}
 
     # ---------------------------------------------------------------- configuration
 
@@ -661,6 +687,7 @@ class DispatchGate:
         stalled = [owner_id for owner_id, (r, _stall) in self._stalls.items() if r is route]
         for owner_id in stalled:
             self._end_stall(owner_id, 0, dispatched=False)
+        self._settle_due.pop(route.ident, None)  # the old endpoint is the caller's now
         del self._routes[route.ident]
         return RouteRemoval(
             receiver=route.receiver,
@@ -879,6 +906,8 @@ class DispatchGate:
                 if duration <= bound:
                     route.bucket_counts[index] += 1
                     break
+        else:  # it left without the credit it asked for (step 6 of the class docstring)
+            self._settle_due[route.ident] = route
 
     def observe_pick(
         self, result: PickOutcome, owner: Callable[[int], GatedOwner], now_ns: int
@@ -889,6 +918,9 @@ class DispatchGate:
            key) become credit stalls from ``now_ns``, with their route's last reason, and
            their charge joins the route's pending demand.
         2. Dropped and rejected owners lose any stall record.
+        3. Every route whose credit-stalled owners were dropped or rejected, and every route
+           owners left earlier on the same endpoint entry, has its idle credit and demand
+           settled (class docstring, step 6).
 
         ``owner`` resolves an owner id to its view (``queue.owner``). Raises
         :class:`InvalidArgument` (bad ``now_ns`` or context) or :class:`InvalidEntry`
@@ -932,14 +964,50 @@ class DispatchGate:
             )
         for owner_id in ended:
             self._end_stall(owner_id, now_ns, dispatched=False)
+        for ident, route in self._routes.items():
+            endpoint = route.endpoint
+            if route.withdrawn is not None and route.withdrawn == (endpoint.key, endpoint.epoch):
+                self._settle_due[ident] = route  # a grant for the old demand may have come
+        self._settle_idle()
 
     def forget(self, owner_id: int) -> None:
         """The owner left the queue otherwise (canceled): drop its stall record, if any.
 
-        Idempotent. Raises :class:`InvalidArgument` for a non-u64 id.
+        If it was credit-stalled, its route's demand drops by its charge and the route's credit
+        beyond what the owners still stalled on it wait for goes back (class docstring, step 6).
+        Idempotent. Raises :class:`InvalidArgument` for a non-u64 id; nothing changes then.
         """
         check_u64(owner_id, "owner_id")
         self._end_stall(owner_id, 0, dispatched=False)
+        self._settle_idle()
+
+    def _settle_idle(self) -> None:
+        """Step 6 of the class docstring for every route marked since the last settlement.
+
+        Cannot fail: only credit the ledger shows available is returned, and a demand target
+        past u64 (waiting owners whose charges no grant can ever cover together) leaves the
+        route's previous, higher target in place (``set_pending_demand`` changes nothing when
+        it refuses); the next block of such an owner raises :class:`ArithmeticOverflow`.
+        """
+        due, self._settle_due = self._settle_due, {}
+        for ident, route in due.items():
+            endpoint = route.endpoint
+            if self._routes.get(ident) is not route or endpoint.key is None:
+                continue  # removed meanwhile, or no credit key (legacy): nothing to settle
+            waiting = route.waiting
+            idle = {
+                r: a - waiting.get(r, 0)
+                for r, a in endpoint.available().items()
+                if a > waiting.get(r, 0)
+            }
+            if idle:
+                # RFC "Security and Abuse Boundaries": credit nothing waits for goes back, so
+                # a key whose work left cannot starve another key of the same receiver.
+                endpoint.return_unused(CreditCharge.of(idle))
+                route.idle_returns += 1
+            with contextlib.suppress(ArithmeticOverflow):
+                endpoint.set_pending_demand(waiting)
+            route.withdrawn = (endpoint.key, endpoint.epoch)
 
     def stall(self, owner_id: int) -> CreditStall | None:
         """The owner's current credit stall (where, how much, since when, the typed
@@ -988,14 +1056,18 @@ class DispatchGate:
 
         A credit token restores its exact charge in the ledger (SEMANTICS §6); if its epoch was
         fenced meanwhile, the fence already discarded that whole entry and only the token is
-        settled. A legacy token frees its window slot. ``None`` is a no-op. Raises like
-        :meth:`commit` (misuse); nothing changes then.
+        settled. A legacy token frees its window slot. The owner has left (it ends FAILED), so
+        the route's credit beyond what its credit-stalled owners wait for goes back to the
+        receiver (class docstring, step 6). ``None`` is a no-op. Raises like :meth:`commit`
+        (misuse); nothing changes then.
         """
         checked = self._token(token, "rollback")
         if checked is None:
             return
         gate_token, nxt = checked
         self._settle_rollback(gate_token, nxt)
+        self._settle_due[gate_token._route.ident] = gate_token._route
+        self._settle_idle()
 
     def _settle_rollback(self, token: GateToken, nxt: TicketState) -> None:
         route = token._route
@@ -1076,6 +1148,7 @@ class DispatchGate:
                     legacy_fallbacks=route.legacy_fallbacks,
                     rejected_snapshots=route.rejected_snapshots,
                     rejected_failed=route.rejected_failed,
+                    idle_returns=route.idle_returns,
                 )
             )
         return GateStatistics(

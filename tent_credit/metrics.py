@@ -224,6 +224,11 @@ class GateCollector(Collector):
             "Owners failed because REQUIRED credit could not be negotiated",
             labels=labels,
         )
+        idle_returns = CounterMetricFamily(
+            "tent_credit_gate_idle_returns",
+            "Times the gate gave a route's idle credit back (its owners left without using it)",
+            labels=labels,
+        )
         stats = self._gate.statistics()
         for route in stats.routes:
             row = [str(route.receiver), str(route.qos_class)]
@@ -240,10 +245,11 @@ class GateCollector(Collector):
             legacy_in_flight.add_metric(row, route.legacy_in_flight)
             rejected_snapshots.add_metric(row, route.rejected_snapshots)
             rejected_failed.add_metric(row, route.rejected_failed)
+            idle_returns.add_metric(row, route.idle_returns)
         no_credit = CounterMetricFamily(
             "tent_credit_gate_no_credit_dispatches",
             "Owners dispatched without a remote charge (RDMA READ or local plans)",
         )
         no_credit.add_metric([], stats.no_credit_dispatches)
         yield from (stalled, stalled_bytes, waiting, duration, legacy, legacy_in_flight)
-        yield from (rejected_snapshots, rejected_failed, no_credit)
+        yield from (rejected_snapshots, rejected_failed, idle_returns, no_credit)

@@ -12,15 +12,21 @@ length ``L`` charges ``(L, 1, 1)``.
   point. Loss and duplication are ``gated/tiny``'s
   (the credit spec's models combine them with two senders); all three on two keys exceed the
   CI budget of this Python checker.
-* ``gated/hoarding`` (:func:`hoarding_config`): ``gated/ci`` with one owner's worth of
-  capacity. A key that was granted it and then lost its work keeps the credit (nothing returns
-  idle credit), so the other key stalls for good: a recoverability counterexample.
+* ``gated/hoarding/ci`` (:func:`hoarding_config`): ``gated/ci`` with one owner's worth of
+  capacity, no restart, and queued owners that may be canceled (an environment action, so
+  recoverability is asked with cancels off). A key granted that capacity whose owner then
+  leaves without using it (a refused submit, a cancel, before or after the grant arrived)
+  must give it back, or the other key stalls for good (issue 10 item 8): recoverability holds
+  because the gate returns idle credit (``GatedSpec.return_idle``). Without the return path
+  (``gated/bad/no_idle_return``, on the same model without cancels) the checker finds the
+  8-step counterexample of docs/spec_review_gated.md.
 * ``gated/no_refresh``: ``gated/tiny`` without the receiver's refresh timer. A lost grant update
   then stalls its key for good: the checker reports a recoverability counterexample (a
   documented limit of the protocol without refresh or TTL heartbeats).
 
 ``KNOWN_BAD`` maps a mutant name to ``(factory, invariant it must violate)``: each changes one
-policy hook of :class:`~tent_spec.gated.GatedSpec` and the checker must refute it.
+policy hook of :class:`~tent_spec.gated.GatedSpec` and the checker must refute it
+(``"recoverability"`` names the liveness check instead of an invariant).
 """
 
 from __future__ import annotations
@@ -28,13 +34,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
-from tent_spec.gated import GatedConfig, GatedSpec, OwnerSpec, SenderKey
+from tent_spec.gated import GatedConfig, GatedSpec, GatedState, OwnerSpec, SenderKey
 
 __all__ = [
     "CONFIGS",
     "KNOWN_BAD",
     "BlockedRequeuedAtBack",
     "ControlChargedToDataCredit",
+    "NoIdleReturn",
     "NoSnapshotCheck",
     "PartialReserve",
     "ci_config",
@@ -84,19 +91,16 @@ def ci_config() -> GatedConfig:
     )
 
 
-def hoarding_config() -> GatedConfig:
-    """``gated/ci`` with one owner's worth of capacity and no restart: the keys compete for it.
-
-    A key whose owner was granted the only slot and then failed its submit keeps the credit
-    (the gate never returns idle credit), so the other key stalls for good: the checker
-    reports a recoverability counterexample (a documented limit, see docs/spec_review_gated).
-    """
+def hoarding_config(*, cancel: bool = True) -> GatedConfig:
+    """``gated/ci`` with one owner's worth of capacity and no restart: the keys compete for it,
+    and (``cancel``) a queued owner may be canceled at any point."""
     return attrs.evolve(
         ci_config(),
-        name="gated/hoarding",
+        name="gated/hoarding/ci" if cancel else "gated/hoarding/no_cancel",
         capacity=(1, 1, 1),
         max_grant=(1, 1, 1),
         max_receiver_restarts=0,
+        cancel=cancel,
     )
 
 
@@ -114,6 +118,7 @@ def no_refresh_config() -> GatedConfig:
 CONFIGS: Mapping[str, Callable[[], GatedSpec]] = {
     "gated/tiny": lambda: GatedSpec(tiny_config()),
     "gated/ci": lambda: GatedSpec(ci_config()),
+    "gated/hoarding/ci": lambda: GatedSpec(hoarding_config()),
 }
 
 
@@ -128,7 +133,7 @@ class PartialReserve(GatedSpec):
         consumed = list(ledger.consumed)
         for r in reversed(range(len(charge))):
             amount = charge[r]
-            if amount > ledger.grant_total[r] - consumed[r]:
+            if amount > ledger.grant_total[r] - consumed[r] - ledger.returned[r]:
                 return ledger._replace(consumed=tuple(consumed)), False
             consumed[r] += amount
         return ledger._replace(consumed=tuple(consumed)), True
@@ -155,7 +160,16 @@ class ControlChargedToDataCredit(GatedSpec):
     """Mutant: a usage report needs a free REQUEST_SLOTS credit, as if control were data."""
 
     def control_needs_credit(self, ledger: SenderKey) -> bool:
-        return ledger.grant_total[1] - ledger.consumed[1] < 1
+        return self.available(ledger)[1] < 1
+
+
+class NoIdleReturn(GatedSpec):
+    """Mutant: the gate never gives idle credit back (the return path of issue 10 item 8 is
+    gone; demand is still lowered), so a key whose owner left keeps the receiver's capacity."""
+
+    def idle_credit(self, state: GatedState, key: int) -> tuple[int, ...]:
+        del state, key
+        return (0, 0, 0)
 
 
 def _reversal_config() -> GatedConfig:
@@ -207,5 +221,10 @@ KNOWN_BAD: Mapping[str, tuple[Callable[[], GatedSpec], str]] = {
     "gated/bad/control_charged_to_data_credit": (
         lambda: ControlChargedToDataCredit(tiny_config()),
         "control_never_blocked_by_data_credit",
+    ),
+    # A liveness mutant: refuted by the recoverability check, not by an invariant.
+    "gated/bad/no_idle_return": (
+        lambda: NoIdleReturn(hoarding_config(cancel=False)),
+        "recoverability",
     ),
 }

@@ -264,12 +264,16 @@ def judge_known_bad(name: str, tier: Tier, result: CheckResult, invariant: str) 
     """Judge a known-bad variant: it must be refuted by a violation of ``invariant``.
 
     1. A violation of ``invariant`` passes it; ``report`` is that counterexample.
+       ``"recoverability"`` names the liveness check (a mutant that deadlocks no invariant
+       but leaves some state from which the goal is unreachable).
     2. Other violations only fail it ("wrong violation"): the named invariant missed the bug.
     3. No violation fails it ("not refuted").
     """
     common = _counts(result)
     expected = [
-        v for v in result.violations if v.kind is ViolationKind.INVARIANT and v.name == invariant
+        v
+        for v in result.violations
+        if v.kind in (ViolationKind.INVARIANT, ViolationKind.RECOVERABILITY) and v.name == invariant
     ]
     if expected:
         return Outcome(

@@ -20,7 +20,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from tent_models.checker import check
-from tent_models.configs_gated import KNOWN_BAD, ci_config, tiny_config
+from tent_models.configs_gated import KNOWN_BAD, ci_config, hoarding_config, tiny_config
 from tent_models.conformance import (
     ActionInstance,
     Divergence,
@@ -77,10 +77,13 @@ def random_configs(draw: st.DrawFn) -> GatedConfig:
         max_losses=1,
         max_receiver_restarts=1,
         max_faults=draw(st.sampled_from((1, 2, None))),
+        cancel=draw(st.booleans()),
     )
 
 
-configs = st.one_of(st.sampled_from((tiny_config(), ci_config())), random_configs())
+configs = st.one_of(
+    st.sampled_from((tiny_config(), ci_config(), hoarding_config())), random_configs()
+)
 
 
 def candidates(spec: GatedSpec, state: GatedState) -> list[ActionInstance]:
@@ -92,6 +95,7 @@ def candidates(spec: GatedSpec, state: GatedState) -> list[ActionInstance]:
     found: list[ActionInstance] = [("admit", (i,)) for i in range(len(cfg.workload) + 1)]
     found += [("pick", w) for w in (*cfg.windows, (9, 9))]
     found += [("submit", (o, ok)) for o in owners for ok in (True, False)]
+    found += [("cancel", (o,)) for o in owners]
     found += [(a, (o,)) for a in ("land", "complete") for o in owners]
     found += [(a, (k,)) for a in ("release", "sender_flush", "receiver_flush") for k in keys]
     found += [("refresh_tick", ()), ("receiver_restart", ())]
@@ -181,7 +185,7 @@ def test_every_transition_of_the_tiny_graph_to_depth_7_conforms() -> None:
 def test_the_real_system_refutes_every_known_bad_variant(name: str) -> None:
     factory, invariant_name = KNOWN_BAD[name]
     spec = factory()
-    result = check(spec, check_recoverability=False)
+    result = check(spec, check_recoverability=invariant_name == "recoverability")
     counterexample = next(v for v in result.violations if v.name == invariant_name)
     # A report the mutant withholds for lack of data credit is the next step of its trace.
     actions = [*counterexample.actions, ("sender_flush", (0,))]
@@ -242,3 +246,97 @@ def test_model_bounds_are_not_performed() -> None:
     assert lockstep.step("pick", (2, 3)) is StepVerdict.REFUSED  # empty queue: a no-op
     assert lockstep.step("sender_flush", (0,)) is StepVerdict.REFUSED  # nothing due: a no-op
     assert lockstep.actions == (("pick", (2, 3)), ("sender_flush", (0,)))
+
+
+# --- 4. idle credit goes back (issue 10 item 8), end to end ---------------------------------------
+
+
+def _completed_recovery(spec: GatedSpec, state: GatedState) -> bool:
+    """Recovered, with the last owner (key 2's) COMPLETED: its data landed and was released."""
+    return spec.recovered(state) and state.owners[-1].status == "COMPLETED"
+
+
+def _to_recovery(spec: GatedSpec, prefix: list[ActionInstance]) -> list[ActionInstance]:
+    """``prefix``, then a shortest fault-free path from where it ends to a recovered state in
+    which key 2's owner completed."""
+    state = spec.initial_states()[0]
+    for action, args in prefix:
+        state = spec.apply(state, action, args)
+        assert state is not None, (action, args)
+    parents: dict[GatedState, tuple[GatedState, ActionInstance] | None] = {state: None}
+    frontier = [state]
+    while frontier:
+        done = next((s for s in frontier if _completed_recovery(spec, s)), None)
+        if done is not None:
+            path: list[ActionInstance] = []
+            while (link := parents[done]) is not None:
+                done, step = link
+                path.append(step)
+            return [*prefix, *reversed(path)]
+        nxt = []
+        for s in frontier:
+            for step in spec.successors(s):
+                if step.action not in spec.fault_actions() and step.state not in parents:
+                    parents[step.state] = (s, (step.action, tuple(step.args)))
+                    nxt.append(step.state)
+        frontier = nxt
+    raise AssertionError("no recovered state is reachable")
+
+
+def _replay_to_recovery(spec: GatedSpec, prefix: list[ActionInstance]) -> GatedState:
+    lockstep = gated_lockstep(spec)
+    for action, args in _to_recovery(spec, prefix):
+        verdict = lockstep.step(action, args)
+        if isinstance(verdict, Divergence):
+            _fail(verdict)
+        assert verdict is StepVerdict.APPLIED, (action, args, verdict)
+    assert _completed_recovery(spec, lockstep.state)
+    return lockstep.state
+
+
+def test_a_refused_submit_returns_idle_credit_and_the_other_key_completes_in_the_real_system() -> (
+    None
+):
+    # The prefix is gated/bad/no_idle_return's counterexample: with the return path, the real
+    # queue, gate, endpoints and receiver follow the spec through it and on to recovery (key
+    # 2's owner dispatches on the capacity key 1 gave back).
+    spec = GatedSpec(hoarding_config(cancel=False))
+    state = spec.initial_states()[0]
+    prefix: list[ActionInstance] = []
+
+    def step(action: str, *args: Hashable) -> None:
+        nonlocal state
+        state = spec.apply(state, action, args)
+        assert state is not None, (action, args)
+        prefix.append((action, args))
+
+    step("admit", 0)
+    step("pick", 2, 2)  # key 1's owner stalls
+    step("sender_flush", 0)
+    step("deliver", 0, state.to_receiver[0][0][0])  # the demand; the receiver grants it
+    step("receiver_flush", 0)
+    step("deliver", 0, max(m for m, _n in state.to_sender[0]))
+    step("pick", 2, 2)
+    step("submit", 1, False)  # refused: without the return path key 2 starves from here
+    final = _replay_to_recovery(spec, prefix)
+    assert final.senders[0].returned == (1, 1, 1) and final.receivers[0].reclaimed == (1, 1, 1)
+    assert [o.status for o in final.owners] == ["FAILED", "COMPLETED"]
+
+
+def test_a_grant_for_a_canceled_owner_goes_back_in_the_real_system() -> None:
+    # The checker's race on gated/hoarding/ci: owner 1 is canceled while its demand is in
+    # flight; the receiver grants it anyway; key 2 still completes (the gate's withdrawn flag).
+    spec = GatedSpec(hoarding_config())
+    state = spec.initial_states()[0]
+    prefix: list[ActionInstance] = [("admit", (0,)), ("pick", (2, 2)), ("sender_flush", (0,))]
+    for action, args in prefix:
+        state = spec.apply(state, action, args)
+    report = state.to_receiver[0][0][0]
+    prefix += [("cancel", (1,)), ("deliver", (0, report)), ("receiver_flush", (0,))]
+    for action, args in prefix[3:]:
+        state = spec.apply(state, action, args)
+    update = max(m for m, _n in state.to_sender[0])
+    prefix += [("deliver", (0, update)), ("admit", (1,))]
+    final = _replay_to_recovery(spec, prefix)
+    assert final.senders[0].returned == (1, 1, 1)
+    assert [o.status for o in final.owners] == ["CANCELED", "COMPLETED"]

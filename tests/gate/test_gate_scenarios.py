@@ -166,7 +166,11 @@ def test_a_failed_submit_restores_the_exact_bytes_and_slots() -> None:
     transport = FakeTransport(failing=frozenset({owner}))
     result = s.dispatch(transport)
     assert picked_ids(result) == [owner] and transport.calls == [owner]  # one failed call
-    assert s.entry() == before  # grant, consumed, returned and available: all as before
+    after = s.entry()
+    # the rollback is exact (grant and consumed as before); then nothing of this key waits, so
+    # the gate gives the idle credit back to the receiver (issue 10 item 8)
+    assert (after.grant_total, after.consumed) == (before.grant_total, before.consumed)
+    assert after.returned == before.available and not any(after.available.values())
     token = result.picked[0].token
     assert isinstance(token, GateToken) and token.state.name == "ROLLED_BACK"
     assert s.queue.owner_state(owner) == (OwnerState.TERMINAL, TaskStatus.FAILED)

@@ -152,6 +152,7 @@ def spec_message(data: bytes) -> Any:
             message.receiver_session_id.value,
             message.sequence,
             _wire_vec(message.consumed_totals),
+            _wire_vec(message.returned_totals),
             _wire_vec(message.pending_demand),
         )
     if isinstance(message, CapabilityActivation):
@@ -170,7 +171,10 @@ def spec_message(data: bytes) -> Any:
 def project_state(state: GatedState) -> GatedState:
     """The spec state with the endpoints' private counters and flags erased (module docstring)."""
     return state._replace(
-        senders=tuple(s._replace(usage_seq=0, dirty=False, awaiting=False) for s in state.senders),
+        senders=tuple(
+            s._replace(usage_seq=0, dirty=False, awaiting=False, withdrawn=False)
+            for s in state.senders
+        ),
         receivers=tuple(
             b._replace(usage_seq=0, demand=(0, 0, 0), push_due=False, activation_due=False)
             for b in state.receivers
@@ -292,6 +296,14 @@ class GatedAdapter:
         )
         self.queue.try_admit(1, 1 << 32, [request])
         return Outcome.applied()
+
+    def _do_cancel(self, owner_id: int) -> Outcome:
+        """The caller cancels a queued owner and tells the gate (``forget``); canceling a
+        CANCELED owner again is the queue's idempotent no-op."""
+        again = self.queue.owner_state(owner_id) == (OwnerState.TERMINAL, TaskStatus.CANCELED)
+        self.queue.cancel(owner_id)
+        self.gate.forget(owner_id)
+        return Outcome.unchanged() if again else Outcome.applied()
 
     def _do_pick(self, max_owners: int, max_bytes: int) -> Outcome:
         if not self.queue.queued_ids():
@@ -421,6 +433,9 @@ class GatedAdapter:
            refresh timer → no counterpart.
         6. release with nothing landed, deliver of a message not in flight, exhausted fault
            budgets → no counterpart.
+        7. cancel of an owner that is not QUEUED: CANCELED already → unchanged (idempotent),
+           DISPATCHING or another terminal status → InvalidEntry; cancel not configured → no
+           counterpart.
         """
         if action == "admit":
             index = args[0]
@@ -431,6 +446,12 @@ class GatedAdapter:
             ):
                 return _RAISED_TMR
             return None
+        if action == "cancel":
+            owner = _owner(state, args[0])
+            if not self.config.cancel or owner is None:
+                return None
+            # SEMANTICS §2 cancel: CANCELED again is an idempotent no-op, else InvalidEntry
+            return Outcome.unchanged() if owner.status == "CANCELED" else _RAISED_IE
         if action == "pick":
             window = (args[0], args[1])
             return Outcome.unchanged() if window in self.config.windows else None
@@ -505,10 +526,12 @@ class GatedAdapter:
                     last_seq=entry.last_sequence,
                     grant_total=_vec(entry.grant_total),
                     consumed=_vec(entry.consumed),
+                    returned=_vec(entry.returned),
                     usage_seq=0,
                     dirty=False,
                     demand=_vec(endpoint.statistics().demand_target),
                     awaiting=False,
+                    withdrawn=False,
                 )
             )
         receivers = []
@@ -521,6 +544,7 @@ class GatedAdapter:
                     granted=_vec(totals.granted),
                     landed=_vec(totals.landed),
                     released=_vec(totals.released),
+                    reclaimed=_vec(totals.reclaimed),
                     pushed_seq=ep_stats.updates_pushed,
                     usage_seq=0,
                     demand=(0, 0, 0),

@@ -1,0 +1,128 @@
+"""Executable specification of the gated queue: admission dispatch decided by receiver credit.
+
+Issue 6 "Check": the admission spec (:mod:`tent_spec.admission`) leaves the credit gate abstract
+(``pick`` takes an eligible / blocked / rejected answer per owner as an argument). Here the
+answer comes *from the credit state*: one sender process (its admission queue, its dispatch
+gate and one sender endpoint per credit key) talks to one receiver (its allocator and one
+receiver endpoint per key) over a lossy, duplicating, reordering network, and the receiver can
+restart. The model checker then covers the combined system.
+
+What is modelled (DESIGN "Gate at dispatch eligibility", SEMANTICS §2 and §6–8):
+
+* **Queue.** Owners are admitted one at a time from a bounded workload, FIFO, under the
+  outstanding-owner/byte limits. Each names a credit key (``1..keys``: a remote direct WRITE
+  to the receiver's QoS class ``key - 1``) or ``0`` (an RDMA READ / local plan: never gated).
+  A remote owner is pinned at admission to the sender's current receiver session (its
+  snapshot). Lifecycle ``QUEUED → DISPATCHING → TERMINAL`` is the admission spec's own table
+  (:data:`tent_spec.admission.OWNER_TRANSITIONS`).
+* **Pick** (:meth:`GatedSpec.scan`): per owner in queue order, byte window (head of line stops
+  the pick) → a key blocked earlier in this pick skips it → the gate: a snapshot that is not
+  the key's current session → REJECTED (FAILED, nothing reserved); the key not ACTIVE, no
+  update yet, or some resource short → BLOCKED (stays QUEUED in place, a credit stall, the
+  key's demand target becomes ``consumed + returned + Σ stalled charges``); else the whole
+  charge ``(length, 1, 1)`` is reserved at once (a RESERVED token) and the owner dispatches.
+* **Idle credit** (issue 10 item 8, :meth:`GatedSpec.return_idle`): when an owner leaves a key
+  without using credit (a refused submit, a rejected or canceled stalled owner), the gate
+  returns the key's available credit beyond what its stalled owners wait for and lowers the
+  demand to what they wait for; the key is then settled again at every pick until its entry
+  changes (a grant for the old demand may still arrive). The receiver reclaims returns from
+  the next report and pushes the freed capacity to keys short of it.
+* **Settlement.** ``submit(owner, ok)``: accepted → the token commits (only while its entry
+  lives: a fenced token's commit is InvalidEntry); refused → exact rollback, owner FAILED.
+  Committed data ``land``\\ s at the receiver (live session only); ``complete`` ends the owner
+  COMPLETED (landed) or FAILED (it can no longer land: its session died); completion never
+  mints sender credit; the receiver's consumer ``release``\\ s landed data and pushes grants to
+  stalled keys.
+* **Control.** The sender endpoint reports usage (consumed and returned totals and the absolute
+  demand target) when something changed or demand is unmet, and retransmits its capability
+  offer while it awaits an activation. The receiver endpoint answers an offer with an
+  activation and the initial grant, grants outstanding demand from free capacity (all or
+  nothing at a minimum of 1 per resource, at most ``max_grant``), and pushes the key's *full*
+  cumulative vector when it granted or is short, and on the refresh timer (``refresh_tick``).
+  Identity is per connection: every key has its own two bags.
+* **Environment.** ``cancel`` (when configured) cancels a QUEUED owner (``queue.cancel`` and
+  ``gate.forget``); like the faults it is off while recoverability is asked.
+* **Faults.** ``duplicate`` / ``lose`` a message; ``receiver_restart``: a new session, fresh
+  books, both connections' bags gone, every sender endpoint disconnects (ACTIVE → STALE) and
+  reconnects (offers again); the activation of the new session fences the old entry (FENCING
+  until the old session's committed work completed, then ACTIVE).
+
+Deliberately *not* modelled (covered elsewhere or orthogonal): deadlines, promotion and the MLU
+drop (the admission spec), returns other than the gate's idle return and sender restarts (the
+credit spec), the freshness TTL, retire, staging-internal owners, legacy and disabled modes
+(tested in ``tests/gate``). Epochs are always 1: without sender restarts a receiver only opens
+one epoch per key and session, so the session alone is the generation.
+
+The spec is split by responsibility: ``_values`` (names, messages, the state, the
+configuration), ``_core`` (policy hooks, grants, the pick, the returned-credit path, the queue
+and transport actions), ``_control`` (control messages and faults) and ``_spec`` (enumeration,
+invariants, witnesses, encoding); ``GatedSpec`` stacks them.
+
+Sequence numbers are unbounded in the protocol; they are only compared, so
+:meth:`GatedSpec.canonicalize` renumbers each (key, session) family by rank and ``max_seq`` is
+only a state constraint.
+"""
+
+from ._spec import GatedSpec
+from ._values import (
+    ACTIVE,
+    COMMITTED,
+    EPOCH,
+    FENCING,
+    NEVER_STALLED,
+    NONE,
+    OFFER,
+    PHASES,
+    REPORT,
+    RESERVED,
+    RESOURCES,
+    ROLLED_BACK,
+    SETTLED,
+    STALE,
+    STALLED,
+    TOKEN_STATES,
+    TOKEN_TRANSITIONS,
+    WAS_STALLED,
+    Faults,
+    GatedConfig,
+    GatedState,
+    Offer,
+    Owner,
+    OwnerSpec,
+    ReceiverKey,
+    Report,
+    SenderKey,
+    charge_of,
+)
+
+__all__ = [
+    "ACTIVE",
+    "COMMITTED",
+    "EPOCH",
+    "FENCING",
+    "NEVER_STALLED",
+    "NONE",
+    "OFFER",
+    "PHASES",
+    "REPORT",
+    "RESERVED",
+    "RESOURCES",
+    "ROLLED_BACK",
+    "SETTLED",
+    "STALE",
+    "STALLED",
+    "TOKEN_STATES",
+    "TOKEN_TRANSITIONS",
+    "WAS_STALLED",
+    "Faults",
+    "GatedConfig",
+    "GatedSpec",
+    "GatedState",
+    "Offer",
+    "Owner",
+    "OwnerSpec",
+    "ReceiverKey",
+    "Report",
+    "SenderKey",
+    "charge_of",
+]

@@ -1,0 +1,484 @@
+"""The gated spec's queue and gate: hooks, grants, the pick, the returned-credit path, and the
+queue and transport actions (:class:`GatedCore`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tent_spec.admission import (
+    CANCELED,
+    COMPLETED,
+    DISPATCHING,
+    FAILED,
+    OWNER_TRANSITIONS,
+    QUEUED,
+)
+
+from ._values import (
+    ACTIVE,
+    COMMITTED,
+    FENCING,
+    NEVER_STALLED,
+    NONE,
+    RESERVED,
+    STALLED,
+    TOKEN_TRANSITIONS,
+    WAS_STALLED,
+    Faults,
+    GatedConfig,
+    GatedState,
+    Owner,
+    ReceiverKey,
+    SenderKey,
+    Vec,
+    _vadd,
+    _vle,
+    _vsub,
+    charge_of,
+)
+
+
+class GatedCore:
+    """The queue and gate half of :class:`~tent_spec.gated.GatedSpec`: its policy hooks, derived
+    quantities, the receiver's grants, the pick and the returned-credit path, and the guards
+    (``_g_<action>``) and effects (``_e_<action>``) of the queue and transport actions."""
+
+    def __init__(self, config: GatedConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self._zero: Vec = (0, 0, 0)
+        self._codes: dict[Any, tuple[Any, ...]] = {}  # pack memo (see ``pack``)
+
+    # ---- policy hooks (the known-bad variants override exactly one) -----------------------
+
+    def reserve(self, ledger: SenderKey, charge: Vec) -> tuple[SenderKey, bool]:
+        """Reserve ``charge`` atomically: all resources or none (RFC claim 3)."""
+        if not _vle(charge, self.available(ledger)):
+            return ledger, False
+        return ledger._replace(consumed=_vadd(ledger.consumed, charge)), True
+
+    def snapshot_fenced(self, owner: Owner, ledger: SenderKey) -> bool:
+        """RFC "Replay and restart safety": an old snapshot never spends new-session credit."""
+        return owner.snapshot != ledger.session
+
+    def requeue_blocked(self, queue: tuple[int, ...], blocked: Sequence[int]) -> tuple[int, ...]:
+        """A blocked owner stays QUEUED *in place* (DESIGN: "with its enqueue order")."""
+        del blocked
+        return queue
+
+    def control_needs_credit(self, ledger: SenderKey) -> bool:
+        """RFC rule 4: "Control traffic never consumes data credit" - reporting is always free."""
+        del ledger
+        return False
+
+    def idle_credit(self, state: GatedState, key: int) -> Vec:
+        """The key's available credit beyond what its credit-stalled owners wait for: what the
+        gate gives back when an owner left the key without using credit (issue 10 item 8)."""
+        return tuple(
+            max(0, a - w)
+            for a, w in zip(
+                self.available(state.senders[key - 1]), self.waiting(state, key), strict=True
+            )
+        )
+
+    # ---- initial state -------------------------------------------------------------------
+
+    def initial_states(self) -> list[GatedState]:
+        """After the handshake of every key on session 1: each sender endpoint is ACTIVE with
+        the initial grant applied (update 1) and has sent its introduction report (usage 1),
+        which the receiver applied (an empty demand); no message is in flight."""
+        cfg = self.config
+        z = self._zero
+        grant = cfg.initial_grant
+        sender = SenderKey(ACTIVE, 1, 1, grant, z, z, 1, False, z, False, False)
+        k = cfg.keys
+        receiver = ReceiverKey(True, grant, z, z, z, 1, 1, z, False, False, False)
+        return [
+            GatedState(
+                session=1,
+                admitted=0,
+                owners=(),
+                queue=(),
+                outstanding_owners=0,
+                outstanding_bytes=0,
+                dispatching_bytes=0,
+                senders=(sender,) * k,
+                receivers=(receiver,) * k,
+                to_sender=((),) * k,
+                to_receiver=((),) * k,
+                faults=Faults(0, 0, 0),
+            )
+        ]
+
+    # ---- derived quantities --------------------------------------------------------------
+
+    def free_capacity(self, state: GatedState) -> Vec:
+        """Capacity minus Σ over keys of (granted − released − reclaimed) (SEMANTICS §8)."""
+        free = self.config.capacity
+        for b in state.receivers:
+            free = _vsub(free, _vsub(_vsub(b.granted, b.released), b.reclaimed))
+        return free
+
+    @staticmethod
+    def available(ledger: SenderKey) -> Vec:
+        """``grant_total − consumed − returned`` (SEMANTICS §6)."""
+        return _vsub(_vsub(ledger.grant_total, ledger.consumed), ledger.returned)
+
+    def waiting(self, state: GatedState, key: int) -> Vec:
+        """Σ charges of the key's QUEUED owners with a live credit stall (the route's wait)."""
+        total = self._zero
+        for o in state.owners:
+            if o.key == key and o.state == QUEUED and o.stall == STALLED:
+                total = _vadd(total, charge_of(o.length))
+        return total
+
+    @staticmethod
+    def report_due(ledger: SenderKey) -> bool:
+        """The endpoint owes a usage report: something changed, or demand is unmet."""
+        return ledger.dirty or not _vle(ledger.demand, ledger.grant_total)
+
+    def _in_flight(self, state: GatedState) -> int:
+        return sum(n for bags in (state.to_sender, state.to_receiver) for b in bags for _, n in b)
+
+    def _fault_left(self, state: GatedState) -> bool:
+        cap = self.config.max_faults
+        return cap is None or sum(state.faults) < cap
+
+    def _owner(self, state: GatedState, owner_id: object) -> Owner | None:
+        if type(owner_id) is not int or not 1 <= owner_id <= len(state.owners):
+            return None
+        return state.owners[owner_id - 1]
+
+    @staticmethod
+    def _set(items: tuple[Any, ...], index: int, value: Any) -> tuple[Any, ...]:
+        return (*items[:index], value, *items[index + 1 :])
+
+    def _with_owner(self, state: GatedState, owner: Owner) -> GatedState:
+        return state._replace(owners=self._set(state.owners, owner.owner_id - 1, owner))
+
+    def _terminate(self, state: GatedState, owner: Owner, event: str, status: str) -> GatedState:
+        """Owner → TERMINAL(status) via ``event``; its queue capacity is released."""
+        done = owner._replace(state=OWNER_TRANSITIONS[(owner.state, event)], status=status)
+        dispatching = state.dispatching_bytes - (owner.length if owner.state == DISPATCHING else 0)
+        return self._with_owner(state, done)._replace(
+            outstanding_owners=state.outstanding_owners - 1,
+            outstanding_bytes=state.outstanding_bytes - owner.length,
+            dispatching_bytes=dispatching,
+        )
+
+    # ---- grants at the receiver ----------------------------------------------------------
+
+    def _grant_outstanding(self, state: GatedState, k: int) -> GatedState:
+        """Grant key ``k`` its outstanding demand from free capacity (SEMANTICS §8).
+
+        1. want = demand target − granted, per resource where positive; none → not stalled.
+        2. offer = min(want, max_grant, free); if any demanded resource would get less than 1,
+           nothing is granted (all or nothing: a charge is never half-backed).
+        3. A grant makes a push due; a short grant (some offer < want) marks the key stalled
+           and pushes too (the update carries ``retry_after``).
+        """
+        b = state.receivers[k]
+        want = tuple(max(0, t - g) for t, g in zip(b.demand, b.granted, strict=True))
+        if not any(want):
+            return state._replace(
+                receivers=self._set(state.receivers, k, b._replace(stalled=False))
+            )
+        free = self.free_capacity(state)
+        offers = tuple(
+            max(0, min(w, m, f)) if w else 0
+            for w, m, f in zip(want, self.config.max_grant, free, strict=True)
+        )
+        if any(w and o < 1 for w, o in zip(want, offers, strict=True)):
+            offers = self._zero
+        short = any(o < w for w, o in zip(want, offers, strict=True))
+        nb = b._replace(
+            granted=_vadd(b.granted, offers),
+            push_due=b.push_due or any(offers) or short,
+            stalled=short,
+        )
+        return state._replace(receivers=self._set(state.receivers, k, nb))
+
+    def _capacity_freed(self, state: GatedState) -> GatedState:
+        """Push: every stalled key gets its outstanding demand granted now, in key order."""
+        for k in range(self.config.keys):
+            if state.receivers[k].stalled:
+                state = self._grant_outstanding(state, k)
+        return state
+
+    # ---- the dispatch pass ---------------------------------------------------------------
+
+    def scan(self, state: GatedState, max_owners: int, max_bytes: int) -> GatedState:
+        """One pick over the queue with the gate deciding from the credit state.
+
+        1. Queue order (FIFO); an owner longer than the bytes left stops the pick (head of line).
+        2. A remote owner whose key blocked earlier in this pick is skipped (order within a key
+           is kept) and joins the key's credit stall.
+        3. The gate: snapshot fenced → REJECTED (TERMINAL FAILED, no token, stall ended). The
+           key not ACTIVE (STALE, FENCING), no update on the entry yet, or :meth:`reserve`
+           refused → BLOCKED: stays QUEUED in place, stall recorded, demand target raised to
+           ``consumed + waiting`` (never lowered). Else the token is RESERVED and the owner
+           dispatches. A local owner (key 0) is always eligible, without a token.
+        4. Dispatch: DISPATCHING, ``dispatching_bytes += length``; the pick stops once
+           ``max_owners`` owners are picked.
+        5. After the pass, owners skipped behind a blocked key that were not stalled yet join
+           their key's stall and demand (``observe_pick``).
+        """
+        used_bytes = 0
+        picked = 0
+        blocked_keys: set[int] = set()
+        blocked: list[int] = []
+        skipped: list[int] = []
+        gone: set[int] = set()
+        left: set[int] = set()  # keys a credit-stalled owner left without dispatching
+        for owner_id in state.queue:
+            owner = state.owners[owner_id - 1]
+            if owner.length > max_bytes - used_bytes:  # SEMANTICS §2: head of line, stop
+                break
+            if owner.key:
+                k = owner.key - 1
+                if owner.key in blocked_keys:
+                    skipped.append(owner_id)
+                    continue
+                ledger = state.senders[k]
+                if self.snapshot_fenced(owner, ledger):  # REJECTED: nothing is reserved
+                    if owner.stall == STALLED:  # it leaves without the credit it asked for
+                        left.add(owner.key)
+                    stall = WAS_STALLED if owner.stall else NEVER_STALLED
+                    state = self._terminate(state, owner._replace(stall=stall), "reject", FAILED)
+                    gone.add(owner_id)
+                    continue
+                charge = charge_of(owner.length)
+                ok = False
+                if ledger.phase == ACTIVE and ledger.last_seq:
+                    ledger, ok = self.reserve(ledger, charge)
+                    state = state._replace(senders=self._set(state.senders, k, ledger))
+                if not ok:  # BLOCKED: stays queued in place, a credit stall
+                    blocked_keys.add(owner.key)
+                    blocked.append(owner_id)
+                    state = self._with_owner(state, owner._replace(stall=STALLED))
+                    state = self._raise_demand(state, owner.key)
+                    continue
+                owner = owner._replace(
+                    token=TOKEN_TRANSITIONS[(owner.token, "reserve")],
+                    token_session=ledger.session,
+                    stall=WAS_STALLED if owner.stall else NEVER_STALLED,
+                )
+            owner = owner._replace(state=OWNER_TRANSITIONS[(owner.state, "dispatch")])
+            state = self._with_owner(state, owner)._replace(
+                dispatching_bytes=state.dispatching_bytes + owner.length
+            )
+            gone.add(owner_id)
+            used_bytes += owner.length
+            picked += 1
+            if picked == max_owners:
+                break
+        fresh = [i for i in skipped if state.owners[i - 1].stall != STALLED]
+        for owner_id in fresh:
+            state = self._with_owner(state, state.owners[owner_id - 1]._replace(stall=STALLED))
+        for key in sorted({state.owners[i - 1].key for i in fresh}):
+            state = self._raise_demand(state, key)
+        queue = tuple(i for i in state.queue if i not in gone)
+        state = state._replace(queue=self.requeue_blocked(queue, blocked))
+        # ``observe_pick`` settles the keys the pick's rejections left, and every key owners
+        # left earlier on its current entry (a grant for the old demand may have come since).
+        flagged = {k + 1 for k, ledger in enumerate(state.senders) if ledger.withdrawn}
+        for key in sorted(left | flagged):
+            state = self.return_idle(state, key)
+        return state
+
+    def _raise_demand(self, state: GatedState, key: int) -> GatedState:
+        """``set_pending_demand(waiting)``: target = consumed + returned + waiting (exact)."""
+        k = key - 1
+        ledger = state.senders[k]
+        base = _vadd(ledger.consumed, ledger.returned)
+        return self._set_demand(state, k, _vadd(base, self.waiting(state, key)))
+
+    def _set_demand(self, state: GatedState, k: int, target: Vec) -> GatedState:
+        ledger = state.senders[k]
+        if target == ledger.demand:
+            return state
+        ledger = ledger._replace(demand=target, dirty=True)
+        return state._replace(senders=self._set(state.senders, k, ledger))
+
+    def return_idle(self, state: GatedState, key: int) -> GatedState:
+        """An owner left ``key`` without using credit (its submit was refused, or it was
+        credit-stalled and was rejected or canceled): the gate's settlement (issue 10 item 8).
+
+        1. The idle credit (:meth:`idle_credit`: available beyond what the owners still
+           credit-stalled on the key wait for) is returned: ``returned += idle`` (cumulative,
+           carried by the next report; the receiver reclaims it).
+        2. The demand target becomes what still waits: ``consumed + returned + waiting`` while
+           some owner is stalled; with none, the demand is withdrawn (``set_pending_demand({})``:
+           every resource it named drops to ``consumed + returned``, already granted).
+
+        3. The key is flagged ``withdrawn`` until its entry changes: the receiver may still
+           answer the demand as it was before this settlement (the report that lowered it is in
+           flight), so every later pick settles the key again (found by the checker on
+           ``gated/hoarding/ci``: a canceled owner's grant arrived after its demand was
+           withdrawn, and the other key waited forever).
+
+        A variant without step 1 keeps the idle credit (``gated/hoarding/ci``: another key of
+        the same receiver then waits forever, a recoverability violation).
+        """
+        k = key - 1
+        idle = self.idle_credit(state, key)
+        if any(idle):
+            ledger = state.senders[k]
+            ledger = ledger._replace(returned=_vadd(ledger.returned, idle), dirty=True)
+            state = state._replace(senders=self._set(state.senders, k, ledger))
+        ledger = state.senders[k]
+        waiting = self.waiting(state, key)
+        base = _vadd(ledger.consumed, ledger.returned)
+        if not ledger.withdrawn:
+            ledger = ledger._replace(withdrawn=True)
+            state = state._replace(senders=self._set(state.senders, k, ledger))
+        if any(waiting):
+            return self._set_demand(state, k, _vadd(base, waiting))
+        withdrawn = tuple(b if d else 0 for b, d in zip(base, ledger.demand, strict=True))
+        return self._set_demand(state, k, withdrawn)
+
+    # ---- guards and effects: the queue and the transport ------------------------------------
+
+    def _g_admit(self, state: GatedState, index: int) -> str | None:
+        cfg = self.config
+        if index != state.admitted or index >= len(cfg.workload):
+            return "only the next owner of the workload is admitted (FIFO workload)"
+        spec = cfg.workload[index]
+        if (
+            state.outstanding_owners + 1 > cfg.max_outstanding_owners
+            or state.outstanding_bytes + spec.length > cfg.max_outstanding_bytes
+        ):
+            return "capacity exceeded: TooManyRequests"
+        return None
+
+    def _e_admit(self, state: GatedState, index: int) -> GatedState:
+        spec = self.config.workload[index]
+        snapshot = state.senders[spec.key - 1].session if spec.key else 0
+        owner = Owner(index + 1, spec.key, spec.length, snapshot, QUEUED, None, 0, NONE, 0, False)
+        return state._replace(
+            admitted=index + 1,
+            owners=(*state.owners, owner),
+            queue=(*state.queue, owner.owner_id),
+            outstanding_owners=state.outstanding_owners + 1,
+            outstanding_bytes=state.outstanding_bytes + spec.length,
+        )
+
+    def _g_pick(self, state: GatedState, max_owners: int, max_bytes: int) -> str | None:
+        if (max_owners, max_bytes) not in self.config.windows:
+            return f"window ({max_owners}, {max_bytes}) is not configured"
+        if not state.queue:
+            return "the queue is empty"
+        return None
+
+    def _e_pick(self, state: GatedState, max_owners: int, max_bytes: int) -> GatedState:
+        return self.scan(state, max_owners, max_bytes)
+
+    def _g_cancel(self, state: GatedState, owner_id: int) -> str | None:
+        if not self.config.cancel:
+            return "no cancel configured"
+        owner = self._owner(state, owner_id)
+        if owner is None or owner.state != QUEUED:
+            return "only a QUEUED owner is canceled here (SEMANTICS §2 cancel)"
+        return None
+
+    def _e_cancel(self, state: GatedState, owner_id: int) -> GatedState:
+        """``queue.cancel(id)`` then ``gate.forget(id)``: CANCELED, capacity released; a
+        credit-stalled owner's key settles its idle credit and demand (:meth:`return_idle`)."""
+        owner = state.owners[owner_id - 1]
+        stalled = owner.stall == STALLED
+        done = owner._replace(stall=WAS_STALLED if owner.stall else NEVER_STALLED)
+        state = self._terminate(state, done, "cancel", CANCELED)
+        state = state._replace(queue=tuple(i for i in state.queue if i != owner_id))
+        return self.return_idle(state, owner.key) if stalled else state
+
+    def _g_submit(self, state: GatedState, owner_id: int, ok: object) -> str | None:
+        owner = self._owner(state, owner_id)
+        if not isinstance(ok, bool):
+            return "ok must be a bool"
+        if owner is None or owner.state != DISPATCHING or owner.token != RESERVED:
+            return "no owner awaiting its submit (DISPATCHING with a RESERVED token)"
+        if ok and owner.token_session != state.senders[owner.key - 1].session:
+            return "the token's entry was fenced: commit raises InvalidEntry (roll back instead)"
+        return None
+
+    def _e_submit(self, state: GatedState, owner_id: int, ok: bool) -> GatedState:
+        owner = state.owners[owner_id - 1]
+        k = owner.key - 1
+        ledger = state.senders[k]
+        if ok:  # the transport accepted: commit; the usage report owes the new consumption
+            done = owner._replace(token=TOKEN_TRANSITIONS[(owner.token, "commit")])
+            state = state._replace(senders=self._set(state.senders, k, ledger._replace(dirty=True)))
+            return self._with_owner(state, done)
+        # The transport refused: exact rollback (a fenced entry is already gone), owner FAILED;
+        # it leaves without using credit, so the key's idle credit goes back.
+        if owner.token_session == ledger.session:
+            ledger = ledger._replace(consumed=_vsub(ledger.consumed, charge_of(owner.length)))
+            state = state._replace(senders=self._set(state.senders, k, ledger))
+        owner = owner._replace(token=TOKEN_TRANSITIONS[(owner.token, "rollback")])
+        return self.return_idle(self._terminate(state, owner, "complete", FAILED), owner.key)
+
+    def _g_land(self, state: GatedState, owner_id: int) -> str | None:
+        owner = self._owner(state, owner_id)
+        if owner is None or owner.token != COMMITTED or owner.landed:
+            return "no committed work of this owner is in flight"
+        if owner.token_session != state.session:
+            return "work of a dead receiver session never lands"
+        return None
+
+    def _e_land(self, state: GatedState, owner_id: int) -> GatedState:
+        owner = state.owners[owner_id - 1]
+        k = owner.key - 1
+        b = state.receivers[k]
+        b = b._replace(landed=_vadd(b.landed, charge_of(owner.length)))
+        state = state._replace(receivers=self._set(state.receivers, k, b))
+        return self._with_owner(state, owner._replace(landed=True))
+
+    def _g_complete(self, state: GatedState, owner_id: int) -> str | None:
+        owner = self._owner(state, owner_id)
+        if owner is None or owner.state != DISPATCHING:
+            return "the owner is not DISPATCHING: InvalidEntry"
+        if owner.key == 0:
+            return None
+        if owner.token != COMMITTED:
+            return "the owner's submit is not settled yet (its token is not COMMITTED)"
+        if not owner.landed and owner.token_session == state.session:
+            return "live work completes only after it landed (it can still land)"
+        return None
+
+    def _e_complete(self, state: GatedState, owner_id: int) -> GatedState:
+        """The transport finished the owner: COMPLETED if its data landed (or it is local),
+        FAILED if it can no longer land. Completion never mints sender credit (RFC rule 6); it
+        may finish a fence (FENCING → ACTIVE once no older session's work is in flight)."""
+        owner = state.owners[owner_id - 1]
+        if owner.key == 0:
+            return self._terminate(state, owner, "complete", COMPLETED)
+        status = COMPLETED if owner.landed else FAILED
+        owner = owner._replace(token=TOKEN_TRANSITIONS[(owner.token, "complete")])
+        state = self._terminate(state, owner, "complete", status)
+        return self._maybe_fence_drained(state, owner.key - 1)
+
+    def _maybe_fence_drained(self, state: GatedState, k: int) -> GatedState:
+        ledger = state.senders[k]
+        if ledger.phase != FENCING:
+            return state
+        for o in state.owners:
+            if o.key == k + 1 and o.token == COMMITTED and o.token_session != ledger.session:
+                return state
+        return state._replace(senders=self._set(state.senders, k, ledger._replace(phase=ACTIVE)))
+
+    def _g_release(self, state: GatedState, k: int) -> str | None:
+        if type(k) is not int or not 0 <= k < self.config.keys:
+            return "no such key"
+        b = state.receivers[k]
+        if b.landed == b.released:
+            return "nothing landed awaits the consumer"
+        return None
+
+    def _e_release(self, state: GatedState, k: int) -> GatedState:
+        # SEMANTICS §8 release: the receiver's own consumer frees capacity, never a sender.
+        b = state.receivers[k]
+        state = state._replace(
+            receivers=self._set(state.receivers, k, b._replace(released=b.landed))
+        )
+        return self._capacity_freed(state)
