@@ -43,7 +43,7 @@ from tent_models.checker._fastpath import FAST_PATH_METHODS, expander, fingerpri
 
 def load_model(name: str) -> tuple[Callable[[], Any], str]:
     """The factory for ``name`` and where it came from."""
-    for module_name in ("tent_models.configs", "tent_models.configs_admission"):
+    for module_name in ("tent_models.configs", "tent_models.configs.admission"):
         try:
             module = importlib.import_module(module_name)
         except ImportError:
@@ -62,7 +62,9 @@ def load_model(name: str) -> tuple[Callable[[], Any], str]:
 
 def known_bad() -> dict[str, tuple[Callable[[], Any], str | None]]:
     """Every shipped known-bad variant: name -> (factory, expected invariant)."""
-    from tent_models import configs, configs_admission, configs_gated
+    from tent_models import configs
+    from tent_models.configs import admission as configs_admission
+    from tent_models.configs import gated as configs_gated
 
     found: dict[str, tuple[Callable[[], Any], str | None]] = {
         f"credit/bad/{name}": (factory, configs.KNOWN_BAD_EXPECTED[name])

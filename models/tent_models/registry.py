@@ -4,8 +4,8 @@ A :class:`Target` is one named check with a kind, a tier and a ``run`` function 
 :class:`Outcome` (a value: a failed check is an outcome, never an exception). The kinds, in the
 order ``tent check`` runs them (:data:`TARGET_KINDS`):
 
-1. ``model``: a shipped model configuration (``tent_models.configs`` and
-   ``tent_models.configs_admission``), explored exhaustively. It passes when no property is
+1. ``model``: a shipped model configuration (the modules of ``tent_models.configs``:
+   credit, admission, gated), explored exhaustively. It passes when no property is
    violated, the exploration was exhaustive, and its counts equal the manifest
    (:mod:`tent_models.manifest`).
 2. ``known-bad``: a spec variant with one rule removed. It passes when the checker *refutes* it
@@ -42,7 +42,7 @@ from typing import Any, cast
 import attrs
 from tent_spec.variants import KNOWN_BAD as CREDIT_VARIANTS
 
-from tent_models import configs, configs_admission, configs_gated
+from tent_models import configs
 from tent_models.checker import (
     CheckResult,
     CounterExample,
@@ -52,6 +52,8 @@ from tent_models.checker import (
     format_counterexample,
     simulate,
 )
+from tent_models.configs import admission as configs_admission
+from tent_models.configs import gated as configs_gated
 from tent_models.conformance import Divergence, minimise_divergence
 from tent_models.manifest import Counts, Manifest
 from tent_models.model_api import SpecModel

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tent_models.configs_admission import CONFIGS, KNOWN_BAD, ci_config, tiny_config
+from tent_models.configs.admission import CONFIGS, KNOWN_BAD, ci_config, tiny_config
 from tent_spec import admission as spec_module
 from tent_spec.admission import (
     BLOCKED,

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import pytest
 from tent_models.checker import ViolationKind, check
-from tent_models.configs_gated import (
+from tent_models.configs.gated import (
     CONFIGS,
     KNOWN_BAD,
     PartialReserve,

@@ -19,7 +19,7 @@ from tent_spec.credit_adversarial import AdversarialCreditSpec
 from tent_spec.negotiation import NegotiationBounds, NegotiationSpec
 from tent_spec.variants import KNOWN_BAD
 
-from .model_api import SpecModel
+from tent_models.model_api import SpecModel
 
 __all__ = [
     "ADVERSARIAL_BOUNDS",
