@@ -12,6 +12,51 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
+# Every benchmark script and the flags docs/benchmarks.md runs it with; ``--help`` must list them.
+# The click ones are this project's; the ``None`` ones belong to the transport, incast and
+# mutation work, whose flags are theirs to pin (their help only has to work).
+HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
+    "ablation.py": ("--ladder", "--kinds", "--only"),
+    "checker.py": ("--model", "--workers", "--max-states", "--skip-symmetry-off"),
+    "checker_memory.py": ("MODEL", "--max-states", "--bitstate"),
+    "checker_plain.py": ("--rounds", "--credit-states", "--baseline-src"),
+    "checker_workers.py": ("--models", "--workers", "--rounds", "--max-states", "--baseline-src"),
+    "credit_ops.py": ("--quick",),
+    "fuzz_wire.py": ("--inputs", "--seed", "--atheris-runs", "--quick"),
+    "sched.py": ("--quick", "--seed"),
+    "soak.py": ("--rounds", "--ticks-per-round", "--warmup-rounds", "--seed"),
+    "tbf_meter.py": ("--rate-mbit", "--blocks", "--block", "--depths"),
+    "engine_verbs.py": None,
+    "incast.py": None,
+    "mutants.py": None,
+    "transport.py": None,
+    "verbs.py": None,
+}
+
+
+def test_every_benchmark_script_is_listed() -> None:
+    scripts = {p.name for p in BENCH.glob("*.py") if "__main__" in p.read_text(encoding="utf-8")}
+    assert scripts == set(HELP_FLAGS)
+
+
+@pytest.mark.parametrize("script", sorted(HELP_FLAGS))
+def test_benchmark_help_lists_its_flags(script: str) -> None:
+    flags = HELP_FLAGS[script]
+    result = subprocess.run(
+        [sys.executable, str(BENCH / script), "-h" if flags is not None else "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.lower().startswith("usage:"), result.stdout
+    if flags is not None:  # click, answering -h as argparse did
+        assert result.stdout.startswith(f"Usage: {script} [OPTIONS]"), result.stdout
+        assert "-h, --help" in result.stdout
+        assert all(flag in result.stdout for flag in flags), result.stdout
+
+
 def _run(*args: str) -> dict[str, object]:
     result = subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, check=False, timeout=600
