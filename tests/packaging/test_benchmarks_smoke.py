@@ -101,3 +101,56 @@ def test_verbs_reports_write_ratio_posting_depths_and_meter_depths() -> None:
     assert isinstance(meter, list)
     assert [m["depth"] for m in meter] == [1, 16, 256]
     assert all(m["transmit_samples"] > 0 for m in meter)
+
+
+# --- the click CLIs pass every flag through (small runs; the JSON keys docs/benchmarks.md reads) --
+
+
+def test_fuzz_wire_runs_the_inputs_and_seed_it_is_given() -> None:
+    data = _run(str(BENCH / "fuzz_wire.py"), "--inputs", "300", "--seed", "5")
+    assert (data["inputs"], data["seed"], data["failures"]) == (300, 5, [])
+
+
+@pytest.mark.slow
+def test_soak_reports_the_configuration_it_was_given() -> None:
+    data = _run(
+        str(BENCH / "soak.py"),
+        *("--rounds", "2", "--ticks-per-round", "20", "--warmup-rounds", "1", "--seed", "3"),
+    )
+    config = data["config"]
+    assert isinstance(config, dict)
+    assert (config["rounds"], config["ticks_per_round"], config["warmup_rounds"]) == (2, 20, 1)
+    assert config["seed"] == 3
+    assert isinstance(data["checks"], dict) and all(data["checks"].values())
+
+
+@pytest.mark.slow
+def test_checker_memory_measures_the_named_model_within_its_cut() -> None:
+    data = _run(str(BENCH / "checker_memory.py"), "credit/tiny", "--max-states", "500")
+    assert (data["model"], data["max_states"], data["bitstate"]) == ("credit/tiny", 500, None)
+    assert data["states"] == 500
+    assert isinstance(data["estimated_bytes_per_state"], float)
+
+
+@pytest.mark.slow
+def test_checker_workers_measures_each_repeated_model() -> None:
+    data = _run(
+        str(BENCH / "checker_workers.py"),
+        *("--models", "adversarial/tiny", "--models", "credit/tiny"),
+        *("--rounds", "1", "--workers", "2", "--max-states", "1500"),
+    )
+    assert (data["workers"], data["max_states"]) == (2, 1500)
+    models = data["models"]
+    assert isinstance(models, dict) and list(models) == ["adversarial/tiny", "credit/tiny"]
+    assert all(len(m["rounds"]) == 1 for m in models.values())
+
+
+@pytest.mark.slow
+def test_checker_benchmark_reports_serial_parallel_and_baseline_runs() -> None:
+    data = _run(str(BENCH / "checker.py"), "--model", "negotiation/tiny", "--workers", "2")
+    assert (data["model"], data["source"]) == ("negotiation/tiny", "tent_models.configs")
+    serial, parallel = data["serial"], data["parallel"]
+    assert isinstance(serial, dict) and isinstance(parallel, dict)
+    assert serial["distinct_states"] == 52  # the manifest count of negotiation/tiny
+    assert parallel["workers"] == 2 and parallel["same_verdict_and_count"] is True
+    assert {"bare_bfs_baseline", "symmetry", "known_bad"} <= set(data)
