@@ -22,12 +22,12 @@ conjunct's cost reads as a ratio to it.
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import json
 import sys
 import time
 
+import click
 from tent_models import ablation
 from tent_models.checker import PlainModel, check
 from tent_spec.credit import GUARD_KINDS, CreditSpec
@@ -42,23 +42,22 @@ def _clean_baseline() -> dict[str, object]:
     return {"states": states, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ladder", choices=("small", "deep"), default="small")
-    parser.add_argument("--kinds", default=",".join(GUARD_KINDS))
-    parser.add_argument("--only", default="*", help="glob on spec:action.guard")
-    args = parser.parse_args()
-    ladder = ablation.CREDIT_DEEP_LADDER if args.ladder == "deep" else ablation.CREDIT_LADDER
+@click.command(
+    help=(__doc__ or "").splitlines()[0], context_settings={"help_option_names": ["-h", "--help"]}
+)
+@click.option("--ladder", type=click.Choice(("small", "deep")), default="small", show_default=True)
+@click.option("--kinds", default=",".join(GUARD_KINDS), show_default=True)
+@click.option("--only", default="*", show_default=True, help="glob on spec:action.guard")
+def main(ladder: str, kinds: str, only: str) -> None:
+    rungs = ablation.CREDIT_DEEP_LADDER if ladder == "deep" else ablation.CREDIT_LADDER
     refs = [
-        r
-        for r in ablation.credit_guards(args.kinds.split(","))
-        if fnmatch.fnmatchcase(r.name, args.only)
+        r for r in ablation.credit_guards(kinds.split(",")) if fnmatch.fnmatchcase(r.name, only)
     ]
     baseline = _clean_baseline()
     started = time.perf_counter()
     results = []
     for ref in refs:  # one progress line per conjunct on stderr (the JSON comes at the end)
-        results.append(ablation.ablate(ref, ladder))
+        results.append(ablation.ablate(ref, rungs))
         print(f"{results[-1].seconds:8.2f} s  {ref.name}: {results[-1].summary()}", file=sys.stderr)
     rows = ablation.as_json(results)
     for row, result in zip(rows, results, strict=True):
@@ -72,8 +71,8 @@ def main() -> None:
         json.dumps(
             {
                 "benchmark": "guard ablation",
-                "ladder": [rung.name for rung in ladder],
-                "max_states": {rung.name: rung.max_states for rung in ladder},
+                "ladder": [rung.name for rung in rungs],
+                "max_states": {rung.name: rung.max_states for rung in rungs},
                 "baseline_clean_spec": baseline,
                 "guards": len(results),
                 "verdicts": counts,

@@ -15,12 +15,11 @@ clearly labelled toy stand-in from ``tests/models/toy_models.py``):
   (``ratio`` = checker rate / bare rate: the cost of the checker's own bookkeeping);
 * fingerprint functions per packed state (the chosen xxh3_64+marshal and alternatives);
 * for each known-bad variant found (``tent_spec.variants.KNOWN_BAD`` and the ``KNOWN_BAD`` maps of
-  ``tent_models.configs*``), the counterexample length and the time to find it.
+  the ``tent_models.configs`` modules), the counterexample length and the time to find it.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib
 import json
@@ -35,6 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import click
 from tent_models.checker import PlainModel, check, fingerprint
 from tent_models.checker._bfs import cyclic_gc_paused
 from tent_models.checker._components import materialise
@@ -43,7 +43,7 @@ from tent_models.checker._fastpath import FAST_PATH_METHODS, expander, fingerpri
 
 def load_model(name: str) -> tuple[Callable[[], Any], str]:
     """The factory for ``name`` and where it came from."""
-    for module_name in ("tent_models.configs", "tent_models.configs_admission"):
+    for module_name in ("tent_models.configs", "tent_models.configs.admission"):
         try:
             module = importlib.import_module(module_name)
         except ImportError:
@@ -62,7 +62,9 @@ def load_model(name: str) -> tuple[Callable[[], Any], str]:
 
 def known_bad() -> dict[str, tuple[Callable[[], Any], str | None]]:
     """Every shipped known-bad variant: name -> (factory, expected invariant)."""
-    from tent_models import configs, configs_admission, configs_gated
+    from tent_models import configs
+    from tent_models.configs import admission as configs_admission
+    from tent_models.configs import gated as configs_gated
 
     found: dict[str, tuple[Callable[[], Any], str | None]] = {
         f"credit/bad/{name}": (factory, configs.KNOWN_BAD_EXPECTED[name])
@@ -151,18 +153,21 @@ def fingerprint_costs(model: Any) -> dict[str, float]:
     return costs
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default="credit/ci")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--max-states", type=int, default=None)
-    parser.add_argument("--skip-symmetry-off", action="store_true")
-    options = parser.parse_args()
-    factory, source = load_model(options.model)
-    report: dict[str, Any] = {"model": options.model, "source": source}
+# "\b" before a paragraph keeps it as written (click would rewrap the lists)
+@click.command(
+    help=(__doc__ or "").replace("\n\n", "\n\n\b\n"),
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option("--model", default="credit/ci", show_default=True)
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--max-states", type=int, default=None)
+@click.option("--skip-symmetry-off", is_flag=True)
+def main(model: str, workers: int, max_states: int | None, skip_symmetry_off: bool) -> None:
+    factory, source = load_model(model)
+    report: dict[str, Any] = {"model": model, "source": source}
 
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    serial = check(factory(), max_states=options.max_states)
+    serial = check(factory(), max_states=max_states)
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     report["serial"] = {
         "ok": serial.ok,
@@ -182,7 +187,7 @@ def main() -> None:
 
     fast_path = [name for name in FAST_PATH_METHODS if callable(getattr(factory(), name, None))]
     if fast_path:
-        plain = check(PlainModel(factory()), max_states=options.max_states)
+        plain = check(PlainModel(factory()), max_states=max_states)
         report["fast_path"] = {
             "methods": fast_path,
             "plain_states_per_second": round(plain.states_per_second),
@@ -196,7 +201,7 @@ def main() -> None:
         }
 
     tracemalloc.start()
-    traced = check(factory(), max_states=options.max_states)
+    traced = check(factory(), max_states=max_states)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     report["tracemalloc"] = {
@@ -205,10 +210,10 @@ def main() -> None:
         "note": "peak includes the frontier states and the model's own objects",
     }
 
-    if options.workers > 1:
-        parallel = check(factory(), workers=options.workers, max_states=options.max_states)
+    if workers > 1:
+        parallel = check(factory(), workers=workers, max_states=max_states)
         report["parallel"] = {
-            "workers": options.workers,
+            "workers": workers,
             "distinct_states": parallel.distinct_states,
             "same_verdict_and_count": (parallel.ok, parallel.distinct_states)
             == (serial.ok, serial.distinct_states),
@@ -217,12 +222,12 @@ def main() -> None:
             "speedup": round(serial.seconds / parallel.seconds, 2),
         }
 
-    if not options.skip_symmetry_off:
+    if not skip_symmetry_off:
         # The reduction is only meaningful on exhaustive runs: with a --max-states cut both runs
         # stop at the cut, so the model family's tiny configuration is measured instead.
-        sym_name = options.model
-        if options.max_states is not None:
-            sym_name = options.model.rsplit("/", 1)[0] + "/tiny"
+        sym_name = model
+        if max_states is not None:
+            sym_name = model.rsplit("/", 1)[0] + "/tiny"
         sym_factory, _ = load_model(sym_name)
         with_symmetry = check(sym_factory(), check_recoverability=False)
         without = check(sym_factory(), symmetry=False, check_recoverability=False)
@@ -235,7 +240,7 @@ def main() -> None:
             "note": "canonicalize = sender symmetry + per-key sequence renumbering",
         }
 
-    bare_states, bare_seconds = bare_bfs(factory(), options.max_states)
+    bare_states, bare_seconds = bare_bfs(factory(), max_states)
     bare_rate = bare_states / bare_seconds
     report["bare_bfs_baseline"] = {
         "distinct_states": bare_states,

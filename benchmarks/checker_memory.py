@@ -14,39 +14,44 @@ Run it once per configuration: ``ru_maxrss`` only grows within a process.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import sys
 from pathlib import Path
+from typing import Any
+
+import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "models"))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("model")
-    parser.add_argument("--max-states", type=int, default=None)
-    parser.add_argument("--bitstate", type=int, default=None)
-    options = parser.parse_args()
+# "\b" before a paragraph keeps it as written (click would rewrap the lists)
+@click.command(
+    help=(__doc__ or "").replace("\n\n", "\n\n\b\n"),
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.argument("model")
+@click.option("--max-states", type=int, default=None)
+@click.option("--bitstate", type=int, default=None)
+def main(model: str, max_states: int | None, bitstate: int | None) -> None:
     from tent_models.checker import check
     from tent_models.configs import CONFIGS
 
-    if options.model == "bag/ci":
+    if model == "bag/ci":
         from bag_credit import BagCredit
 
-        model = BagCredit(max_total=2, max_in_flight=2, max_faults=1)
+        spec: Any = BagCredit(max_total=2, max_in_flight=2, max_faults=1)
     else:
-        model = CONFIGS[options.model]()
+        spec = CONFIGS[model]()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    result = check(model, max_states=options.max_states, bitstate=options.bitstate)
+    result = check(spec, max_states=max_states, bitstate=bitstate)
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(
         json.dumps(
             {
-                "model": options.model,
-                "max_states": options.max_states,
-                "bitstate": options.bitstate,
+                "model": model,
+                "max_states": max_states,
+                "bitstate": bitstate,
                 "states": result.distinct_states,
                 "estimated_bytes_per_state": round(result.bytes_per_state, 1),
                 "ru_maxrss_growth_bytes_per_state": round(

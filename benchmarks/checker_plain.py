@@ -23,7 +23,6 @@ by this process's CPU time, which the other work on a shared machine disturbs le
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -31,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import click
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "models"))
@@ -117,12 +118,17 @@ def baseline(source: Path, credit_states: int) -> dict[str, Any]:
     return json.loads(out)  # type: ignore[no-any-return]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--credit-states", type=int, default=150_000)
-    parser.add_argument("--baseline-src", type=Path, default=None)
-    options = parser.parse_args()
+# "\b" before a paragraph keeps it as written (click would rewrap the lists)
+@click.command(
+    help=(__doc__ or "").replace("\n\n", "\n\n\b\n"),
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option("--rounds", type=int, default=2, show_default=True)
+@click.option("--credit-states", type=int, default=150_000, show_default=True)
+@click.option(
+    "--baseline-src", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None
+)
+def main(rounds: int, credit_states: int, baseline_src: Path | None) -> None:
 
     from bag_credit import BagCredit
     from bag_credit_packed import packed_bfs, spin_run
@@ -131,13 +137,13 @@ def main() -> None:
     from tent_models.checker._bfs import cyclic_gc_paused
     from tent_models.configs import CONFIGS
 
-    cut = options.credit_states
+    cut = credit_states
     runs: dict[str, list[dict[str, Any]]] = {}
 
     def note(name: str, value: dict[str, Any]) -> None:
         runs.setdefault(name, []).append(value)
 
-    for _ in range(options.rounds):
+    for _ in range(rounds):
         note("bag/ci plain path (PlainModel)", measure_check(
             lambda: PlainModel(BagCredit(**BAG_CI)), None))  # fmt: skip
         note("bag/ci footprints (component memo)", measure_check(
@@ -153,8 +159,8 @@ def main() -> None:
             lambda: PlainModel(CONFIGS["credit/ci"]()), cut))  # fmt: skip
         (states, _s), wall, cpu = timed(lambda: bare_bfs(CONFIGS["credit/ci"](), cut))
         note("credit/ci bare BFS over the fast-path expansion", rates(states, wall, cpu))
-        if options.baseline_src is not None:
-            for name, value in baseline(options.baseline_src, cut).items():
+        if baseline_src is not None:
+            for name, value in baseline(baseline_src, cut).items():
                 note(f"BASELINE {name}", value)
 
     def best(name: str, key: str = "cpu_rate") -> int:
@@ -178,7 +184,7 @@ def main() -> None:
     spin_rate = best("bag/ci SPIN -DSAFETY", "states_per_second")
     if spin_rate:
         summary["credit/ci fast path over SPIN"] = round(best("credit/ci fast path") / spin_rate, 3)
-    if options.baseline_src is not None:
+    if baseline_src is not None:
         for name in ("bag/ci plain", "credit/ci fast path", "credit/ci plain"):
             old = best(f"BASELINE {name}")
             mine = {

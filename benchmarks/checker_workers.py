@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/checker_workers.py [--models credit/ci admission/ci gated/ci]
+    python benchmarks/checker_workers.py [--models credit/ci --models admission/ci ...]
                                          [--workers 2] [--rounds 2] [--max-states N]
                                          [--baseline-src DIR]
 
@@ -19,7 +19,6 @@ interleaved too, in a subprocess.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -29,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import click
 
 RUSAGE_CHILDREN = resource.RUSAGE_CHILDREN  # the forked workers, once joined
 
@@ -80,30 +81,47 @@ def run_baseline(source: Path, name: str, workers: int, cut: int | None) -> dict
     return value
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--models", nargs="+", default=["credit/ci", "admission/ci", "gated/ci"])
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--max-states", type=int, default=None)
-    parser.add_argument("--baseline-src", type=Path, default=None)
-    options = parser.parse_args()
+# "\b" before a paragraph keeps it as written (click would rewrap the lists)
+@click.command(
+    help=(__doc__ or "").replace("\n\n", "\n\n\b\n"),
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "--models",
+    multiple=True,
+    default=("credit/ci", "admission/ci", "gated/ci"),
+    show_default=True,
+    help="a model to measure (repeatable)",
+)
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--rounds", type=int, default=2, show_default=True)
+@click.option("--max-states", type=int, default=None)
+@click.option(
+    "--baseline-src", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None
+)
+def main(
+    models: tuple[str, ...],
+    workers: int,
+    rounds: int,
+    max_states: int | None,
+    baseline_src: Path | None,
+) -> None:
     report: dict[str, Any] = {
-        "workers": options.workers,
-        "max_states": options.max_states,
+        "workers": workers,
+        "max_states": max_states,
         "cpus": os.cpu_count(),
         "load_before": os.getloadavg(),
         "models": {},
     }
-    for name in options.models:
-        rounds = []
-        for _ in range(options.rounds):
-            serial = run(name, 1, options.max_states)
-            parallel = run(name, options.workers, options.max_states)
+    for name in models:
+        rows = []
+        for _ in range(rounds):
+            serial = run(name, 1, max_states)
+            parallel = run(name, workers, max_states)
             if serial["states"] != parallel["states"]:
                 raise SystemExit(f"{name}: {serial['states']} != {parallel['states']} states")
             serial_cpu = serial["cpu_coordinator_s"]
-            per_worker = parallel["cpu_workers_s"] / options.workers
+            per_worker = parallel["cpu_workers_s"] / workers
             row = {
                 "serial_s": serial["seconds"],
                 "parallel_s": parallel["seconds"],
@@ -122,16 +140,16 @@ def main() -> None:
                     serial_cpu / (per_worker + parallel["cpu_coordinator_s"]), 2
                 ),
             }
-            if options.baseline_src is not None:
-                old = run_baseline(options.baseline_src, name, options.workers, options.max_states)
+            if baseline_src is not None:
+                old = run_baseline(baseline_src, name, workers, max_states)
                 row["baseline_parallel_s"] = old["seconds"]
                 row["baseline_speedup"] = round(serial["seconds"] / old["seconds"], 2)
-            rounds.append(row)
+            rows.append(row)
             print(json.dumps({name: row}), file=sys.stderr, flush=True)  # partial results
-        speedups = [r["speedup"] for r in rounds]
+        speedups = [r["speedup"] for r in rows]
         report["models"][name] = {
             "states": serial["states"],
-            "rounds": rounds,
+            "rounds": rows,
             "best_speedup": max(speedups),
             "median_speedup": round(statistics.median(speedups), 2),
         }

@@ -14,7 +14,6 @@ Prints one JSON object:
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -22,6 +21,7 @@ import time
 from collections.abc import Callable
 
 import cbor2
+import click
 
 from tent_credit import CreditAmount, CreditCharge, CreditKey, CreditResource, SessionId
 from tent_credit._ledger import SenderCreditLedger
@@ -122,15 +122,16 @@ def _pair(ours: float, baseline: float) -> dict[str, float]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="credit hot-path throughput")
-    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
-    args = parser.parse_args(argv)
-    n, repeats = (2_000, 2) if args.quick else (50_000, 5)
+@click.command(
+    help="credit hot-path throughput", context_settings={"help_option_names": ["-h", "--help"]}
+)
+@click.option("--quick", is_flag=True, help="small counts (smoke test)")
+def main(quick: bool) -> None:
+    n, repeats = (2_000, 2) if quick else (50_000, 5)
     t0 = time.perf_counter()
     result = {
         "benchmark": "credit_ops",
-        "quick": args.quick,
+        "quick": quick,
         "python": platform.python_version(),
         "n": n,
         "reserve_commit": {
@@ -149,8 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     result["elapsed_s"] = round(time.perf_counter() - t0, 2)
     json.dump(result, sys.stdout, indent=2)
     print()
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

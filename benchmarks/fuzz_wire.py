@@ -25,7 +25,6 @@ child process, seeded with the golden vectors; without atheris installed (``pip 
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import cbor2
+import click
 
 from tent_credit import CreditResource, Plan, SessionId, charge_for_plan
 from tent_credit._allocator import AllocatorConfig
@@ -423,26 +423,34 @@ def _hypothesis_fuzz(runs: int, seed: int) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "--atheris-child":
-        _atheris_child([sys.argv[0], *args[1:]])
-        return 0
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--inputs", type=int, default=1_000_000)
-    parser.add_argument("--seed", type=int, default=2519)
-    parser.add_argument("--atheris-runs", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="20,000 inputs, 2,000 guided runs")
-    options = parser.parse_args(args)
-    inputs, guided = options.inputs, options.atheris_runs
-    if options.quick:
+@click.command(
+    help=(__doc__ or "").splitlines()[0], context_settings={"help_option_names": ["-h", "--help"]}
+)
+@click.option("--inputs", type=int, default=1_000_000, show_default=True)
+@click.option("--seed", type=int, default=2519, show_default=True)
+@click.option("--atheris-runs", type=int, default=0, show_default=True)
+@click.option("--quick", is_flag=True, help="20,000 inputs, 2,000 guided runs")
+def cli(inputs: int, seed: int, atheris_runs: int, quick: bool) -> None:
+    guided = atheris_runs
+    if quick:
         inputs, guided = 20_000, 2_000
-    report = run(inputs, options.seed)
+    report = run(inputs, seed)
     if guided:
-        report["coverage_guided"] = coverage_guided(guided, options.seed)
+        report["coverage_guided"] = coverage_guided(guided, seed)
     print(json.dumps(report, indent=2))
     guided_ok = not guided or report["coverage_guided"]["exit_status"] == 0
-    return 0 if not report["failures"] and guided_ok else 1
+    if report["failures"] or not guided_ok:
+        raise SystemExit(1)
+
+
+def main() -> None:
+    """The campaign's CLI, or (``--atheris-child``, libFuzzer's own arguments after it) the
+    atheris process ``coverage_guided`` starts, whose arguments click must not parse."""
+    args = sys.argv[1:]
+    if args and args[0] == "--atheris-child":
+        _atheris_child([sys.argv[0], *args[1:]])
+        return
+    cli()
 
 
 def iter_inputs(count: int, seed: int) -> Iterator[tuple[str, bytes]]:
@@ -453,4 +461,4 @@ def iter_inputs(count: int, seed: int) -> Iterator[tuple[str, bytes]]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -18,7 +18,6 @@ second or two (fewer owners, one repeat); the full run takes well under a minute
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
 import platform
@@ -28,6 +27,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+import click
 
 from tent_sched._arbitration import Slice, order_by_deadline
 from tent_sched._queue import AdmissionQueue, OwnerRequest, QueueLimits, TaskStatus
@@ -215,26 +216,29 @@ def bench_arbitration(quick: bool, seed: int) -> list[dict[str, Any]]:
     return cases
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="smoke run: fewer owners, 1 repeat")
-    parser.add_argument("--seed", type=int, default=2519, help="random seed of the workloads")
-    args = parser.parse_args(argv)
-    owners = 400 if args.quick else 6000
+@click.command(
+    help=(__doc__ or "").splitlines()[0], context_settings={"help_option_names": ["-h", "--help"]}
+)
+@click.option("--quick", is_flag=True, help="smoke run: fewer owners, 1 repeat")
+@click.option(
+    "--seed", type=int, default=2519, show_default=True, help="random seed of the workloads"
+)
+def main(quick: bool, seed: int) -> None:
+    owners = 400 if quick else 6000
     started = time.perf_counter()
 
     depths: list[dict[str, Any]] = []
     for depth in DEPTHS:
-        row = bench_queue_depth(depth, owners, args.seed)
-        baseline = min(bench_heap_depth(depth, owners * 4, args.seed) for _ in range(3))
+        row = bench_queue_depth(depth, owners, seed)
+        baseline = min(bench_heap_depth(depth, owners * 4, seed) for _ in range(3))
         row["baseline_ns_per_owner"] = baseline
         row["ratio"] = row["ns_per_owner"] / baseline
         depths.append(row)
 
     result = {
         "benchmark": "tent_sched",
-        "quick": args.quick,
-        "seed": args.seed,
+        "quick": quick,
+        "seed": seed,
         "python": platform.python_version(),
         "queue": {
             "config": {
@@ -255,14 +259,13 @@ def main(argv: list[str] | None = None) -> int:
         },
         "arbitration": {
             "baseline": "sorted() of the same slices by deadline",
-            "cases": bench_arbitration(args.quick, args.seed),
+            "cases": bench_arbitration(quick, seed),
         },
         "elapsed_s": time.perf_counter() - started,
     }
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -17,12 +17,13 @@ reordering, sender reconnects and a receiver restart, then the faults stop. Repo
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import sys
 import time
 from pathlib import Path
+
+import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "credit"))
 
@@ -62,28 +63,29 @@ def _summary(report: SoakReport, cpu_s: float) -> dict[str, object]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=60)
-    parser.add_argument("--ticks-per-round", type=int, default=100)
-    parser.add_argument("--warmup-rounds", type=int, default=6)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
+@click.command(
+    help=(__doc__ or "").splitlines()[0], context_settings={"help_option_names": ["-h", "--help"]}
+)
+@click.option("--rounds", type=int, default=60, show_default=True)
+@click.option("--ticks-per-round", type=int, default=100, show_default=True)
+@click.option("--warmup-rounds", type=int, default=6, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+def main(rounds: int, ticks_per_round: int, warmup_rounds: int, seed: int) -> None:
     hostile = SoakConfig(
-        seed=args.seed,
-        rounds=args.rounds,
-        ticks_per_round=args.ticks_per_round,
-        warmup_rounds=args.warmup_rounds,
+        seed=seed,
+        rounds=rounds,
+        ticks_per_round=ticks_per_round,
+        warmup_rounds=warmup_rounds,
     )
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     report, cpu = _run(hostile)
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     baseline, baseline_cpu = _run(
         SoakConfig(
-            seed=args.seed,
-            rounds=args.rounds,
-            ticks_per_round=args.ticks_per_round,
-            warmup_rounds=args.warmup_rounds,
+            seed=seed,
+            rounds=rounds,
+            ticks_per_round=ticks_per_round,
+            warmup_rounds=warmup_rounds,
             greedy=0,
             liars=0,
         )
@@ -93,10 +95,10 @@ def main() -> None:
     out = {
         "benchmark": "hostile_peer_soak",
         "config": {
-            "seed": args.seed,
-            "rounds": args.rounds,
-            "ticks_per_round": args.ticks_per_round,
-            "warmup_rounds": args.warmup_rounds,
+            "seed": seed,
+            "rounds": rounds,
+            "ticks_per_round": ticks_per_round,
+            "warmup_rounds": warmup_rounds,
             "senders": {"honest": hostile.honest, "greedy": hostile.greedy, "liars": hostile.liars},
             "faults": {
                 "drop": hostile.rates.drop,

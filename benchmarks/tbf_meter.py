@@ -113,7 +113,7 @@ def _run(depth: int, *, blocks: int, block: int, link_gbps: float) -> dict[str, 
         rx.stop()
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--rate-mbit", default=80, show_default=True, help="the tbf rate of the rail")
 @click.option("--blocks", default=64, show_default=True, help="writes per depth")
 @click.option("--block", default=256 << 10, show_default=True, help="bytes per write")

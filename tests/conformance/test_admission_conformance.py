@@ -18,7 +18,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from tent_models.configs_admission import CONFIGS, KNOWN_BAD, ci_config, deep_config, tiny_config
+from tent_models.configs.admission import CONFIGS, KNOWN_BAD, ci_config, deep_config, tiny_config
 from tent_models.conformance import (
     ActionInstance,
     Divergence,

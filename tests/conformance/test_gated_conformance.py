@@ -20,7 +20,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from tent_models.checker import check
-from tent_models.configs_gated import KNOWN_BAD, ci_config, hoarding_config, tiny_config
+from tent_models.configs.gated import KNOWN_BAD, ci_config, hoarding_config, tiny_config
 from tent_models.conformance import (
     ActionInstance,
     Divergence,

@@ -119,11 +119,15 @@ def test_the_collector_is_paused_only_during_an_exploration() -> None:
 def test_memo_tables_cleared_mid_run_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """With tiny memo tables (cleared every few dozen entries) canonical states keep arriving
     as objects the memos no longer know: the fast path must fall back, not go wrong."""
-    import tent_spec.credit
+    from tent_spec.credit import _fastpath
 
     expected = comparable(check(PlainModel(CONFIGS["credit/tiny"]())))
-    monkeypatch.setattr(tent_spec.credit, "_CACHE_LIMIT", 37)
-    assert comparable(check(CONFIGS["credit/tiny"]())) == expected
+    monkeypatch.setattr(_fastpath, "_CACHE_LIMIT", 37)
+    model = CONFIGS["credit/tiny"]()
+    assert comparable(check(model)) == expected
+    # the small limit was in force: no memo table outgrew it (3,566 states would fill them)
+    memos = (model._canon_cache, model._steps_cache, model._check_cache, model._summary_cache)
+    assert all(0 < len(memo) <= 37 for memo in (*memos, model._interned))
 
 
 def test_parallel_cut_of_credit_ci_numbers_every_state_as_the_serial_run() -> None:

@@ -334,7 +334,8 @@ def test_selection_tiers() -> None:
 
 
 def test_catalogue_has_every_shipped_configuration_and_variant() -> None:
-    from tent_models import configs, configs_admission
+    from tent_models import configs
+    from tent_models.configs import admission as configs_admission
 
     catalogue = registry.catalogue()
     by_name = {t.name: t for t in catalogue}

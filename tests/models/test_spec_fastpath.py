@@ -24,6 +24,7 @@ from tent_models.configs import ADVERSARIAL_BOUNDS, CREDIT_BOUNDS, KNOWN_BAD_BOU
 from tent_spec.credit import (
     CreditSpec,
     CreditState,
+    ReadableCreditSpec,
     _in_flight_messages,
     _pack_peer,
     _renumber,
@@ -106,7 +107,24 @@ def assert_fast_path_agrees(spec: CreditSpec, state: CreditState) -> list[Any]:
         tuple(canonical.faults),
         tuple(_pack_peer(p) for p in canonical.peers),
     )
+    assert_overrides_agree(spec, state)
     return steps
+
+
+def assert_overrides_agree(spec: CreditSpec, state: CreditState) -> None:
+    """Every method the fast path overrides equals the readable spec's own definition, called
+    on the same instance (so a variant's guards and effects are the ones compared)."""
+    readable = ReadableCreditSpec
+    assert [tuple(st) for st in spec.successors(state)] == [
+        tuple(st) for st in readable.successors(spec, state)
+    ]
+    assert spec.free_capacity(state) == readable.free_capacity(spec, state)
+    assert spec._room(state) == readable._room(spec, state)
+    assert spec.within_bounds(state) == readable.within_bounds(spec, state)
+    assert spec.canonicalize(state) == readable.canonicalize(spec, state)
+    assert spec.pack(state) == readable.pack(spec, state)
+    for name in spec._sender_checks:
+        assert spec._every_sender(state, name) == readable._every_sender(spec, state, name)
 
 
 def reachable(spec: CreditSpec) -> Iterator[CreditState]:
@@ -139,6 +157,21 @@ def test_memoised_credit_tiny_graph_equals_direct_evaluation() -> None:
         count += 1
     assert count == 3566  # the manifest count of credit/tiny
     assert len(fingerprints) == count
+
+
+def test_the_readable_spec_alone_checks_to_the_same_result() -> None:
+    """``ReadableCreditSpec`` (nothing memoised) is a complete model: the checker finds the
+    fast spec's states, transitions, depth, coverage and witnesses on credit/tiny."""
+    import attrs
+    from tent_models.checker import check
+
+    def comparable(result: Any) -> Any:
+        return attrs.evolve(result, seconds=0.0, states_per_second=0.0, bytes_per_state=0.0)
+
+    fast = check(CreditSpec(CREDIT_BOUNDS["tiny"], name="credit/tiny"))
+    readable = check(ReadableCreditSpec(CREDIT_BOUNDS["tiny"], name="credit/tiny"))
+    assert fast.distinct_states == 3566  # the manifest count of credit/tiny
+    assert comparable(readable) == comparable(fast)
 
 
 def test_fingerprint_is_a_pinned_value_independent_of_memo_state() -> None:

@@ -12,6 +12,51 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
+# Every benchmark script and the flags docs/benchmarks.md runs it with; ``--help`` must list them.
+# The click ones are this project's; the ``None`` ones belong to the transport, incast and
+# mutation work, whose flags are theirs to pin (their help only has to work).
+HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
+    "ablation.py": ("--ladder", "--kinds", "--only"),
+    "checker.py": ("--model", "--workers", "--max-states", "--skip-symmetry-off"),
+    "checker_memory.py": ("MODEL", "--max-states", "--bitstate"),
+    "checker_plain.py": ("--rounds", "--credit-states", "--baseline-src"),
+    "checker_workers.py": ("--models", "--workers", "--rounds", "--max-states", "--baseline-src"),
+    "credit_ops.py": ("--quick",),
+    "fuzz_wire.py": ("--inputs", "--seed", "--atheris-runs", "--quick"),
+    "sched.py": ("--quick", "--seed"),
+    "soak.py": ("--rounds", "--ticks-per-round", "--warmup-rounds", "--seed"),
+    "tbf_meter.py": ("--rate-mbit", "--blocks", "--block", "--depths"),
+    "engine_verbs.py": None,
+    "incast.py": None,
+    "mutants.py": None,
+    "transport.py": None,
+    "verbs.py": None,
+}
+
+
+def test_every_benchmark_script_is_listed() -> None:
+    scripts = {p.name for p in BENCH.glob("*.py") if "__main__" in p.read_text(encoding="utf-8")}
+    assert scripts == set(HELP_FLAGS)
+
+
+@pytest.mark.parametrize("script", sorted(HELP_FLAGS))
+def test_benchmark_help_lists_its_flags(script: str) -> None:
+    flags = HELP_FLAGS[script]
+    result = subprocess.run(
+        [sys.executable, str(BENCH / script), "-h" if flags is not None else "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.lower().startswith("usage:"), result.stdout
+    if flags is not None:  # click, answering -h as argparse did
+        assert result.stdout.startswith(f"Usage: {script} [OPTIONS]"), result.stdout
+        assert "-h, --help" in result.stdout
+        assert all(flag in result.stdout for flag in flags), result.stdout
+
+
 def _run(*args: str) -> dict[str, object]:
     result = subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, check=False, timeout=600
@@ -56,3 +101,56 @@ def test_verbs_reports_write_ratio_posting_depths_and_meter_depths() -> None:
     assert isinstance(meter, list)
     assert [m["depth"] for m in meter] == [1, 16, 256]
     assert all(m["transmit_samples"] > 0 for m in meter)
+
+
+# --- the click CLIs pass every flag through (small runs; the JSON keys docs/benchmarks.md reads) --
+
+
+def test_fuzz_wire_runs_the_inputs_and_seed_it_is_given() -> None:
+    data = _run(str(BENCH / "fuzz_wire.py"), "--inputs", "300", "--seed", "5")
+    assert (data["inputs"], data["seed"], data["failures"]) == (300, 5, [])
+
+
+@pytest.mark.slow
+def test_soak_reports_the_configuration_it_was_given() -> None:
+    data = _run(
+        str(BENCH / "soak.py"),
+        *("--rounds", "2", "--ticks-per-round", "20", "--warmup-rounds", "1", "--seed", "3"),
+    )
+    config = data["config"]
+    assert isinstance(config, dict)
+    assert (config["rounds"], config["ticks_per_round"], config["warmup_rounds"]) == (2, 20, 1)
+    assert config["seed"] == 3
+    assert isinstance(data["checks"], dict) and all(data["checks"].values())
+
+
+@pytest.mark.slow
+def test_checker_memory_measures_the_named_model_within_its_cut() -> None:
+    data = _run(str(BENCH / "checker_memory.py"), "credit/tiny", "--max-states", "500")
+    assert (data["model"], data["max_states"], data["bitstate"]) == ("credit/tiny", 500, None)
+    assert data["states"] == 500
+    assert isinstance(data["estimated_bytes_per_state"], float)
+
+
+@pytest.mark.slow
+def test_checker_workers_measures_each_repeated_model() -> None:
+    data = _run(
+        str(BENCH / "checker_workers.py"),
+        *("--models", "adversarial/tiny", "--models", "credit/tiny"),
+        *("--rounds", "1", "--workers", "2", "--max-states", "1500"),
+    )
+    assert (data["workers"], data["max_states"]) == (2, 1500)
+    models = data["models"]
+    assert isinstance(models, dict) and list(models) == ["adversarial/tiny", "credit/tiny"]
+    assert all(len(m["rounds"]) == 1 for m in models.values())
+
+
+@pytest.mark.slow
+def test_checker_benchmark_reports_serial_parallel_and_baseline_runs() -> None:
+    data = _run(str(BENCH / "checker.py"), "--model", "negotiation/tiny", "--workers", "2")
+    assert (data["model"], data["source"]) == ("negotiation/tiny", "tent_models.configs")
+    serial, parallel = data["serial"], data["parallel"]
+    assert isinstance(serial, dict) and isinstance(parallel, dict)
+    assert serial["distinct_states"] == 52  # the manifest count of negotiation/tiny
+    assert parallel["workers"] == 2 and parallel["same_verdict_and_count"] is True
+    assert {"bare_bfs_baseline", "symmetry", "known_bad"} <= set(data)

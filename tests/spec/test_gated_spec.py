@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import pytest
 from tent_models.checker import CheckResult, ViolationKind, check
-from tent_models.configs_gated import (
+from tent_models.configs.gated import (
     CONFIGS,
     KNOWN_BAD,
     PartialReserve,

@@ -1,4 +1,5 @@
-"""Named model configurations: the bounds every shipped model is checked under.
+"""Named configurations of the credit spec, its adversarial-sender extension and its known-bad
+variants.
 
 ``tiny`` is for unit tests (a few thousand states, seconds), ``ci`` is what ``tent check`` runs
 exhaustively on every CI run, ``deep`` is for benchmark campaigns. Every factory builds a fresh
@@ -16,10 +17,9 @@ from typing import Any
 
 from tent_spec.credit import CreditBounds, CreditSpec
 from tent_spec.credit_adversarial import AdversarialCreditSpec
-from tent_spec.negotiation import NegotiationBounds, NegotiationSpec
 from tent_spec.variants import KNOWN_BAD
 
-from .model_api import SpecModel
+from tent_models.model_api import SpecModel
 
 __all__ = [
     "ADVERSARIAL_BOUNDS",
@@ -28,7 +28,6 @@ __all__ = [
     "KNOWN_BAD_BOUNDS",
     "KNOWN_BAD_CONFIGS",
     "KNOWN_BAD_EXPECTED",
-    "NEGOTIATION_BOUNDS",
 ]
 
 # Two resources: index 0 is DATA_BYTES-like, index 1 REQUEST_SLOTS-like. A transfer charges
@@ -115,30 +114,6 @@ ADVERSARIAL_BOUNDS: Mapping[str, CreditBounds] = {
     ),
 }
 
-NEGOTIATION_BOUNDS: Mapping[str, NegotiationBounds] = {
-    "tiny": NegotiationBounds(
-        local_versions=(1,),
-        peer_offers=((1,), (2,)),
-        max_session=2,
-        max_epoch=2,
-        max_inflight=1,
-    ),
-    "ci": NegotiationBounds(
-        local_versions=(1, 2),
-        peer_offers=((1,), (3,), (2, 3)),
-        max_session=2,
-        max_epoch=2,
-        max_inflight=2,
-    ),
-    "deep": NegotiationBounds(
-        local_versions=(1, 2, 3),
-        peer_offers=((1,), (4,), (2, 3), (3, 4, 5)),
-        max_session=3,
-        max_epoch=3,
-        max_inflight=3,
-    ),
-}
-
 # One sender suffices for every counterexample; each variant gets the faults its rule guards
 # against (and nothing else, so the search stays small).
 _BAD_BASE: dict[str, Any] = {
@@ -160,7 +135,6 @@ KNOWN_BAD_BOUNDS: Mapping[str, CreditBounds] = {
     "completion_mints_credit": CreditBounds(**_BAD_BASE),
     "reuse_before_fence": CreditBounds(**_BAD_BASE, max_sender_restarts=1),
     "no_write_admission": CreditBounds(**_BAD_BASE),
-
     "stale_reserve": CreditBounds(**_BAD_BASE, max_stale=1),
 }
 assert KNOWN_BAD_BOUNDS.keys() == KNOWN_BAD.keys()
@@ -169,13 +143,6 @@ assert KNOWN_BAD_BOUNDS.keys() == KNOWN_BAD.keys()
 def _credit(level: str) -> Callable[[], SpecModel[Any]]:
     def build() -> SpecModel[Any]:
         return CreditSpec(CREDIT_BOUNDS[level], name=f"credit/{level}")
-
-    return build
-
-
-def _negotiation(level: str) -> Callable[[], SpecModel[Any]]:
-    def build() -> SpecModel[Any]:
-        return NegotiationSpec(NEGOTIATION_BOUNDS[level], name=f"negotiation/{level}")
 
     return build
 
@@ -199,9 +166,6 @@ def _adversarial(level: str) -> Callable[[], SpecModel[Any]]:
 CONFIGS: Mapping[str, Callable[[], SpecModel[Any]]] = {
     **{f"credit/{level}": _credit(level) for level in CREDIT_BOUNDS},
     **{f"adversarial/{level}": _adversarial(level) for level in ADVERSARIAL_BOUNDS},
-    **{f"negotiation/{level}": _negotiation(level) for level in NEGOTIATION_BOUNDS},
-    # ---- admission models: added by the lead from tent_spec.admission -----------------
-    # "admission/tiny": ..., "admission/ci": ..., "admission/deep": ...
 }
 """Model name -> factory of a fresh spec model under that configuration."""
 

@@ -1,45 +1,14 @@
-"""Trace recording and trace validation against the credit spec (``tent trace validate``).
-
-A trace is what an implementation can honestly emit: its own externally visible events, in the
-order it saw them, with some of its variables. The format (``docs/traces.md``) is a CBOR sequence
-(RFC 8742): one header item ``{"v": 1, ...}``, then one item per event ``{"n": node, "k": kind,
-...fields, "vars": {...}}``. :class:`TraceRecorder` is the ``tent_credit`` trace sink that writes
-it; :func:`validate` replays traces against :class:`~tent_spec.credit.CreditSpec`.
-
-Validation is a search, because a real trace is partial:
-
-1. Every event maps to the spec actions that could have produced it (a ``send`` of an update by
-   the receiver → ``grant`` / ``push_update`` / ``publish_regressed``; a ``reserve`` →
-   ``reserve(s, c)``; ...). An action whose event the trace does not record - another node's,
-   the network's (loss), the transport's (failing fenced work), a timer's (staleness) - is
-   *hidden*: between two events the validator tries up to ``hidden_depth`` hidden actions
-   (iterative deepening: the fewest that explain the next event win).
-2. The spec state is not observable in full, so the validator keeps every state consistent with
-   the events so far (at most ``max_frontier``), and an event's logged variables prune it.
-3. A duplicated message shows only as a second receive: it is matched by a retroactive
-   ``duplicate`` (a copy that stayed in flight since the first delivery), within the budget.
-4. Sequence numbers are the implementation's (they skip refreshes the spec never sends), so
-   messages match by session, epoch and content; the spec's own sequence rules decide
-   acceptance, and the logged variables after each event confirm it.
-5. A refresh the receiver sends while the spec's reduction forbids one (an update of the live
-   key is already in flight) carries the totals already in flight: it is accepted as a stutter.
-
-On rejection the :class:`TraceReport` names the longest matched prefix, the event no spec action
-explains, a state before it, and for each candidate action the guard that failed
-(:meth:`CreditSpec.explain`) or the logged variable that disagrees.
+"""Trace validation: replaying a recorded trace against the credit spec, a search over the
+hidden spec steps between events (the numbered rules of :mod:`tent_models.trace`).
 """
 
 from __future__ import annotations
 
-import io
-import sys
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import attrs
-import cbor2
-import click
 from tent_spec.credit import (
     ACTIVATION,
     ACTIVE,
@@ -48,219 +17,18 @@ from tent_spec.credit import (
     STALE,
     UPDATE,
     USAGE,
-    CreditBounds,
     CreditSpec,
     CreditState,
     Update,
     Usage,
 )
 
-__all__ = [
-    "FORMAT_VERSION",
-    "CandidateVerdict",
-    "TraceError",
-    "TraceFile",
-    "TraceRecorder",
-    "TraceReport",
-    "ValidationReport",
-    "read_trace",
-    "trace_cli",
-    "validate",
-    "validate_trace",
-]
-
-FORMAT_VERSION = 1
-BACKTRACK = 4  # events re-explained with every hidden-step count when the greedy replay stalls
-TRACE_KIND = "tent-credit-trace"
-SENDER_VARS = ("session", "epoch", "grant_total", "consumed", "returned", "state")
-RECEIVER_VARS = ("state", "granted", "released", "reclaimed", "landed")
-ALL_KINDS = (
-    "start",
-    "accept",
-    "send",
-    "receive",
-    "reserve",
-    "commit",
-    "rollback",
-    "complete",
-    "return",
-    "stale",
-    "disconnect",
-    "land",
-    "release",
-    "fence",
-    "fence_complete",
+from tent_models.trace._format import (
+    TraceFile,
+    read_trace,
 )
 
-
-class TraceError(ValueError):
-    """A trace file that cannot be read: not CBOR, unknown version, malformed header/record."""
-
-
-# --------------------------------------------------------------------------------------------
-# Recording
-# --------------------------------------------------------------------------------------------
-
-
-def _bounds_to_wire(bounds: CreditBounds) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for field in attrs.fields(CreditBounds):
-        value = getattr(bounds, field.name)
-        if isinstance(value, tuple):
-            value = [list(v) if isinstance(v, tuple) else v for v in value]
-        out[field.name] = value
-    return out
-
-
-def _bounds_from_wire(raw: object) -> CreditBounds:
-    if not isinstance(raw, dict):
-        raise TraceError("header 'model' must be a map of CreditBounds fields")
-    try:
-        fields = dict(raw)
-        fields["capacity"] = tuple(fields["capacity"])
-        fields["charges"] = tuple(tuple(c) for c in fields["charges"])
-        return CreditBounds(**fields)
-    except (KeyError, TypeError, ValueError) as error:
-        raise TraceError(f"header 'model' is not a valid CreditBounds: {error}") from error
-
-
-class TraceRecorder:
-    """A ``tent_credit`` trace sink that keeps the events and writes the CBOR trace format.
-
-    ``nodes`` keeps only those nodes' events (a per-node trace: ``("sender:1",)``), ``kinds``
-    only those event kinds, ``logged`` only those variables (a partial trace); ``None`` keeps
-    all. ``senders`` lists the implementation's sender peer ids in spec order. Events before
-    :meth:`begin` are dropped (the trace starts at the spec's initial state). Construction
-    raises :class:`TraceError` for an unknown kind or variable.
-    """
-
-    def __init__(
-        self,
-        bounds: CreditBounds,
-        *,
-        senders: Sequence[int],
-        nodes: Iterable[str] | None = None,
-        kinds: Iterable[str] | None = None,
-        logged: Iterable[str] | None = None,
-    ) -> None:
-        self.bounds = bounds
-        self.senders = tuple(senders)
-        if len(self.senders) != bounds.senders:
-            raise TraceError(f"{len(self.senders)} sender ids for {bounds.senders} senders")
-        everyone = ("receiver", *(f"sender:{p}" for p in self.senders))
-        self.nodes = tuple(everyone if nodes is None else nodes)
-        self.kinds = tuple(ALL_KINDS if kinds is None else kinds)
-        self.logged = tuple(
-            dict.fromkeys((*SENDER_VARS, *RECEIVER_VARS) if logged is None else logged)
-        )
-        for node in self.nodes:
-            if node not in everyone:
-                raise TraceError(f"unknown node {node!r} (nodes: {everyone})")
-        for kind in self.kinds:
-            if kind not in ALL_KINDS:
-                raise TraceError(f"unknown event kind {kind!r}")
-        for var in self.logged:
-            if var not in (*SENDER_VARS, *RECEIVER_VARS):
-                raise TraceError(f"unknown variable {var!r}")
-        self.events: list[dict[str, Any]] = []
-        self._recording = False
-
-    def begin(self) -> None:
-        """Start recording: the next event is the first after the spec's initial state."""
-        self._recording = True
-
-    def record(self, node: str, kind: str, fields: Mapping[str, object]) -> None:
-        """The ``TraceSink`` hook (called by the endpoints)."""
-        if not self._recording or node not in self.nodes or kind not in self.kinds:
-            return
-        item: dict[str, Any] = {"n": node, "k": kind}
-        for name, value in fields.items():
-            if name == "vars" and isinstance(value, Mapping):
-                # a partial trace: only the logged variables (and the epoch they belong to)
-                item[name] = {k: v for k, v in value.items() if k in self.logged or k == "epoch"}
-            else:
-                item[name] = value
-        self.events.append(item)
-
-    def header(self) -> dict[str, Any]:
-        """The trace's header item."""
-        return {
-            "v": FORMAT_VERSION,
-            "kind": TRACE_KIND,
-            "model": _bounds_to_wire(self.bounds),
-            "senders": list(self.senders),
-            "nodes": list(self.nodes),
-            "events": list(self.kinds),
-            "logged": list(self.logged),
-        }
-
-    def dumps(self) -> bytes:
-        """The whole trace as bytes (a CBOR sequence, canonical encoding)."""
-        return b"".join(cbor2.dumps(item, canonical=True) for item in (self.header(), *self.events))
-
-    def write(self, path: str | Path) -> None:
-        """Write the trace to ``path``."""
-        Path(path).write_bytes(self.dumps())
-
-
-# --------------------------------------------------------------------------------------------
-# Reading
-# --------------------------------------------------------------------------------------------
-
-
-@attrs.frozen(kw_only=True)
-class TraceFile:
-    """A decoded trace: its header fields and its events (plain CBOR values)."""
-
-    bounds: CreditBounds
-    senders: tuple[int, ...]
-    nodes: tuple[str, ...]
-    kinds: tuple[str, ...]
-    logged: tuple[str, ...]
-    events: tuple[Mapping[str, Any], ...]
-
-
-def _items(raw: bytes) -> list[Any]:
-    """Every item of a CBOR sequence (RFC 8742)."""
-    stream = io.BytesIO(raw)
-    decoder = cbor2.CBORDecoder(stream)
-    items = []
-    while stream.tell() < len(raw):
-        items.append(decoder.decode())
-    return items
-
-
-def read_trace(data: bytes | str | Path) -> TraceFile:
-    """Decode a trace from bytes or a file path. Raises :class:`TraceError` when it is not a
-    version-1 credit trace (or a record is not a map with ``n`` and ``k``)."""
-    raw = data if isinstance(data, bytes) else Path(data).read_bytes()
-    try:
-        items = _items(raw)
-    except (cbor2.CBORDecodeError, ValueError) as error:
-        raise TraceError(f"not a CBOR sequence: {error}") from error
-    if not items or not isinstance(items[0], dict):
-        raise TraceError("missing header")
-    header = items[0]
-    if header.get("v") != FORMAT_VERSION:
-        raise TraceError(f"unsupported trace format version {header.get('v')!r}")
-    if header.get("kind") != TRACE_KIND:
-        raise TraceError(f"not a credit trace (kind {header.get('kind')!r})")
-    bounds = _bounds_from_wire(header.get("model"))
-    senders = tuple(header.get("senders", ()))
-    if len(senders) != bounds.senders:
-        raise TraceError("header 'senders' must list one peer id per spec sender")
-    for i, item in enumerate(items[1:], start=1):
-        if not isinstance(item, dict) or "n" not in item or "k" not in item:
-            raise TraceError(f"record {i} is not an event map with 'n' and 'k'")
-    return TraceFile(
-        bounds=bounds,
-        senders=senders,
-        nodes=tuple(header.get("nodes", ())),
-        kinds=tuple(header.get("events", ALL_KINDS)),
-        logged=tuple(header.get("logged", ())),
-        events=tuple(items[1:]),
-    )
-
+BACKTRACK = 4  # events re-explained with every hidden-step count when the greedy replay stalls
 
 # --------------------------------------------------------------------------------------------
 # Validation
@@ -812,47 +580,3 @@ def validate(
         for p in paths
     )
     return ValidationReport(traces=reports)
-
-
-# --------------------------------------------------------------------------------------------
-# The command
-# --------------------------------------------------------------------------------------------
-
-
-# The same help names as the `tent` root: click caches a command's help option on first use,
-# so a group invoked on its own first must not fix it to --help only.
-@click.group("trace", context_settings={"help_option_names": ["-h", "--help"]})
-def trace_cli() -> None:
-    """Recorded implementation traces (docs/traces.md)."""
-
-
-@trace_cli.command("validate")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--hidden-depth", default=4, show_default=True, help="Hidden spec steps per event.")
-@click.option("--max-frontier", default=1000, show_default=True, help="Spec states kept per event.")
-def validate_command(files: tuple[str, ...], hidden_depth: int, max_frontier: int) -> None:
-    """Replay each trace FILE against the credit spec; exit 1 if any is rejected or unreadable.
-
-    A file that cannot be read or decoded is named with the reason and the others are still
-    validated: the exit status reports every file, not the first bad one.
-    """
-    failed = 0
-    for path in files:
-        try:
-            trace = read_trace(Path(path))
-        except OSError as error:
-            failed += 1
-            click.echo(f"{path}: UNREADABLE: {error.strerror or error}")
-            continue
-        except TraceError as error:
-            failed += 1
-            click.echo(f"{path}: UNREADABLE: {error}")
-            continue
-        report = validate_trace(
-            trace, path=path, hidden_depth=hidden_depth, max_frontier=max_frontier
-        )
-        failed += not report.ok
-        click.echo(report.format())
-    if failed:
-        click.echo(f"{failed} of {len(files)} trace(s) unreadable or rejected", err=True)
-        sys.exit(1)
