@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import cProfile
 import faulthandler
+import os
 import random
 import resource
 import signal
@@ -168,9 +170,23 @@ def _diagnosable() -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
+def _run(main: Any, name: str) -> None:
+    """``asyncio.run(main)``, under cProfile when ``TENT_INCAST_PROFILE`` names a folder (one
+    ``<name>.prof`` per process: where a slow run's CPU went)."""
+    folder = os.environ.get("TENT_INCAST_PROFILE")
+    if not folder:
+        asyncio.run(main)
+        return
+    profiler = cProfile.Profile()
+    try:
+        profiler.runcall(asyncio.run, main)
+    finally:
+        profiler.dump_stats(os.path.join(folder, f"{name}.prof"))
+
+
 def receiver_main(conn: Connection, spec: dict[str, Any]) -> None:
     _diagnosable()
-    asyncio.run(_receiver(conn, spec))
+    _run(_receiver(conn, spec), f"receiver-{os.getpid()}")
 
 
 async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
@@ -333,7 +349,7 @@ def _tcp_bytes(sock: socket.socket | None) -> int:
 
 def sender_main(conn: Connection, spec: dict[str, Any]) -> None:
     _diagnosable()
-    asyncio.run(_sender(conn, spec))
+    _run(_sender(conn, spec), f"sender-{spec['peer_id']}")
 
 
 async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
@@ -447,6 +463,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
                 "control_frames": frames,
                 "control_bytes": _tcp_bytes(sock),
                 "reconnects": link.client.statistics().reconnects,
+                "repeats_held": link.client.repeats_held,
             },
         )
     )
