@@ -34,11 +34,11 @@ from ..config import load_engine_config
 from ..control import PskIdentity
 from ..devices import Opcode
 from ..devices.tcp import checksum
-from ..dispatch import TransferRequest
+from ..dispatch import TransferPlan, TransferRequest
 from ..engine import DataLanded, Engine, EngineOptions
 from ..segments import Access
 
-__all__ = ["engine_config", "receiver_main", "sender_main"]
+__all__ = ["engine_config", "receiver_main", "sender_main", "staged"]
 
 KEY = b"tent-bench-incast-shared-key-32b"
 RECEIVER = 1000
@@ -76,29 +76,39 @@ def engine_config(spec: dict[str, Any], side: str) -> dict[str, Any]:
             },
         }
     grant = {"data_bytes": batch * block, "request_slots": batch, "consumer_slots": batch}
-    return {
-        "enable_runtime_queue": True,
-        "receiver_credit": {
-            "enabled": True,
-            "mode": "required",
-            "usage_interval_ns": spec["usage_interval_us"] * 1000,
-            "capacity": {
-                "data_bytes": slots * block,
-                "request_slots": slots,
-                "staging_slots": slots,
-                "consumer_slots": slots,
-            },
-            "grant": {"initial_grant": grant, "max_grant": dict(grant, staging_slots=slots)},
+    credit: dict[str, Any] = {
+        "enabled": True,
+        "mode": "required",
+        "usage_interval_ns": spec["usage_interval_us"] * 1000,
+        "capacity": {
+            "data_bytes": slots * block,
+            "request_slots": slots,
+            "staging_slots": slots,
+            "consumer_slots": slots,
         },
+        "grant": {"initial_grant": grant, "max_grant": dict(grant, staging_slots=slots)},
     }
+    if spec.get("path", "direct") != "direct":
+        # staged writes lease a staging slot too; one block of the capacity is the staging
+        # reserve no user key may take, so the inner moves always get credit (no deadlock)
+        credit["grant"]["initial_grant"] = dict(grant, staging_slots=batch)
+        credit["staging_reserve"] = {"data_bytes": block, "request_slots": 1, "consumer_slots": 1}
+    return {"enable_runtime_queue": True, "receiver_credit": credit}
+
+
+def staged(spec: dict[str, Any], seq: int) -> bool:
+    """Whether block ``seq`` of a sender takes the staged plan on ``spec``'s path."""
+    path = spec.get("path", "direct")
+    return path == "staged" or (path == "mixed" and seq % 2 == 1)
 
 
 def _outstanding(engine: Engine) -> dict[str, int]:
-    """The credit allocator's outstanding amounts that are non-zero (granted, not reclaimed)."""
+    """The user keys' outstanding credit that is non-zero (granted, not reclaimed): the
+    receiver's own staging key stays connected and keeps its live grant."""
     if engine.credit is None:
         return {}
     a = engine.credit.allocator.statistics()
-    return {r.name.lower(): int(v) for r, v in a.outstanding.items() if v}
+    return {r.name.lower(): int(v) for r, v in a.user_outstanding.items() if v}
 
 
 def _cpu_s() -> float:
@@ -198,6 +208,8 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         control_address=("127.0.0.1", spec["control_port"]),
         rail_addresses=(("127.0.0.1", 0),),
         peer_dead_after_s=30.0,
+        staging_slots=spec["slots"] if spec.get("path", "direct") != "direct" else 0,
+        staging_slot_bytes=block,
     )
     engine = Engine(load_engine_config(engine_config(spec, "receiver")), options)
     region = depth * block  # each sender's own region: its whole pipeline, never overwritten live
@@ -214,6 +226,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     landed_bytes = 0
     side = engine.receiver
     admit, landed, aborted, release = side.admit, side.landed, side.aborted, side.release
+    stage = side.staged
     live: set[int] = set()  # landed ids not yet released
     writes: dict[tuple[int, int], list[int]] = {}  # (sender, write_id) -> [seq, landed, released]
 
@@ -225,7 +238,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
             occ.add("data_bytes", request.length)
         return answer
 
-    def landed_hook(peer: int, session: int, request: Any) -> None:
+    def check_landed(peer: int, request: Any) -> None:
         nonlocal landed_bytes
         view = memoryview(memory)[request.offset : request.offset + request.length]
         sender, slot, seq = HEADER.unpack_from(view)
@@ -236,7 +249,19 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         landed_bytes += request.length
         writes[(peer, request.write_id)] = [seq, time.monotonic_ns(), 0]
         occ.add("consumer_slots", 1)
+
+    def landed_hook(peer: int, session: int, request: Any) -> None:
+        check_landed(peer, request)
         landed(peer, session, request)
+
+    def staged_hook(peer: int, session: int, request: Any, slot: int, finish: Any) -> None:
+        # a staged block is at its target once the inner move finished: check it there
+        def finished(ok: bool) -> None:
+            if ok:
+                check_landed(peer, request)
+            finish(ok)
+
+        stage(peer, session, request, slot, finished)
 
     def aborted_hook(peer: int, session: int, request: Any, reason: str) -> None:
         occ.add("request_slots", -1)
@@ -257,6 +282,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     side.admit = admit_hook  # type: ignore[method-assign]
     side.landed = landed_hook  # type: ignore[method-assign]
     side.aborted = aborted_hook  # type: ignore[method-assign]
+    side.staged = staged_hook  # type: ignore[method-assign]
     await engine.start()
     segment = engine.register(memory)
     loop = asyncio.get_running_loop()
@@ -414,6 +440,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
                 remote_segment=desc.segment_id,
                 remote_offset=desc.offset + slot * block,
                 length=block,
+                plan=TransferPlan.STAGED if staged(spec, seq) else TransferPlan.DIRECT,
             )
             t0 = time.monotonic_ns()  # before credit acquisition: the submit itself
             try:
