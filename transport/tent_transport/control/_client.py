@@ -99,6 +99,7 @@ class ControlClient:
         clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
         self._repeats = RepeatHold(usage_interval_ns, max(usage_interval_ns, repeat_cap_ns))
+        self._usage_interval = usage_interval_ns
         self._identity = identity
         self.host = host
         self.port = port
@@ -281,7 +282,7 @@ class ControlClient:
                 continue  # a repeat within its back-off (module _repeats)
             if not connection.publish(FrameKind.CREDIT, message):
                 self._repeats.refused()
-        self._timer.arm(endpoint.get_timer(), now)
+        self._timer.arm(self._repeats.timer(endpoint.get_timer(), self._usage_interval), now)
 
     def send_verbs(self, payload: bytes) -> bool:
         """Publish a VERBS frame on the live connection (``False``: none, or its queue is full)."""

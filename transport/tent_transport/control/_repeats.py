@@ -30,27 +30,30 @@ import cbor2
 
 __all__ = ["RepeatHold"]
 
-# The wire layout (tent_credit._wire): [tag, schema_version, session, epoch, sequence, ...];
-# SenderCreditUsage is tag 2 with 7 fields after the schema version.
-_USAGE_TAG = 2
-_USAGE_ITEMS = 9
-_SEQUENCE = 4
+# The wire layout (tent_credit._wire): [tag, schema_version, field, ...]. SenderCreditUsage
+# is tag 2 (session, epoch, sequence, ...), ReceiverCreditUpdate tag 1 (flags, qos, session,
+# epoch, sequence, freshness_ttl_ms, grants, retry_after_us).
+_USAGE = (2, 9, 4)  # tag, items, index of the sequence
+_UPDATE = (1, 10, 6)
+_UPDATE_TTL = 7
 
 
-def _content(message: bytes) -> tuple[Any, ...] | None:
-    """A usage report's fields without its sequence (``None``: not a usage report)."""
+def _content(message: bytes, kinds: tuple[tuple[int, int, int], ...]) -> tuple[Any, ...] | None:
+    """The fields of a message of one of ``kinds`` without its sequence (``None``: another
+    message, or an update with a freshness TTL, whose refreshes keep its sender fresh)."""
     try:
         structure = cbor2.loads(message)
     except (cbor2.CBORDecodeError, ValueError):  # our own encoding: never, but never hold it
         return None
-    if (
-        not isinstance(structure, list)
-        or len(structure) != _USAGE_ITEMS
-        or structure[0] != _USAGE_TAG
-    ):
+    if not isinstance(structure, list) or not structure:
         return None
-    content = structure[:_SEQUENCE] + structure[_SEQUENCE + 1 :]
-    return tuple(repr(item) for item in content)  # nested lists: hashable, compared exactly
+    for tag, items, sequence in kinds:
+        if structure[0] == tag and len(structure) == items:
+            if tag == _UPDATE[0] and structure[_UPDATE_TTL] != 0:
+                return None
+            content = structure[:sequence] + structure[sequence + 1 :]
+            return tuple(repr(item) for item in content)  # nested lists: hashable, exact
+    return None
 
 
 class RepeatHold:
@@ -61,20 +64,23 @@ class RepeatHold:
     interval. Not thread-safe: one per control client, used from its event loop.
     """
 
-    def __init__(self, interval_ns: int, cap_ns: int) -> None:
+    def __init__(self, interval_ns: int, cap_ns: int, *, updates: bool = False) -> None:
         if interval_ns < 0 or cap_ns < interval_ns:
             raise ValueError(f"need 0 <= interval_ns <= cap_ns, got {interval_ns}, {cap_ns}")
+        self._kinds = (_UPDATE,) if updates else (_USAGE,)
         self._interval = interval_ns
         self._cap = cap_ns
         self._last: tuple[Any, ...] | None = None
         self._published_ns = 0
         self._backoff = interval_ns
+        self._holding = False  # the last message seen was a repeat held back
+        self._produced_ns = 0
         self.held = 0
         """Repeats held back so far."""
 
     def admit(self, message: bytes, now_ns: int) -> bool:
         """Whether to publish ``message`` now (anything but a usage report: always)."""
-        content = _content(message)
+        content = _content(message, self._kinds)
         if content is None:
             return True
         if content != self._last:
@@ -82,11 +88,25 @@ class RepeatHold:
             self._backoff = self._interval
         elif now_ns - self._published_ns < self._backoff:
             self.held += 1
+            self._holding = True
+            self._produced_ns = now_ns
             return False
         else:
             self._backoff = min(self._cap, max(1, 2 * self._backoff))
         self._published_ns = now_ns
+        self._holding = False
         return True
+
+    def timer(self, deadline_ns: int | None, usage_interval_ns: int) -> int | None:
+        """The endpoint's next deadline, moved to when the held repeat may go out if that
+        deadline is only the repeat's (the endpoint re-reports one interval after the report
+        it produced). A stalled sender then sleeps through its back-off instead of waking
+        every interval to produce a report that is held again."""
+        if deadline_ns is None or not self._holding:
+            return deadline_ns
+        if deadline_ns != self._produced_ns + usage_interval_ns:
+            return deadline_ns  # something else is due first (an offer, a heartbeat)
+        return max(deadline_ns, self._published_ns + self._backoff)
 
     def refused(self) -> None:
         """The connection refused the report just admitted: the next one is not a repeat."""
@@ -95,4 +115,5 @@ class RepeatHold:
     def reset(self) -> None:
         """A new connection: its first report goes out whatever the last one said."""
         self._last = None
+        self._holding = False
         self._backoff = self._interval

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import cProfile
 import faulthandler
+import json
 import os
 import random
 import resource
@@ -86,7 +87,15 @@ def engine_config(spec: dict[str, Any], side: str) -> dict[str, Any]:
             "staging_slots": slots,
             "consumer_slots": slots,
         },
-        "grant": {"initial_grant": grant, "max_grant": dict(grant, staging_slots=slots)},
+        # min_grant: one whole block, all or nothing. Without it the max-min fair split cuts
+        # DATA_BYTES below a block (16 senders x 2 MiB of 8 x 4 MiB): every sender holds part
+        # of a block, none can reserve one, nothing lands, nothing is released (measured: 14 of
+        # 128 blocks completed in 60 s)
+        "grant": {
+            "initial_grant": grant,
+            "max_grant": dict(grant, staging_slots=slots),
+            "min_grant": {"data_bytes": block, "request_slots": 1, "consumer_slots": 1},
+        },
     }
     if spec.get("path", "direct") != "direct":
         # staged writes lease a staging slot too; one block of the capacity is the staging
@@ -180,6 +189,30 @@ def _diagnosable() -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
+class _TraceFile:
+    """``TENT_INCAST_TRACE=<dir>``: the credit endpoints' events of one process, one JSON line
+    each with its monotonic time (ns), to follow a grant through the processes."""
+
+    def __init__(self, folder: str, name: str) -> None:
+        self._file = open(os.path.join(folder, f"{name}.jsonl"), "a")  # noqa: SIM115
+
+    def record(self, node: str, kind: str, fields: Any) -> None:
+        msg = fields.get("msg")
+        line = {"t": time.monotonic_ns(), "node": node, "kind": kind}
+        if isinstance(msg, dict):
+            line["msg"] = {k: v for k, v in msg.items() if k != "vars"}
+        if "peer" in fields:
+            line["peer"] = fields["peer"]
+        if "result" in fields:
+            line["result"] = fields["result"]
+        self._file.write(json.dumps(line, default=str) + "\n")
+
+
+def _trace(name: str) -> _TraceFile | None:
+    folder = os.environ.get("TENT_INCAST_TRACE")
+    return None if not folder else _TraceFile(folder, name)
+
+
 def _run(main: Any, name: str) -> None:
     """``asyncio.run(main)``, under cProfile when ``TENT_INCAST_PROFILE`` names a folder (one
     ``<name>.prof`` per process: where a slow run's CPU went)."""
@@ -210,6 +243,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         peer_dead_after_s=30.0,
         staging_slots=spec["slots"] if spec.get("path", "direct") != "direct" else 0,
         staging_slot_bytes=block,
+        trace=_trace("receiver"),
     )
     engine = Engine(load_engine_config(engine_config(spec, "receiver")), options)
     region = depth * block  # each sender's own region: its whole pipeline, never overwritten live
@@ -382,7 +416,12 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     me, block, depth = spec["peer_id"], spec["block"], spec["depth"]
     engine = Engine(
         load_engine_config(engine_config(spec, "sender")),
-        EngineOptions(peer_id=me, identity=_identity(me, [RECEIVER]), peer_dead_after_s=30.0),
+        EngineOptions(
+            peer_id=me,
+            identity=_identity(me, [RECEIVER]),
+            peer_dead_after_s=30.0,
+            trace=_trace(f"sender-{me}"),
+        ),
     )
     posted: dict[int, int] = {}  # seq -> when its (last) slice went to the rail
 
