@@ -27,10 +27,12 @@ from tent_credit import (
     CreditCharge,
     CreditReceiver,
     CreditResource,
+    ReceiverCreditUpdate,
     SenderCreditUsage,
     SenderEndpoint,
     SessionId,
     decode,
+    encode,
 )
 
 Q = CreditResource.REQUEST_SLOTS
@@ -215,6 +217,71 @@ def test_other_messages_pass_and_bad_arguments_are_refused() -> None:
         RepeatHold(2 * MS, MS)
     with pytest.raises(ValueError, match="interval"):
         RepeatHold(-1, MS)
+
+
+def test_a_stalled_senders_timer_sleeps_through_its_backoff() -> None:
+    hold = RepeatHold(INTERVAL, CAP)
+    _, pair = _stalled(hold)
+    now = 8 * MS
+    deadlines = []
+    for _ in range(40):  # wake only when the client's timer says so
+        for data in pair.tx.messages_to_send(now):
+            hold.admit(data, now)
+        deadline = hold.timer(pair.tx.get_timer(), INTERVAL)
+        assert deadline is not None and deadline > now
+        deadlines.append(deadline - now)
+        now = deadline
+    # the endpoint alone asks to be woken every interval; the hold moves that to its back-off
+    assert max(deadlines) >= CAP // 2
+    assert sum(deadlines) >= 40 * INTERVAL * 4
+    # another deadline first (an offer being retransmitted) is left alone
+    assert hold.timer(now + 1, INTERVAL) == now + 1
+    assert hold.timer(None, INTERVAL) is None
+
+
+def test_the_receiver_holds_unchanged_updates_but_never_a_fresh_grant_or_a_ttl_refresh() -> None:
+    rx = _receiver(2)
+    pair = _Pair(rx, 1, None)
+    for now in range(1, 4):
+        pair.pump(now * MS)
+    ep = rx.endpoint(1)
+    assert ep is not None
+    hold = RepeatHold(INTERVAL, CAP, updates=True)
+    pair.tx.set_pending_demand({Q: 2})
+    pair.pump(5 * MS)  # granted both slots
+    tokens = [pair.tx.try_reserve(CreditCharge.of({Q: 1}), 6 * MS) for _ in range(2)]
+    for token in tokens:
+        pair.tx.commit(token)  # type: ignore[arg-type]
+    rx.admit_write(1, 0, pair.tx.epoch, {Q: 2})
+    pair.tx.set_pending_demand({Q: 2})
+    sent = 0
+    for now in range(7 * MS, 1_007 * MS, INTERVAL):
+        for data in pair.tx.messages_to_send(now):
+            ep.receive_message(data, now)
+        for data in ep.messages_to_send(now):  # "still blocked, nothing new": a repeat
+            if hold.admit(data, now):
+                sent += 1
+                pair.tx.receive_message(data, now)
+    assert 0 < sent <= 1 + _repeat_bound(1_000 * MS) and hold.held > 0
+    rx.release(1, 0, pair.tx.epoch, {Q: 2})  # capacity frees: the grant is new content
+    (update,) = ep.messages_to_send(1_008 * MS)
+    assert hold.admit(update, 1_008 * MS)
+    pair.tx.receive_message(update, 1_008 * MS)
+    assert pair.tx.available()[Q] == 2
+    # an update with a freshness TTL is a refresh that keeps its sender fresh: never held
+    ttl = RepeatHold(INTERVAL, CAP, updates=True)
+    refresh = encode(
+        ReceiverCreditUpdate(
+            qos_class=0,
+            receiver_session_id=SessionId(5),
+            epoch=1,
+            sequence=3,
+            freshness_ttl_ms=100,
+            grants=(),
+            retry_after_us=100,
+        )
+    )
+    assert all(ttl.admit(refresh, t) for t in range(5))
 
 
 # --------------------------------------------------------------------------- the read loop

@@ -1,4 +1,4 @@
-"""The sender holds back usage reports that only repeat the last one it published (issue 13).
+"""Control messages that only repeat the last one published are held back (issue 13).
 
 The credit core's sender re-reports unmet demand every usage interval, so that a lost report
 cannot leave it stalled for good. Over one control connection that turns into a closed loop:
@@ -13,6 +13,16 @@ interval still applies. A report with the same content, a *repeat*, goes out onl
 back-off has passed since the last one published: the usage interval, doubled with every
 repeat, up to ``cap_ns``. A changed report, or a publish the connection refused, starts the
 back-off again.
+
+The receiver applies the same rule to its updates (``RepeatHold(..., updates=True)``, one per
+connection): an update that repeats the last one sent (the same grants and ``retry_after``: a
+stalled sender told again that nothing freed) waits a back-off too. Every release used to push
+one to every stalled sender, each waking a sender process to learn nothing. An update with a
+freshness TTL is never held: its refreshes are what keep the sender fresh.
+
+A stalled sender's endpoint still asks to be woken one interval after each report it produced;
+:meth:`RepeatHold.timer` moves that wake-up to the end of the back-off when it is the only thing
+due, so a stalled sender sleeps instead of producing a report every interval only to hold it.
 
 Why that is safe: every total is cumulative, so a held repeat loses nothing the next report
 does not carry (exactly like a refused publish, see ``_connection``). A stalled sender is
