@@ -58,3 +58,13 @@ def test_the_default_matrix_has_the_rfc_rows_the_paths_and_the_lease_sweep() -> 
     # repetitions interleave: every row of repetition 0 before any of repetition 1
     reps = [c.repetition for c in configs]
     assert reps == sorted(reps)
+
+
+def test_credit_grants_whole_blocks() -> None:
+    # the fair split must not cut DATA_BYTES below one block: 16 senders each holding half a
+    # block could reserve nothing, and nothing would ever be released
+    spec = _spec("direct")
+    grant = engine_config(spec, "receiver")["receiver_credit"]["grant"]
+    assert grant["min_grant"] == {"data_bytes": 1 << 20, "request_slots": 1, "consumer_slots": 1}
+    allocator = load_engine_config(engine_config(spec, "receiver")).receiver_credit
+    assert allocator.allocator_config().min_grant  # the engine passes it to the allocator
