@@ -123,7 +123,6 @@ class ControlServer:
         self._timer = _Timer(self.flush)
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters = _Counters()
-        self._flush_pending = False
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Start listening; returns the bound address."""
@@ -232,19 +231,8 @@ class ControlServer:
             return
         events = ps.endpoint.receive_message(payload, self._clock())
         _count_violations(self._counters, events)
-        self._flush_soon()
-
-    def _flush_soon(self) -> None:
-        # One flush after the frames the loop handles in a row, not one per frame: a flush
-        # visits every session, and an endpoint sends at most one update per flush, so a
-        # batch of reports is answered with one up-to-date vector per sender (issue 13).
-        if self._flush_pending:
-            return
-        self._flush_pending = True
-        asyncio.get_running_loop().call_soon(self._deferred_flush)
-
-    def _deferred_flush(self) -> None:
-        self._flush_pending = False
+        # at once, not deferred to the end of a batch: what this frame made the endpoint send
+        # (an activation) must precede what the hooks publish next (the verbs rkeys)
         self.flush()
 
     def _on_closed(self, ps: PeerSession) -> None:
