@@ -32,6 +32,7 @@ from ._connection import ControlConnection
 from ._errors import ConnectionLost, HandshakeFailed
 from ._frames import FrameKind
 from ._handshake import AuthenticatedPeer, client_handshake
+from ._repeats import RepeatHold
 
 __all__ = ["ControlClient", "SenderHooks"]
 
@@ -74,6 +75,10 @@ class ControlClient:
     :meth:`start` makes the first connection and raises :class:`HandshakeFailed` or
     :class:`OSError` if it fails (nothing is left running). Afterwards a lost connection is
     re-established with a bounded exponential back-off until :meth:`close`.
+
+    ``usage_interval_ns`` is the endpoint's usage interval and ``repeat_cap_ns`` the longest
+    back-off of a repeated usage report (:class:`~._repeats.RepeatHold`: a report that only
+    repeats the last one waits interval, 2 x interval, ... up to the cap).
     """
 
     def __init__(
@@ -89,8 +94,12 @@ class ControlClient:
         handshake_timeout_s: float = 5.0,
         backoff_s: tuple[float, float] = (0.02, 1.0),
         max_queued: int = 256,
+        usage_interval_ns: int = 1_000_000,
+        repeat_cap_ns: int = 200_000_000,
         clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
+        self._repeats = RepeatHold(usage_interval_ns, max(usage_interval_ns, repeat_cap_ns))
+        self._usage_interval = usage_interval_ns
         self._identity = identity
         self.host = host
         self.port = port
@@ -137,6 +146,11 @@ class ControlClient:
     def statistics(self) -> ServiceStatistics:
         return self._counters.snapshot()
 
+    @property
+    def repeats_held(self) -> int:
+        """Usage reports held back because they only repeated the last one published."""
+        return self._repeats.held
+
     async def start(self) -> None:
         await self._connect_once()
         self._maintainer = asyncio.ensure_future(self._maintain())
@@ -160,6 +174,7 @@ class ControlClient:
         self._auth = auth
         self._lost.clear()
         self._bootstrap_pending = True
+        self._repeats.reset()
         self._connection = ControlConnection(
             reader,
             writer,
@@ -263,8 +278,11 @@ class ControlClient:
             return
         now = self._clock()
         for message in endpoint.messages_to_send(now):
-            connection.publish(FrameKind.CREDIT, message)
-        self._timer.arm(endpoint.get_timer(), now)
+            if not self._repeats.admit(message, now):
+                continue  # a repeat within its back-off (module _repeats)
+            if not connection.publish(FrameKind.CREDIT, message):
+                self._repeats.refused()
+        self._timer.arm(self._repeats.timer(endpoint.get_timer(), self._usage_interval), now)
 
     def send_verbs(self, payload: bytes) -> bool:
         """Publish a VERBS frame on the live connection (``False``: none, or its queue is full)."""

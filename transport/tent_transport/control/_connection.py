@@ -30,12 +30,22 @@ from ._errors import FrameError
 from ._frames import FrameDecoder, FrameKind, encode_frame
 from ._handshake import AuthenticatedPeer
 
-__all__ = ["CONTROL_SO_PRIORITY", "ControlConnection", "ControlStatistics", "tune_socket"]
+__all__ = [
+    "CONTROL_SO_PRIORITY",
+    "READ_BATCH",
+    "ControlConnection",
+    "ControlStatistics",
+    "tune_socket",
+]
 
 CONTROL_SO_PRIORITY = 6
 """The highest ``SO_PRIORITY`` an unprivileged socket may set; data sockets keep 0."""
 
 _READ_CHUNK = 64 * 1024
+READ_BATCH = 16
+"""Frames handled between two yields to the event loop: a 64 KiB read can hold a thousand
+small frames, and without a yield one chatty peer's backlog keeps every other connection and
+the data plane waiting until all of it is handled (issue 13)."""
 
 
 def tune_socket(writer: asyncio.StreamWriter | asyncio.BaseTransport, priority: int) -> None:
@@ -174,10 +184,12 @@ class ControlConnection:
                 if not data:
                     self.close("closed by the peer")
                     return
-                for kind, payload in decoder.feed(data):
+                for n, (kind, payload) in enumerate(decoder.feed(data), 1):
                     self._received += 1
                     self._on_frame(kind, payload)
-                    if self.closed:  # a handler may close it (property: re-read every time)
+                    if n % READ_BATCH == 0:
+                        await asyncio.sleep(0)  # let the other connections run
+                    if self.closed:  # a handler (or, while we yielded, anyone) closed it
                         return
         except FrameError as exc:
             self.close(f"frame error: {exc}")

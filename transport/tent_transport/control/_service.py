@@ -45,8 +45,14 @@ from ._connection import ControlConnection
 from ._errors import HandshakeFailed
 from ._frames import FrameKind
 from ._handshake import AuthenticatedPeer, TlsIdentity, server_handshake
+from ._repeats import RepeatHold
 
 __all__ = ["ControlServer", "PeerSession", "ReceiverHooks"]
+
+_UPDATE_BACKOFF = (1_000_000, 200_000_000)
+"""An unchanged update without a freshness TTL (a stalled sender told again that nothing
+freed) waits 1 ms, 2 ms, ... up to 200 ms after the last one (issue 13: every release pushed
+one to every stalled sender, each waking a sender process to learn nothing)."""
 
 # --------------------------------------------------------------------------- receiver side
 
@@ -63,6 +69,8 @@ class PeerSession:
     epoch: int
     current: bool = True
     retiring: bool = False
+    repeats: RepeatHold = attrs.field(factory=lambda: RepeatHold(*_UPDATE_BACKOFF, updates=True))
+    """Holds back updates that only repeat the last one sent on this connection (``_repeats``)."""
 
 
 class ReceiverHooks(Protocol):
@@ -223,6 +231,8 @@ class ControlServer:
             return
         events = ps.endpoint.receive_message(payload, self._clock())
         _count_violations(self._counters, events)
+        # at once, not deferred to the end of a batch: what this frame made the endpoint send
+        # (an activation) must precede what the hooks publish next (the verbs rkeys)
         self.flush()
 
     def _on_closed(self, ps: PeerSession) -> None:
@@ -262,7 +272,10 @@ class ControlServer:
             if endpoint is None or not ps.current or endpoint.closed:
                 continue
             for message in endpoint.messages_to_send(now):
-                ps.connection.publish(FrameKind.CREDIT, message)
+                if not ps.repeats.admit(message, now):
+                    continue
+                if not ps.connection.publish(FrameKind.CREDIT, message):
+                    ps.repeats.refused()
             if (when := endpoint.get_timer()) is not None:
                 timers.append(when)
         self._timer.arm(min(timers, default=None), now)

@@ -274,6 +274,7 @@ class Engine:
                 hooks=self,
                 expect_peer=expect_peer,
                 faults=self.options.control_faults,
+                usage_interval_ns=credit.usage_interval_ns,
             ),
             endpoint,
         )

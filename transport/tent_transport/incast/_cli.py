@@ -22,6 +22,7 @@ from rich.progress import (
 
 from ._config import (
     MIB,
+    PATHS,
     Condition,
     Mode,
     RunConfig,
@@ -42,7 +43,15 @@ def _split(text: str) -> list[str]:
 
 
 def _custom(
-    *, senders: str, modes: str, condition: str, batches: str, window: int, reps: int, **kw: Any
+    *,
+    senders: str,
+    modes: str,
+    condition: str,
+    batches: str,
+    window: int,
+    reps: int,
+    path: str = "direct",
+    **kw: Any,
 ) -> list[RunConfig]:
     try:
         counts = [int(s) for s in _split(senders)]
@@ -51,13 +60,20 @@ def _custom(
         cond = Condition(condition)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+    if path != "direct":
+        mode_list = [m for m in mode_list if m is Mode.CREDIT]  # staging is leased
+        if not mode_list:
+            raise click.BadParameter("the staged and mixed paths run in credit mode only")
     slowdown = cond is Condition.SLOWDOWN
     rows = []
     for n in counts:
         for b in batch_list:
             row = [
                 RunConfig(
-                    row=f"{n}-sender {cond.value}" + (f" batch {b}" if len(batch_list) > 1 else ""),
+                    row=f"{n}-sender {cond.value}"
+                    + ("" if path == "direct" else f" {path}")
+                    + (f" batch {b}" if len(batch_list) > 1 else ""),
+                    path=path,
                     mode=m,
                     senders=n,
                     condition=cond,
@@ -182,6 +198,13 @@ class _Progress:
 @click.option(
     "--slots", type=int, default=0, help="Custom rows: receiver capacity (0: 8, 64 for slowdown)."
 )
+@click.option(
+    "--path",
+    type=click.Choice(list(PATHS)),
+    default="direct",
+    show_default=True,
+    help="Custom rows: where blocks land (staged, mixed: credit mode only).",
+)
 @click.option("--block-mib", type=int, default=4, show_default=True)
 @click.option(
     "--blocks", type=int, default=24, show_default=True, help="Custom rows: blocks per sender."
@@ -207,6 +230,7 @@ def incast_command(
     batches: str,
     window: int,
     slots: int,
+    path: str,
     block_mib: int,
     blocks: int,
     depth: int,
@@ -225,6 +249,7 @@ def incast_command(
             window=window,
             reps=repetitions,
             slots=slots,
+            path=path,
             block=block_mib * MIB,
             blocks=blocks,
             depth=depth,

@@ -27,6 +27,9 @@ __all__ = [
 ]
 
 MIB = 1 << 20
+PATHS = ("direct", "staged", "mixed")
+"""direct: every block lands in its target; staged: every block lands in the receiver's
+staging pool and is moved by an inner transfer; mixed: odd sequence numbers staged."""
 
 
 class Mode(enum.Enum):
@@ -77,12 +80,16 @@ class RunConfig:
     latest after 20 x this)."""
     repetition: int = 0
     path: str = "direct"
+    """One of :data:`PATHS` (staged and mixed: credit mode only)."""
     device: str = "tcp"
     timeout_s: float = 120.0
 
     def __attrs_post_init__(self) -> None:
-        if self.path != "direct":
-            raise ValueError("only the direct path exists on the TCP device (no staging)")
+        if self.path not in PATHS:
+            raise ValueError(f"path must be one of {PATHS}, got {self.path!r}")
+        if self.path != "direct" and self.mode is not Mode.CREDIT:
+            # a staged write is leased (its STAGING_SLOTS): without credit there is no staging
+            raise ValueError("the staged and mixed paths need credit mode")
         if self.device != "tcp":
             raise ValueError("only the tcp device is wired into the incast runner")
         if self.release_delay_ms < 0 or self.restart_after_s <= 0 or self.timeout_s <= 0:
@@ -144,13 +151,28 @@ def _rows(modes: Sequence[Mode], scale: int) -> list[list[RunConfig]]:
 
 
 def default_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
-    """The RFC's rows in every mode, plus the lease-batch sweep on the 16-sender healthy row.
+    """The RFC's rows in every mode, the staged and mixed paths (4 senders, credit), and the
+    lease-batch sweep on the 16-sender healthy row.
 
     Repetitions interleave the modes (:func:`interleave`) so that every mode sees the same
     machine load. The fixed-window tuning (``--tune``) is separate: :func:`tune_candidates`.
     """
     modes = (Mode.DISABLED, Mode.FIXED, Mode.CREDIT)
     rows = _rows(modes, scale)
+    # the staged and mixed paths beside the 4-sender direct credit row (staging is leased:
+    # credit mode only)
+    rows.append(
+        [
+            RunConfig(
+                row=f"4-sender {path}",
+                mode=Mode.CREDIT,
+                senders=4,
+                path=path,
+                blocks_per_sender=24 * scale,
+            )
+            for path in ("staged", "mixed")
+        ]
+    )
     per = max(8, 24 * scale // 4)
     rows.append(
         [

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import cProfile
 import faulthandler
+import json
+import os
 import random
 import resource
 import signal
@@ -32,11 +35,11 @@ from ..config import load_engine_config
 from ..control import PskIdentity
 from ..devices import Opcode
 from ..devices.tcp import checksum
-from ..dispatch import TransferRequest
+from ..dispatch import TransferPlan, TransferRequest
 from ..engine import DataLanded, Engine, EngineOptions
 from ..segments import Access
 
-__all__ = ["engine_config", "receiver_main", "sender_main"]
+__all__ = ["engine_config", "receiver_main", "sender_main", "staged"]
 
 KEY = b"tent-bench-incast-shared-key-32b"
 RECEIVER = 1000
@@ -74,29 +77,47 @@ def engine_config(spec: dict[str, Any], side: str) -> dict[str, Any]:
             },
         }
     grant = {"data_bytes": batch * block, "request_slots": batch, "consumer_slots": batch}
-    return {
-        "enable_runtime_queue": True,
-        "receiver_credit": {
-            "enabled": True,
-            "mode": "required",
-            "usage_interval_ns": spec["usage_interval_us"] * 1000,
-            "capacity": {
-                "data_bytes": slots * block,
-                "request_slots": slots,
-                "staging_slots": slots,
-                "consumer_slots": slots,
-            },
-            "grant": {"initial_grant": grant, "max_grant": dict(grant, staging_slots=slots)},
+    credit: dict[str, Any] = {
+        "enabled": True,
+        "mode": "required",
+        "usage_interval_ns": spec["usage_interval_us"] * 1000,
+        "capacity": {
+            "data_bytes": slots * block,
+            "request_slots": slots,
+            "staging_slots": slots,
+            "consumer_slots": slots,
+        },
+        # min_grant: one whole block, all or nothing. Without it the max-min fair split cuts
+        # DATA_BYTES below a block (16 senders x 2 MiB of 8 x 4 MiB): every sender holds part
+        # of a block, none can reserve one, nothing lands, nothing is released (measured: 14 of
+        # 128 blocks completed in 60 s)
+        "grant": {
+            "initial_grant": grant,
+            "max_grant": dict(grant, staging_slots=slots),
+            "min_grant": {"data_bytes": block, "request_slots": 1, "consumer_slots": 1},
         },
     }
+    if spec.get("path", "direct") != "direct":
+        # staged writes lease a staging slot too; one block of the capacity is the staging
+        # reserve no user key may take, so the inner moves always get credit (no deadlock)
+        credit["grant"]["initial_grant"] = dict(grant, staging_slots=batch)
+        credit["staging_reserve"] = {"data_bytes": block, "request_slots": 1, "consumer_slots": 1}
+    return {"enable_runtime_queue": True, "receiver_credit": credit}
+
+
+def staged(spec: dict[str, Any], seq: int) -> bool:
+    """Whether block ``seq`` of a sender takes the staged plan on ``spec``'s path."""
+    path = spec.get("path", "direct")
+    return path == "staged" or (path == "mixed" and seq % 2 == 1)
 
 
 def _outstanding(engine: Engine) -> dict[str, int]:
-    """The credit allocator's outstanding amounts that are non-zero (granted, not reclaimed)."""
+    """The user keys' outstanding credit that is non-zero (granted, not reclaimed): the
+    receiver's own staging key stays connected and keeps its live grant."""
     if engine.credit is None:
         return {}
     a = engine.credit.allocator.statistics()
-    return {r.name.lower(): int(v) for r, v in a.outstanding.items() if v}
+    return {r.name.lower(): int(v) for r, v in a.user_outstanding.items() if v}
 
 
 def _cpu_s() -> float:
@@ -168,9 +189,47 @@ def _diagnosable() -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
+class _TraceFile:
+    """``TENT_INCAST_TRACE=<dir>``: the credit endpoints' events of one process, one JSON line
+    each with its monotonic time (ns), to follow a grant through the processes."""
+
+    def __init__(self, folder: str, name: str) -> None:
+        self._file = open(os.path.join(folder, f"{name}.jsonl"), "a")  # noqa: SIM115
+
+    def record(self, node: str, kind: str, fields: Any) -> None:
+        msg = fields.get("msg")
+        line = {"t": time.monotonic_ns(), "node": node, "kind": kind}
+        if isinstance(msg, dict):
+            line["msg"] = {k: v for k, v in msg.items() if k != "vars"}
+        if "peer" in fields:
+            line["peer"] = fields["peer"]
+        if "result" in fields:
+            line["result"] = fields["result"]
+        self._file.write(json.dumps(line, default=str) + "\n")
+
+
+def _trace(name: str) -> _TraceFile | None:
+    folder = os.environ.get("TENT_INCAST_TRACE")
+    return None if not folder else _TraceFile(folder, name)
+
+
+def _run(main: Any, name: str) -> None:
+    """``asyncio.run(main)``, under cProfile when ``TENT_INCAST_PROFILE`` names a folder (one
+    ``<name>.prof`` per process: where a slow run's CPU went)."""
+    folder = os.environ.get("TENT_INCAST_PROFILE")
+    if not folder:
+        asyncio.run(main)
+        return
+    profiler = cProfile.Profile()
+    try:
+        profiler.runcall(asyncio.run, main)
+    finally:
+        profiler.dump_stats(os.path.join(folder, f"{name}.prof"))
+
+
 def receiver_main(conn: Connection, spec: dict[str, Any]) -> None:
     _diagnosable()
-    asyncio.run(_receiver(conn, spec))
+    _run(_receiver(conn, spec), f"receiver-{os.getpid()}")
 
 
 async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
@@ -182,6 +241,9 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         control_address=("127.0.0.1", spec["control_port"]),
         rail_addresses=(("127.0.0.1", 0),),
         peer_dead_after_s=30.0,
+        staging_slots=spec["slots"] if spec.get("path", "direct") != "direct" else 0,
+        staging_slot_bytes=block,
+        trace=_trace("receiver"),
     )
     engine = Engine(load_engine_config(engine_config(spec, "receiver")), options)
     region = depth * block  # each sender's own region: its whole pipeline, never overwritten live
@@ -198,6 +260,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     landed_bytes = 0
     side = engine.receiver
     admit, landed, aborted, release = side.admit, side.landed, side.aborted, side.release
+    stage = side.staged
     live: set[int] = set()  # landed ids not yet released
     writes: dict[tuple[int, int], list[int]] = {}  # (sender, write_id) -> [seq, landed, released]
 
@@ -209,7 +272,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
             occ.add("data_bytes", request.length)
         return answer
 
-    def landed_hook(peer: int, session: int, request: Any) -> None:
+    def check_landed(peer: int, request: Any) -> None:
         nonlocal landed_bytes
         view = memoryview(memory)[request.offset : request.offset + request.length]
         sender, slot, seq = HEADER.unpack_from(view)
@@ -220,7 +283,19 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         landed_bytes += request.length
         writes[(peer, request.write_id)] = [seq, time.monotonic_ns(), 0]
         occ.add("consumer_slots", 1)
+
+    def landed_hook(peer: int, session: int, request: Any) -> None:
+        check_landed(peer, request)
         landed(peer, session, request)
+
+    def staged_hook(peer: int, session: int, request: Any, slot: int, finish: Any) -> None:
+        # a staged block is at its target once the inner move finished: check it there
+        def finished(ok: bool) -> None:
+            if ok:
+                check_landed(peer, request)
+            finish(ok)
+
+        stage(peer, session, request, slot, finished)
 
     def aborted_hook(peer: int, session: int, request: Any, reason: str) -> None:
         occ.add("request_slots", -1)
@@ -241,6 +316,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     side.admit = admit_hook  # type: ignore[method-assign]
     side.landed = landed_hook  # type: ignore[method-assign]
     side.aborted = aborted_hook  # type: ignore[method-assign]
+    side.staged = staged_hook  # type: ignore[method-assign]
     await engine.start()
     segment = engine.register(memory)
     loop = asyncio.get_running_loop()
@@ -333,14 +409,19 @@ def _tcp_bytes(sock: socket.socket | None) -> int:
 
 def sender_main(conn: Connection, spec: dict[str, Any]) -> None:
     _diagnosable()
-    asyncio.run(_sender(conn, spec))
+    _run(_sender(conn, spec), f"sender-{spec['peer_id']}")
 
 
 async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     me, block, depth = spec["peer_id"], spec["block"], spec["depth"]
     engine = Engine(
         load_engine_config(engine_config(spec, "sender")),
-        EngineOptions(peer_id=me, identity=_identity(me, [RECEIVER]), peer_dead_after_s=30.0),
+        EngineOptions(
+            peer_id=me,
+            identity=_identity(me, [RECEIVER]),
+            peer_dead_after_s=30.0,
+            trace=_trace(f"sender-{me}"),
+        ),
     )
     posted: dict[int, int] = {}  # seq -> when its (last) slice went to the rail
 
@@ -398,6 +479,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
                 remote_segment=desc.segment_id,
                 remote_offset=desc.offset + slot * block,
                 length=block,
+                plan=TransferPlan.STAGED if staged(spec, seq) else TransferPlan.DIRECT,
             )
             t0 = time.monotonic_ns()  # before credit acquisition: the submit itself
             try:
@@ -447,6 +529,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
                 "control_frames": frames,
                 "control_bytes": _tcp_bytes(sock),
                 "reconnects": link.client.statistics().reconnects,
+                "repeats_held": link.client.repeats_held,
             },
         )
     )
