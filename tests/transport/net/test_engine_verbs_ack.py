@@ -8,11 +8,15 @@ does by itself) to put the two moments apart deterministically.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from net_helpers import run, until
+from tent_transport.devices import SliceCompletion, SliceStatus
 from tent_transport.engine import _verbs_receiver
+from tent_transport.engine._verbs_rail import VerbsRail, _Link
 from tent_transport.errors import LocalProtocolError
+from tent_transport.verbs import AckOutcome, VerbsAck, VerbsDeviceConfig, soft_backend
 from verbs_engine import BLOCK, connected, engines, fabric, pause_admission, write
 
 from tent_sched import TaskStatus
@@ -144,3 +148,26 @@ def test_a_receiver_that_cannot_acknowledge_is_refused_not_trusted(
             await rx.close()
 
     run(scenario())
+
+
+@pytest.mark.parametrize("ended_first", [False, True])
+def test_a_refusal_acknowledged_before_the_hca_flush_is_what_the_write_reports(
+    ended_first: bool, tmp_path: Path
+) -> None:
+    """The receiver's REFUSED ack can overtake the write's own HCA completion: the refusal closes
+    the connection, the QP goes to ERR and that completion comes back FLUSHED. The handle must
+    still see WRITE_REFUSED (the receiver's verdict), whether or not the session ended in
+    between; a flush after an ADMITTED ack stays a flush (the rail cannot vouch for it)."""
+    rail = VerbsRail(
+        soft_backend(tmp_path), VerbsDeviceConfig(device_name="soft0"), name="r0", rail=0
+    )
+    link = _Link(session=7, sequence=2)
+    rail._write_of = {11: (link, 0), 12: (link, 1)}
+    assert rail._acknowledged(link, VerbsAck(session=7, through=2, outcome=AckOutcome.REFUSED))
+    if ended_first:
+        rail._end_link(link)
+    flushed = [SliceCompletion(wr_id=w, status=SliceStatus.FLUSHED, length=BLOCK) for w in (11, 12)]
+    first, second = (rail._gate(c) for c in flushed)
+    assert first is not None and first.status is SliceStatus.FLUSHED  # admitted, then flushed
+    assert second is not None and second.status is SliceStatus.WRITE_REFUSED
+    assert link.outcomes == {}  # every verdict is consumed by its completion

@@ -212,11 +212,14 @@ class VerbsRail:
         if entry is None:  # a READ: local accounting only
             return c
         link, sequence = entry
-        outcome = link.outcomes.pop(sequence, AckOutcome.ADMITTED)
-        if not c.status.moved:
+        outcome = link.outcomes.pop(sequence, None)
+        if outcome is not None:
+            # The receiver refused or superseded it before its HCA completion came: that verdict
+            # stands even when the HCA then reports a flush (the refusal closes the connection,
+            # which takes the QP to ERR), so the sender learns why, not just that it failed.
+            return self._settled(c, outcome)
+        if not c.status.moved or sequence < link.acked:
             return c
-        if sequence < link.acked:
-            return c if outcome is AckOutcome.ADMITTED else self._settled(c, outcome)
         if link.ended:
             return attrs.evolve(c, status=SliceStatus.FLUSHED, detail=UNACKNOWLEDGED)
         link.held[sequence] = c
@@ -239,7 +242,8 @@ class VerbsRail:
             for _, c in sorted(link.held.items())
         )
         link.held.clear()
-        link.outcomes.clear()
+        # link.outcomes stays: the receiver's verdicts on writes whose HCA completion is still
+        # to come (a flush, now) are known and are what those completions report (see _gate)
         if self._ready:
             self._wake()
 
