@@ -8,7 +8,7 @@ Per mutant, the tests covering its lines (:mod:`.coverage_map`) run in two stage
 the conformance suite (``tests/conformance``), then, only if the mutant survived them, the rest.
 So every mutant gets two verdicts at the cost of at most one full selection: killed by the
 conformance suite alone, and killed by the whole suite. A stage stops at its first failure
-(``-x``), runs fastest tests first, and has a timeout of ``60 s + 5 ×`` its tests' measured
+(``-x``), runs fastest tests first, and has a timeout of ``45 s + 5 ×`` its tests' measured
 durations; a timeout counts as a kill (the mutant made a test hang or crawl).
 """
 
@@ -39,7 +39,7 @@ _PACKAGES = ("tent_credit", "tent_sched", "tent_spec", "tent_models")
 CONFORMANCE = "tests/conformance/"
 # Tests that must not run against a mutated copy: the list's own check would "kill" every
 # mutant (its snippets no longer match), and the benchmark's own test would recurse.
-SELF_TESTS = ("tests/conformance/test_mutants_list.py", "tests/models/test_mutants_benchmark.py")
+SELF_TESTS = ("tests/conformance/test_mutants_list.py", "tests/packaging/test_mutants_benchmark.py")
 DEFAULT_SUITE = ("tests", "docs")
 MARKERS = "not slow and not transport"
 
@@ -185,7 +185,7 @@ def _run_pytest(copy: Path, tests: Sequence[str], timeout: float) -> Stage:
 
 
 def _timeout(cov: CoverageMap, tests: Sequence[str]) -> float:
-    return 60.0 + 5.0 * cov.cost(tests)
+    return 45.0 + 5.0 * cov.cost(tests)
 
 
 def run_one(copy: Path, mutant: AnyMutant, cov: CoverageMap) -> Result:
