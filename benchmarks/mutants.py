@@ -125,6 +125,12 @@ def select_mutants(
     help="where the coverage map is cached",
 )
 @click.option("--no-cache", is_flag=True, help="always measure the coverage map")
+@click.option(
+    "--coverage-map",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="reuse this cached map as-is (resuming a cut run; tests added since are not selected)",
+)
 @click.option("--list", "list_only", is_flag=True, help="print the selected mutants and exit")
 def main(  # noqa: PLR0917 (click passes every option as an argument)
     only: tuple[str, ...],
@@ -137,6 +143,7 @@ def main(  # noqa: PLR0917 (click passes every option as an argument)
     max_mutants: int | None,
     cache_dir: Path,
     no_cache: bool,
+    coverage_map: Path | None,
     list_only: bool,
 ) -> None:
     mutants = select_mutants(
@@ -163,6 +170,7 @@ def main(  # noqa: PLR0917 (click passes every option as an argument)
         jobs=jobs,
         budget_s=budget_s,
         cache_dir=None if no_cache else cache_dir,
+        reuse_coverage=coverage_map,
         progress=progress,
     )
     report["seed"] = seed

@@ -187,8 +187,15 @@ def load_or_measure(
     *,
     jobs: int,
     cache_dir: Path | None,
+    reuse: Path | None = None,
 ) -> tuple[CoverageMap, bool]:
-    """The map from the cache if the tree and arguments are unchanged; else measure it."""
+    """The map from the cache if the tree and arguments are unchanged; else measure it.
+
+    ``reuse`` loads a map written earlier whatever changed since (tests added after it are
+    never selected, and line numbers must still match: for resuming a cut run only).
+    """
+    if reuse is not None:
+        return CoverageMap.from_json(json.loads(reuse.read_text(encoding="utf-8"))), True
     path: Path | None = None
     if cache_dir is not None:
         path = cache_dir / f"coverage-{cache_key(copy, files, suite_args)}.json"

@@ -272,6 +272,7 @@ def run(
     jobs: int = 1,
     budget_s: float | None = None,
     cache_dir: Path | None = None,
+    reuse_coverage: Path | None = None,
     progress: Callable[[Result], None] | None = None,
 ) -> dict[str, object]:
     """Run every mutant (until ``budget_s`` is spent); return the report as a JSON-able dict."""
@@ -288,7 +289,13 @@ def run(
             verify_imports(copy)
         cpu0 = _cpu_seconds()
         cov, cached = load_or_measure(
-            copies[0], files, args, copy_env(copies[0]), jobs=jobs, cache_dir=cache_dir
+            copies[0],
+            files,
+            args,
+            copy_env(copies[0]),
+            jobs=jobs,
+            cache_dir=cache_dir,
+            reuse=reuse_coverage,
         )
         coverage_cpu = _cpu_seconds() - cpu0
         shutil.rmtree(copies[0] / ".hypothesis", ignore_errors=True)
