@@ -132,6 +132,13 @@ def select_mutants(
     help="reuse this cached map as-is (resuming a cut run; tests added since are not selected)",
 )
 @click.option("--list", "list_only", is_flag=True, help="print the selected mutants and exit")
+@click.option(
+    "--merge",
+    "merge_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="print one report of these earlier reports (a cut run and its resumption) and exit",
+)
 def main(  # noqa: PLR0917 (click passes every option as an argument)
     only: tuple[str, ...],
     semantic: bool,
@@ -145,7 +152,12 @@ def main(  # noqa: PLR0917 (click passes every option as an argument)
     no_cache: bool,
     coverage_map: Path | None,
     list_only: bool,
+    merge_files: tuple[Path, ...],
 ) -> None:
+    if merge_files:
+        docs = [json.loads(f.read_text(encoding="utf-8")) for f in merge_files]
+        click.echo(json.dumps(runner.merge(docs)))
+        return
     mutants = select_mutants(
         ROOT,
         only=only,

@@ -384,9 +384,7 @@ def _rates(results: Sequence[Result]) -> dict[str, object]:
     }
 
 
-def _report(results: Sequence[Result], **kw: object) -> dict[str, object]:
-    cov = kw["cov"]
-    assert isinstance(cov, CoverageMap)
+def _summary(results: Sequence[Result]) -> dict[str, object]:
     semantic = [r for r in results if r.kind == "semantic"]
     tool = [r for r in results if r.kind == "tool"]
     return {
@@ -406,6 +404,14 @@ def _report(results: Sequence[Result], **kw: object) -> dict[str, object]:
             if r.outcome in ("survived", "no_coverage")
         ],
         "mutants": [attrs.asdict(r) for r in results],
+    }
+
+
+def _report(results: Sequence[Result], **kw: object) -> dict[str, object]:
+    cov = kw["cov"]
+    assert isinstance(cov, CoverageMap)
+    return {
+        **_summary(results),
         "suite": list(kw["suite"]),  # type: ignore[call-overload]
         "markers": MARKERS,
         "jobs": kw["jobs"],
@@ -426,4 +432,35 @@ def _report(results: Sequence[Result], **kw: object) -> dict[str, object]:
     }
 
 
-__all__ = ["MutantRotError", "Result", "run", "run_one"]
+def merge(reports: Sequence[dict[str, object]]) -> dict[str, object]:
+    """One report of several runs (a run cut by its budget, then resumed with the rest).
+
+    A mutant judged in any run keeps its judgement (the last one); rates are recomputed over
+    the union; seconds and CPU seconds are summed.
+    """
+    latest: dict[str, Result] = {}
+    for report in reports:
+        for row in report["mutants"]:  # type: ignore[attr-defined]
+            res = Result(**{**row, "lines": tuple(row["lines"])})
+            if res.outcome != "not_run" or res.ident not in latest:
+                latest[res.ident] = res
+    results = list(latest.values())
+    merged = _summary(results)
+
+    def total(section: str, field: str) -> float:
+        return round(sum(float(r[section][field]) for r in reports), 2)  # type: ignore[index]
+
+    merged["runs"] = len(reports)
+    merged["coverage"] = reports[0]["coverage"]
+    merged["mutant_runs"] = {
+        "wall_seconds": total("mutant_runs", "wall_seconds"),
+        "cpu_seconds": total("mutant_runs", "cpu_seconds"),
+    }
+    merged["seconds"] = round(sum(float(r["seconds"]) for r in reports), 2)  # type: ignore[arg-type]
+    for key in ("suite", "markers", "jobs", "python", "seed", "tool_sample_per_package"):
+        if key in reports[0]:
+            merged[key] = reports[0][key]
+    return merged
+
+
+__all__ = ["MutantRotError", "Result", "merge", "run", "run_one"]
