@@ -5,6 +5,8 @@ Each breaks one rule of SEMANTICS.md / the credit RFC / issue 10 and names its d
 
 from __future__ import annotations
 
+import attrs
+
 from .model import DefectClass as D
 from .model import Edit, Mutant
 
@@ -230,13 +232,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "if len(raw) > max_bytes:",
         "if len(raw) >= max_bytes:",
     ),
-    one(
-        "amount_list_unbounded",
-        "wire schema: at most MAX_RESOURCES_PER_MESSAGE amounts per list",
-        D.MISSING_BOUND,
-        _WIRE,
-        "if type(item) is not list or len(item) > MAX_RESOURCES_PER_MESSAGE:",
-        "if type(item) is not list:",
+    attrs.evolve(
+        one(
+            "amount_list_unbounded",
+            "wire schema: at most MAX_RESOURCES_PER_MESSAGE amounts per list",
+            D.MISSING_BOUND,
+            _WIRE,
+            "if type(item) is not list or len(item) > MAX_RESOURCES_PER_MESSAGE:",
+            "if type(item) is not list:",
+        ),
+        equivalent="there are four resources and each may appear once, so a fifth pair is an "
+        "unknown or repeated resource: INVALID_FIELD at the latest at the fifth item, as with the "
+        "bound (only the message differs)",
     ),
     # -- the inbox (SEMANTICS §8, issue 10 item 3) --------------------------------------------
     one(

@@ -81,6 +81,10 @@ class Mutant:
     rule: str
     defect: DefectClass
     edits: tuple[Edit, ...]
+    # Why no test can kill it, when a survivor was shown to be equivalent (it stays in the list
+    # and in the rates, so a later change that makes it killable is seen, but does not fail
+    # the run).
+    equivalent: str = ""
 
     @property
     def ident(self) -> str:
