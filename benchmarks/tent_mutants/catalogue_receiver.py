@@ -6,6 +6,8 @@ defect class.
 
 from __future__ import annotations
 
+import attrs
+
 from .catalogue_credit import one
 from .model import DefectClass as D
 from .model import Edit, Mutant
@@ -107,13 +109,17 @@ MUTANTS: tuple[Mutant, ...] = (
         "if state is None or epoch > state.current_epoch:",
         "if state is None:",
     ),
-    one(
-        "release_beyond_landed",
-        "SEMANTICS §8 release: at most landed − released, else InvalidArgument",
-        D.MISSING_BOUND,
-        _ALLOCATOR,
-        "if amount > unreleased:",
-        "if False and amount > unreleased:",
+    attrs.evolve(
+        one(
+            "release_beyond_landed",
+            "SEMANTICS §8 release: at most landed − released, else InvalidArgument",
+            D.MISSING_BOUND,
+            _ALLOCATOR,
+            "if amount > unreleased:",
+            "if False and amount > unreleased:",
+        ),
+        equivalent="_commit, the allocator's last line of defence, refuses released > landed "
+        "with ArithmeticOverflow (an InvalidArgument) before anything changes: the same outcome",
     ),
     one(
         "overdrawn_landing_accepted",
