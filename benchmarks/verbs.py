@@ -120,8 +120,12 @@ def one_sided_write(quick: bool) -> dict[str, Any]:
                 ready.clear()
                 cq.req_notify()  # one-shot, armed before polling
                 while posted < slices and posted - completed < depth:
-                    wr = soft.SendWR(wr_id=posted, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
-                                     sg=[soft.SGE(src.buf, slice_bytes, src.lkey)])
+                    wr = soft.SendWR(
+                        wr_id=posted,
+                        opcode=e.IBV_WR_RDMA_WRITE,
+                        num_sge=1,
+                        sg=[soft.SGE(src.buf, slice_bytes, src.lkey)],
+                    )
                     wr.set_wr_rdma(rkey, raddr + (posted % per_region) * slice_bytes)
                     qp.post_send(wr)
                     posted += 1
@@ -178,8 +182,9 @@ def _device_pair(fabric: Path, config: soft.SoftConfig, **kw: Any) -> tuple[Verb
 
 def posting_cost(quick: bool) -> list[dict[str, Any]]:
     fabric = _fabric()
-    tx, rx = _device_pair(fabric, soft.SoftConfig(step_mode=True), cq_depth=4096,
-                          max_send_wr=256, max_recv_wr=256)
+    tx, rx = _device_pair(
+        fabric, soft.SoftConfig(step_mode=True), cq_depth=4096, max_send_wr=256, max_recv_wr=256
+    )
     segment = rx.allocate(MIB)
     tx.add_region(2, rx.exposures.expose(1, 1, 1, segment, offset=0, length=MIB))
     local = memoryview(bytearray(MIB))
@@ -192,9 +197,16 @@ def posting_cost(quick: bool) -> list[dict[str, Any]]:
             device_s = raw_s = 0.0
             for r in range(rounds):
                 batch = [
-                    SliceRequest(wr_id=r * depth + i, opcode=Opcode.WRITE, peer=2,
-                                 local=local[i * 64:(i + 1) * 64], remote_segment=1,
-                                 remote_offset=i * 64, length=64, write_id=i)
+                    SliceRequest(
+                        wr_id=r * depth + i,
+                        opcode=Opcode.WRITE,
+                        peer=2,
+                        local=local[i * 64 : (i + 1) * 64],
+                        remote_segment=1,
+                        remote_offset=i * 64,
+                        length=64,
+                        write_id=i,
+                    )
                     for i in range(depth)
                 ]
                 start = time.perf_counter()
@@ -215,8 +227,13 @@ def posting_cost(quick: bool) -> list[dict[str, Any]]:
             for _ in range(rounds):
                 head = None
                 for i in reversed(range(depth)):
-                    wr = soft.SendWR(wr_id=i, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
-                                     sg=[soft.SGE(src.buf, 8, src.lkey)], next_wr=head)
+                    wr = soft.SendWR(
+                        wr_id=i,
+                        opcode=e.IBV_WR_RDMA_WRITE,
+                        num_sge=1,
+                        sg=[soft.SGE(src.buf, 8, src.lkey)],
+                        next_wr=head,
+                    )
                     wr.set_wr_rdma(dst.rkey, dst.buf)
                     head = wr
                 start = time.perf_counter()
@@ -229,13 +246,15 @@ def posting_cost(quick: bool) -> list[dict[str, Any]]:
             ctx.close()
             ctx2.close()
             n = rounds * depth
-            out.append({
-                "depth": depth,
-                "slices": n,
-                "device_us_per_slice": device_s / n * 1e6,
-                "raw_post_send_us_per_slice": raw_s / n * 1e6,
-                "ratio_to_baseline": device_s / raw_s,
-            })
+            out.append(
+                {
+                    "depth": depth,
+                    "slices": n,
+                    "device_us_per_slice": device_s / n * 1e6,
+                    "raw_post_send_us_per_slice": raw_s / n * 1e6,
+                    "ratio_to_baseline": device_s / raw_s,
+                }
+            )
     finally:
         tx.close()
         rx.close()
@@ -250,16 +269,23 @@ def transmit_meter(quick: bool) -> list[dict[str, Any]]:
     seed_gbps = 4.0  # so their clamp [0.1x, 10x] = [50 MB/s, 5 GB/s] holds every sample here
     slice_bytes = 256 * 1024
     transfers, transfer_bytes = (8, 2 * MIB) if quick else (16, 8 * MIB)
-    config = load_engine_config({
-        "dispatch": {"slice_bytes": slice_bytes},
-        "transports": {"rdma": {"min_bandwidth_gbps": 1.0}},
-    })
+    config = load_engine_config(
+        {
+            "dispatch": {"slice_bytes": slice_bytes},
+            "transports": {"rdma": {"min_bandwidth_gbps": 1.0}},
+        }
+    )
     out = []
     for depth in (1, 16, 256):
         fabric = _fabric()
-        tx, rx = _device_pair(fabric, soft.SoftConfig(rate_bytes_per_s=rate),
-                              cq_depth=max(64, 2 * depth), max_send_wr=depth, max_recv_wr=512,
-                              link_speed_gbps=seed_gbps)
+        tx, rx = _device_pair(
+            fabric,
+            soft.SoftConfig(rate_bytes_per_s=rate),
+            cq_depth=max(64, 2 * depth),
+            max_send_wr=depth,
+            max_recv_wr=512,
+            link_speed_gbps=seed_gbps,
+        )
         segment = rx.allocate(transfer_bytes)
         tx.add_region(2, rx.exposures.expose(1, 1, 1, segment, offset=0, length=transfer_bytes))
         woke = threading.Event()
@@ -268,11 +294,20 @@ def transmit_meter(quick: bool) -> list[dict[str, Any]]:
         source = memoryview(bytearray(transfer_bytes))
         try:
             start = time.monotonic_ns()
-            core.submit([
-                TransferRequest(opcode=Opcode.WRITE, local=source, peer=2, remote_segment=1,
-                                remote_offset=0, length=transfer_bytes)
-                for _ in range(transfers)
-            ], start)
+            core.submit(
+                [
+                    TransferRequest(
+                        opcode=Opcode.WRITE,
+                        local=source,
+                        peer=2,
+                        remote_segment=1,
+                        remote_offset=0,
+                        length=transfer_bytes,
+                    )
+                    for _ in range(transfers)
+                ],
+                start,
+            )
             ended = 0
             deadline = time.monotonic() + 120
             while ended < transfers and time.monotonic() < deadline:
@@ -282,18 +317,20 @@ def transmit_meter(quick: bool) -> list[dict[str, Any]]:
                 woke.wait(0.002)
             elapsed_s = (time.monotonic_ns() - start) / 1e9
             nic = core.rail_statistics()[0].nic
-            out.append({
-                "depth": depth,
-                "configured_bytes_per_s": rate,
-                "seed_bytes_per_s": seed_gbps * 1e9 / 8,
-                "achieved_bytes_per_s": transfers * transfer_bytes / elapsed_s,
-                "transmit_estimate_bytes_per_s": nic.transmit_bps,
-                "estimate_over_rate": nic.transmit_bps / rate,
-                "selection_bytes_per_s": nic.selection_bps,
-                "selection_over_rate": nic.selection_bps / rate,
-                "transmit_samples": nic.transmit_samples,
-                "selection_samples": nic.selection_samples,
-            })
+            out.append(
+                {
+                    "depth": depth,
+                    "configured_bytes_per_s": rate,
+                    "seed_bytes_per_s": seed_gbps * 1e9 / 8,
+                    "achieved_bytes_per_s": transfers * transfer_bytes / elapsed_s,
+                    "transmit_estimate_bytes_per_s": nic.transmit_bps,
+                    "estimate_over_rate": nic.transmit_bps / rate,
+                    "selection_bytes_per_s": nic.selection_bps,
+                    "selection_over_rate": nic.selection_bps / rate,
+                    "transmit_samples": nic.transmit_samples,
+                    "selection_samples": nic.selection_samples,
+                }
+            )
         finally:
             tx.set_wakeup(None)
             tx.close()

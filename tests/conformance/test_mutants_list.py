@@ -32,10 +32,22 @@ mutants = _load()
 NAMES = [m.name for m in mutants.MUTANTS]
 
 
-def test_there_are_at_least_15_mutants_with_distinct_names_and_rules() -> None:
-    assert len(mutants.MUTANTS) >= 15
+def test_there_are_at_least_40_mutants_with_distinct_names_and_rules() -> None:
+    assert len(mutants.MUTANTS) >= 40
     assert len(set(NAMES)) == len(NAMES)
     assert len({m.rule for m in mutants.MUTANTS}) == len(mutants.MUTANTS)
+
+
+def test_every_defect_class_of_issue_10_has_mutants_in_both_cores() -> None:
+    by_class: dict[object, list[object]] = {}
+    for m in mutants.MUTANTS:
+        by_class.setdefault(m.defect, []).append(m)
+    assert set(by_class) == set(mutants.DefectClass)
+    # the four classes item 19 names, several instances each
+    for name in ("BOUNDARY_FLIP", "VALIDATE_AFTER_MUTATE", "WRONG_KEY", "MISSING_BOUND"):
+        assert len(by_class[mutants.DefectClass[name]]) >= 3, name
+    files = {e.file.split("/")[0] for m in mutants.MUTANTS for e in m.edits}
+    assert files == {"tent_credit", "tent_sched"}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -72,6 +84,7 @@ def test_a_snippet_that_no_longer_matches_fails_loudly_and_writes_nothing(
     twice = mutants.Mutant(
         name="twice",
         rule="r",
+        defect=mutants.DefectClass.WRONG_RULE,
         edits=(
             mutants.Edit(file="m.py", old="a = 1", new="a = 2"),  # applies
             mutants.Edit(file="m.py", old="x = 1", new="x = 2"),  # matches twice
@@ -81,8 +94,41 @@ def test_a_snippet_that_no_longer_matches_fails_loudly_and_writes_nothing(
         mutants.apply_mutant(tmp_path, twice)
     assert target.read_text(encoding="utf-8") == original
     missing = mutants.Mutant(
-        name="missing", rule="r", edits=(mutants.Edit(file="m.py", old="z", new="w"),)
+        name="missing",
+        rule="r",
+        defect=mutants.DefectClass.WRONG_RULE,
+        edits=(mutants.Edit(file="m.py", old="z", new="w"),),
     )
     with pytest.raises(mutants.MutantRotError):
         mutants.apply_mutant(tmp_path, missing)
     assert target.read_text(encoding="utf-8") == original
+
+
+def test_a_mutants_lines_are_the_lines_its_snippet_replaces(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("a = 1\nif x:\n    y = 2\nz = 3\n", encoding="utf-8")
+    m = mutants.Mutant(
+        name="m",
+        rule="r",
+        defect=mutants.DefectClass.WRONG_RULE,
+        edits=(mutants.Edit(file="m.py", old="if x:\n    y = 2\n", new="if x:\n    y = 3\n"),),
+    )
+    assert m.lines(tmp_path) == {"m.py": (2, 3)}
+
+
+def test_the_tool_sample_is_seeded_and_skips_annotations() -> None:
+    from tent_mutants import tool  # cosmic-ray: the `mutation` extra, part of `test`
+
+    pool = tool.enumerate_mutants(ROOT, ["tent_credit/_arith.py", "tent_sched/_mlu.py"])
+    assert pool
+    first = tool.sample(pool, seed=7, per_package=5)
+    assert first == tool.sample(pool, seed=7, per_package=5)
+    assert first != tool.sample(pool, seed=8, per_package=5)
+    assert {m.file.split("/")[0] for m in first} == {"tent_credit", "tent_sched"}
+    text = (ROOT / "tent_credit/_arith.py").read_text(encoding="utf-8")
+    # `def check_u64(value: int, what: str = "value") -> int:` has annotations only on its line
+    signature = text[: text.index("def check_u64")].count("\n") + 1
+    assert all(m.line != signature for m in pool if m.file == "tent_credit/_arith.py")
+    for m in first:
+        mutated = m.mutated_texts(ROOT)[m.file]
+        assert mutated != (ROOT / m.file).read_text(encoding="utf-8")
+        compile(mutated, m.file, "exec")

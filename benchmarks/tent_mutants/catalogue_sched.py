@@ -1,0 +1,104 @@
+"""Hand-written mutants of ``tent_sched``: the admission queue and the MLU (SEMANTICS §1–§2)."""
+
+from __future__ import annotations
+
+from .catalogue_credit import one
+from .model import DefectClass as D
+from .model import Mutant
+
+_QUEUE = "tent_sched/_queue.py"
+_MLU = "tent_sched/_mlu.py"
+
+MUTANTS: tuple[Mutant, ...] = (
+    one(
+        "drop_no_deadline_owner",
+        "SEMANTICS §1/§2: an owner without a deadline is never dropped",
+        D.MISSING_CHECK,
+        _QUEUE,
+        "                        if mlu >= theta:",
+        "                        if mlu >= theta or view.deadline_ns == 0:",
+    ),
+    one(
+        "dropped_owner_uses_budget",
+        "SEMANTICS §2 pick: a dropped owner uses no byte budget",
+        D.WRONG_RULE,
+        _QUEUE,
+        "                            dropped.append((owner, mlu))\n",
+        "                            dropped.append((owner, mlu))\n"
+        "                            budget_bytes -= view.length\n",
+    ),
+    one(
+        "failed_keeps_dispatching_bytes",
+        "SEMANTICS §2 complete: dispatching_bytes drops whatever the terminal status",
+        D.WRONG_RULE,
+        _QUEUE,
+        "        if owner.view.degradation_eligible:\n"
+        "            self._dispatching_bytes -= owner.view.length\n",
+        "        if owner.view.degradation_eligible and status is not TaskStatus.FAILED:\n"
+        "            self._dispatching_bytes -= owner.view.length\n",
+    ),
+    one(
+        "equal_deadline_inserted_first",
+        "SEMANTICS §2 admission: EDF with FIFO ties (bisect_right)",
+        D.WRONG_RULE,
+        _QUEUE,
+        "bisect.insort_right(self._entries, owner,",
+        "bisect.insort_left(self._entries, owner,",
+    ),
+    one(
+        "past_due_owner_promoted",
+        "SEMANTICS §2 pick 2: past-due owners (deadline <= now) are not promoted",
+        D.BOUNDARY_FLIP,
+        _QUEUE,
+        "low = bisect.bisect_left(entries, now_ns + 1, head, end, key=_ORDER_KEY)",
+        "low = bisect.bisect_left(entries, now_ns, head, end, key=_ORDER_KEY)",
+    ),
+    one(
+        "owner_limit_exclusive",
+        "SEMANTICS §2 admission 7: limits are inclusive (exactly max_outstanding_owners fits)",
+        D.BOUNDARY_FLIP,
+        _QUEUE,
+        "if next_owners > limits.max_outstanding_owners:",
+        "if next_owners >= limits.max_outstanding_owners:",
+    ),
+    one(
+        "staging_byte_reserve_ignored",
+        "SEMANTICS §2 admission 7: user bytes never reach into the staging byte reserve",
+        D.MISSING_BOUND,
+        _QUEUE,
+        "if next_user_bytes > self._user_byte_limit:",
+        "if False and next_user_bytes > self._user_byte_limit:",
+    ),
+    one(
+        "byte_charge_overflow_unchecked",
+        "SEMANTICS §2 admission: a byte charge past 2**64 − 1 is InvalidArgument",
+        D.OVERFLOW,
+        _QUEUE,
+        "        if next_bytes > U64_MAX:\n",
+        "        if False:\n",
+    ),
+    one(
+        "public_id_checked_in_wrong_batch",
+        "SEMANTICS §2 admission: a public id already mapped in *its* batch is InvalidEntry",
+        D.WRONG_KEY,
+        _QUEUE,
+        "if (batch_token, public_id) in self._public_ids:",
+        "if (0, public_id) in self._public_ids:",
+    ),
+    one(
+        "zero_byte_budget_still_drops",
+        "SEMANTICS §2 pick 1: a zero budget returns before any promotion or drop",
+        D.WRONG_RULE,
+        _QUEUE,
+        "if max_owners == 0 or max_bytes == 0:  # §2: before any promotion or drop",
+        "if max_owners == 0:  # §2: before any promotion or drop",
+    ),
+    one(
+        "deadline_now_not_past",
+        "SEMANTICS §1: deadline_ns <= now_ns (equal counts as past) → DBL_MAX",
+        D.BOUNDARY_FLIP,
+        _MLU,
+        "if deadline_ns <= now_ns:  # §1: equal counts as past",
+        "if deadline_ns < now_ns:  # §1: equal counts as past",
+    ),
+)
