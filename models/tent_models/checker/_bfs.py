@@ -4,8 +4,9 @@ Per distinct state the checker keeps only: its 64-bit fingerprint in the seen ta
 (fingerprint -> index in BFS order, :mod:`._seen`: ≈ 12 B once archived), the parent index
 (``array('i')``) and the id of the action instance that produced it (``array('I')`` into an
 interned table of ``(action, args)``). States themselves live only in the current and next
-frontier (a list of states beside an ``array('i')`` of their indices). Counterexamples are rebuilt by replaying the
-recorded actions from the initial state (:func:`~tent_models.checker._trace.rebuild_trace`).
+frontier (a list of states beside an ``array('i')`` of their indices). Counterexamples are
+rebuilt by replaying the recorded actions from the initial state
+(:func:`~tent_models.checker._trace.rebuild_trace`).
 
 Exploration policy (shared with the multi-process engine, which yields identical indices):
 
