@@ -1,10 +1,12 @@
 """Single-process breadth-first exploration with compact per-state storage.
 
-Per distinct state the checker keeps only: its 64-bit fingerprint in the seen dict (fingerprint
--> index in BFS order), the parent index (``array('q')``) and the id of the action instance that
-produced it (``array('I')`` into an interned table of ``(action, args)``). States themselves
-live only in the current and next frontier. Counterexamples are rebuilt by replaying the
-recorded actions from the initial state (:func:`~tent_models.checker._trace.rebuild_trace`).
+Per distinct state the checker keeps only: its 64-bit fingerprint in the seen table
+(fingerprint -> index in BFS order, :mod:`._seen`: ≈ 12 B once archived), the parent index
+(``array('i')``) and the id of the action instance that produced it (``array('I')`` into an
+interned table of ``(action, args)``). States themselves live only in the current and next
+frontier (a list of states beside an ``array('i')`` of their indices). Counterexamples are
+rebuilt by replaying the recorded actions from the initial state
+(:func:`~tent_models.checker._trace.rebuild_trace`).
 
 Exploration policy (shared with the multi-process engine, which yields identical indices):
 
@@ -36,6 +38,7 @@ from tent_models.checker._bitstate import BitSet
 from tent_models.checker._components import Deferred
 from tent_models.checker._errors import ModelContractError
 from tent_models.checker._fastpath import expander, fingerprinter
+from tent_models.checker._seen import SeenTable
 from tent_models.checker._trace import ActionInstance
 from tent_models.model_api import SpecModel
 
@@ -45,6 +48,8 @@ _KEY_OBJECT_BYTES = 40  # a 64-bit int object (36 bytes, 8-byte aligned)
 _INDEX_OBJECT_BYTES = 32  # an int < 2**30 (28 bytes, aligned)
 
 ProgressHook = Callable[[int, int, int], None]  # (distinct states, transitions, depth)
+
+_CHUNK = 256  # frontier states expanded per archive lookup (_seen.SeenTable.archived)
 
 
 @attrs.define(kw_only=True)
@@ -251,20 +256,29 @@ def _explore_serial(
     quiescent_by_bound = model.quiescent_by_bound
     faults = model.fault_actions()
     limit = max_states if max_states is not None else sys.maxsize
-    seen: dict[int, int] | BitSet = {} if bitstate is None else BitSet(bitstate)
+    bits = BitSet(bitstate) if bitstate is not None else None
+    table = SeenTable() if bits is None else None
     parent, action_ids, good = record.parent, record.action_ids, record.good
     edge_src, edge_dst = record.edge_src, record.edge_dst
     action_index: dict[ActionInstance, int] = {}
     action_table = record.action_table
     fired, enabled, new_states = record.fired, record.enabled, record.new_states
 
-    seen_get = seen.get
     parent_append, action_append, good_append = parent.append, action_ids.append, good.append
     edge_src_append, edge_dst_append = edge_src.append, edge_dst.append
     on_new = new_state_checker(model, record)
     initial_entries, initial_frontier = seed_initial(model, record, symmetry=symmetry, limit=limit)
-    seen.update(initial_entries)
-    frontier = [(index, state) for index, _, state in initial_frontier]
+    if table is not None:
+        table.update(initial_entries)
+        recent: dict[int, int] | BitSet = table.recent
+    else:
+        assert bits is not None
+        bits.update(initial_entries)
+        recent = bits
+    recent_get = recent.get
+    # the frontier as two parallel sequences: no (index, state) tuple per state
+    frontier_index = array("i", (index for index, _, _ in initial_frontier))
+    frontier = [state for _, _, state in initial_frontier]
 
     count = len(parent)
     truncated = count >= limit and bool(frontier)
@@ -274,68 +288,103 @@ def _explore_serial(
         if record.invariant_hits or record.deadlock is not None:
             break
         level_start = count
-        next_frontier: list[tuple[int, Any]] = []
+        next_index: array[int] = array("i")
+        next_frontier: list[Any] = []
+        keep_index, keep = next_index.append, next_frontier.append
         # Per level, the name of every transition fired and, per expanded state, each name
         # once (enabled); counted by Counter in C at the level's end.
         level_fired: list[str] = []
         level_enabled: list[str] = []
         fire = level_fired.append
-        for src, state in frontier:
-            src_recovered = check_recoverability and recovered(state)
-            if src_recovered:
-                good[src] = 1
-            record_edges = check_recoverability and not src_recovered
-            first = len(level_fired)
-            for name, args, successor, fp in expand(state):
-                fire(name)
-                dst = seen_get(fp)
-                if dst is None:
-                    dst = count
-                    seen[fp] = dst
-                    count += 1
-                    # a Deferred successor is built only now that it is new
-                    nxt = successor() if successor.__class__ is Deferred else successor
-                    instance = (name, args)
-                    aid = action_index.get(instance)
-                    if aid is None:
-                        aid = action_index[instance] = len(action_table)
-                        action_table.append(instance)
-                    parent_append(src)
-                    action_append(aid)
-                    new_states[name] = new_states.get(name, 0) + 1
-                    on_new(dst, nxt)
-                    if within_bounds(nxt):
-                        good_append(0)
-                        next_frontier.append((dst, nxt))
-                    else:
-                        good_append(1)
-                    if count >= limit:
-                        truncated = True
-                if record_edges and dst != src and name not in faults:
-                    edge_src_append(src)
-                    edge_dst_append(dst)
-                if truncated:
-                    break
-            if len(level_fired) > first:
-                level_enabled.extend(set(level_fired[first:]))
-            elif (
-                check_deadlock
-                and record.deadlock is None
-                and not quiescent_by_bound(state)
-                and not recovered(state)
+        for chunk in range(0, len(frontier), _CHUNK):
+            # Expand a batch of states first, so their successors' fingerprints are looked up
+            # in the archive with one call; then number them in exactly the serial order.
+            states = frontier[chunk : chunk + _CHUNK]
+            ends: list[int] = []
+            names: list[str] = []
+            argses: list[Any] = []
+            successors: list[Any] = []
+            fps = array("Q")
+            for state in states:
+                for name, args, successor, fp in expand(state):
+                    names.append(name)
+                    argses.append(args)
+                    successors.append(successor)
+                    fps.append(fp)
+                ends.append(len(names))
+            archived = table.archived(fps) if table is not None else [-1] * len(fps)
+            begin = 0
+            for src, state, end in zip(
+                frontier_index[chunk : chunk + _CHUNK], states, ends, strict=True
             ):
-                record.deadlock = src
+                src_recovered = check_recoverability and recovered(state)
+                if src_recovered:
+                    good[src] = 1
+                record_edges = check_recoverability and not src_recovered
+                first = len(level_fired)
+                for at in range(begin, end):
+                    name = names[at]
+                    fire(name)
+                    dst = archived[at]
+                    if dst < 0:
+                        fp = fps[at]
+                        known = recent_get(fp)
+                        if known is not None:
+                            dst = known
+                        else:
+                            dst = count
+                            recent[fp] = dst
+                            count += 1
+                            successor = successors[at]
+                            # a Deferred successor is built only now that it is new
+                            nxt = successor() if successor.__class__ is Deferred else successor
+                            instance = (name, argses[at])
+                            aid = action_index.get(instance)
+                            if aid is None:
+                                aid = action_index[instance] = len(action_table)
+                                action_table.append(instance)
+                            parent_append(src)
+                            action_append(aid)
+                            new_states[name] = new_states.get(name, 0) + 1
+                            on_new(dst, nxt)
+                            if within_bounds(nxt):
+                                good_append(0)
+                                keep_index(dst)
+                                keep(nxt)
+                            else:
+                                good_append(1)
+                            if count >= limit:
+                                truncated = True
+                    if record_edges and dst != src and name not in faults:
+                        edge_src_append(src)
+                        edge_dst_append(dst)
+                    if truncated:
+                        break
+                begin = end
+                if len(level_fired) > first:
+                    level_enabled.extend(set(level_fired[first:]))
+                elif (
+                    check_deadlock
+                    and record.deadlock is None
+                    and not quiescent_by_bound(state)
+                    and not recovered(state)
+                ):
+                    record.deadlock = src
+                if count >= limit:
+                    break
             if count >= limit:
                 break
-        for counts, names in ((fired, level_fired), (enabled, level_enabled)):
-            for name, times in Counter(names).items():
+            if table is not None:
+                table.settle()
+        for counts, level_names in ((fired, level_fired), (enabled, level_enabled)):
+            for name, times in Counter(level_names).items():
                 if name not in counts:
                     raise ModelContractError(
                         f"model {model.name!r}: action {name!r} is not in action_names()"
                     )
                 counts[name] += times
         transitions += len(level_fired)
-        frontier = next_frontier
+        frontier, frontier_index = next_frontier, next_index
         if count > level_start:
             depth += 1
         if progress is not None:
@@ -344,13 +393,14 @@ def _explore_serial(
     record.depth = depth
     record.exhaustive = not frontier and not truncated
     record.seconds = time.perf_counter() - started
-    if isinstance(seen, BitSet):
-        record.bitstate = seen.log2_bits
-        record.storage_bytes = seen.nbytes() + storage_bytes(
+    if bits is not None:
+        record.bitstate = bits.log2_bits
+        record.storage_bytes = bits.nbytes() + storage_bytes(
             0, 0, parent, action_ids, good, edge_src, edge_dst
         )
     else:
-        record.storage_bytes = storage_bytes(
-            len(seen), sys.getsizeof(seen), parent, action_ids, good, edge_src, edge_dst
+        assert table is not None
+        record.storage_bytes = table.nbytes() + storage_bytes(
+            0, 0, parent, action_ids, good, edge_src, edge_dst
         )
     return record

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from functools import partial
 from marshal import dumps
 from typing import Any
 
@@ -108,11 +109,15 @@ class ComponentEngine:
         self.state_type: type | None = None
         self.fields: tuple[str, ...] = ()
         self.build: Callable[[list[Any]], Any] = tuple
-        self.plan: list[tuple[int, str, tuple[int, ...], tuple[int, ...], bool]] = []
+        # per action in order: (group, member, name, writes, writes among reads)
+        self.plan: list[tuple[int, int, str, tuple[int, ...], bool]] = []
+        # actions that read the same fields share one memo table (one lookup per state)
+        self.groups: list[tuple[tuple[int, ...], list[tuple[str, tuple[int, ...], bool]]]] = []
         # per slot: value -> interned object; id -> (object, interned, slot digest)
         self.by_value: list[dict[Any, Any]] = []
         self.known: list[dict[int, tuple[Any, Any, int]]] = []
-        self.memo: dict[tuple[int, ...], tuple[tuple[Any, ...], list[Any]]] = {}
+        # per group: ids of the read components -> (steps per member action, *read objects)
+        self.memo: list[dict[Any, tuple[Any, ...]]] = []
 
     # ---- the state's shape --------------------------------------------------------------
 
@@ -153,15 +158,17 @@ class ComponentEngine:
             unknown = [f for f in (*reads, *writes) if f not in index]
             if unknown:
                 raise ModelContractError(f"footprint of {name!r} names unknown fields {unknown}")
-            self.plan.append(
-                (
-                    len(self.plan),
-                    name,
-                    tuple(index[f] for f in reads),
-                    tuple(index[f] for f in writes),
-                    set(writes) <= set(reads),
-                )
-            )
+            read_slots = tuple(sorted({index[f] for f in reads}))
+            write_slots = tuple(index[f] for f in writes)
+            local = set(writes) <= set(reads)
+            group = next((g for g, (r, _) in enumerate(self.groups) if r == read_slots), None)
+            if group is None:
+                group = len(self.groups)
+                self.groups.append((read_slots, []))
+            members = self.groups[group][1]
+            self.plan.append((group, len(members), name, write_slots, local))
+            members.append((name, write_slots, local))
+        self.memo = [{} for _ in self.groups]
         self.by_value = [{} for _ in self.fields]
         self.known = [{} for _ in self.fields]
         self.state_type = kind
@@ -184,7 +191,9 @@ class ComponentEngine:
             out.append(entry)
         return out
 
-    def _intern(self, slot: int, value: Any) -> tuple[Any, Any, int]:
+    def _intern(self, slot: int, value: Any, alias: bool = True) -> tuple[Any, Any, int]:
+        """``(value, interned, digest)``; with ``alias`` the id of ``value`` itself is
+        remembered too (a state from outside, looked up again), which keeps it alive."""
         by_value, known = self.by_value[slot], self.known[slot]
         if len(by_value) >= MEMO_LIMIT:
             by_value.clear()
@@ -197,7 +206,8 @@ class ComponentEngine:
             known[id(shared)] = entry
         if shared is not value:
             entry = (value, shared, entry[2])
-            known[id(value)] = entry
+            if alias:
+                known[id(value)] = entry
         return entry
 
     # ---- the hot loop -------------------------------------------------------------------
@@ -217,26 +227,33 @@ class ComponentEngine:
         ids = [id(value) for value in shared]
         memo, build, fingerprint = self.memo, self.build, self.fingerprint
         pick = ids.__getitem__
-        for position, name, reads, writes, local in self.plan:
-            key = (position, *map(pick, reads))
-            entry = memo.get(key)
+        found = []
+        for group, (reads, members) in enumerate(self.groups):
+            key = ids[reads[0]] if len(reads) == 1 else tuple(map(pick, reads))
+            table = memo[group]
+            entry = table.get(key)
             if entry is None:
                 # The entry holds the read components, so their ids stay theirs while it lives.
                 entry = (
-                    tuple(shared[i] for i in reads),
-                    self._miss(state, name, writes, digests if local else None),
+                    tuple(
+                        self._miss(state, name, writes, digests if local else None)
+                        for name, writes, local in members
+                    ),
+                    *(shared[i] for i in reads),
                 )
-                if len(memo) >= MEMO_LIMIT:
-                    memo.clear()
-                memo[key] = entry
-            for args, written, fixed in entry[1]:
+                if len(table) >= MEMO_LIMIT:
+                    table.clear()
+                table[key] = entry
+            found.append(entry[0])
+        for group, member, name, writes, _local in self.plan:
+            for args, written, fixed in found[group][member]:
                 if fixed is None:  # written fields outside the reads: their digests vary
                     fp = total + sum(e[2] for e in written) - sum(digests[i] for i in writes)
                     fp &= _MASK64
                 else:
                     fp = (total + fixed) & _MASK64
                 if canonicalize is None:
-                    yield name, args, Deferred(build, shared, writes, written), fp
+                    yield name, args, Deferred(_assemble, build, shared, writes, written), fp
                     continue
                 values = shared.copy()
                 for i, item in zip(writes, written, strict=True):
@@ -250,7 +267,7 @@ class ComponentEngine:
 
     def _miss(
         self, state: Any, name: str, writes: tuple[int, ...], digests: list[int] | None
-    ) -> list[tuple[tuple[Any, ...], tuple[tuple[Any, Any, int], ...], int | None]]:
+    ) -> tuple[tuple[tuple[Any, ...], tuple[tuple[Any, Any, int], ...], int | None], ...]:
         """The memo entry of one action: per step its args, the interned written components
         and, when ``digests`` (of ``state``; given when the writes are among the reads) fix
         them, the fingerprint delta."""
@@ -270,34 +287,32 @@ class ComponentEngine:
                         f"model {self.model.name!r}: {name}{tuple(args)!r} changed "
                         f"{fields[i]!r}, outside its footprint"
                     )
-            written = tuple(self._intern(i, getattr(nxt, fields[i])) for i in writes)
+            written = tuple(self._intern(i, getattr(nxt, fields[i]), alias=False) for i in writes)
             delta = None
             if digests is not None:
                 delta = sum(e[2] for e in written) - sum(digests[i] for i in writes)
             steps.append((tuple(args), written, delta))
-        return steps
+        return tuple(steps) if steps else ()
 
 
-class Deferred:
+def _assemble(
+    build: Callable[[list[Any]], Any],
+    shared: list[Any],
+    writes: tuple[int, ...],
+    written: tuple[tuple[Any, Any, int], ...],
+) -> Any:
+    values = shared.copy()
+    for i, item in zip(writes, written, strict=True):
+        values[i] = item[1]
+    return build(values)
+
+
+class Deferred(partial):  # type: ignore[type-arg]
     """A successor not built yet: ``deferred()`` builds it (once per new state, in the
-    checker's loop); the components are the expanded state's with the written ones replaced."""
+    checker's loop); the components are the expanded state's with the written ones replaced.
+    A ``functools.partial`` of the assembly, so making one per step runs no Python code."""
 
-    __slots__ = ("build", "shared", "writes", "written")
-
-    def __init__(
-        self,
-        build: Callable[[list[Any]], Any],
-        shared: list[Any],
-        writes: tuple[int, ...],
-        written: tuple[tuple[Any, Any, int], ...],
-    ) -> None:
-        self.build, self.shared, self.writes, self.written = build, shared, writes, written
-
-    def __call__(self) -> Any:
-        values = self.shared.copy()
-        for i, item in zip(self.writes, self.written, strict=True):
-            values[i] = item[1]
-        return self.build(values)
+    __slots__ = ()
 
 
 def materialise(state: Any) -> Any:

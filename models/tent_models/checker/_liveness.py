@@ -16,7 +16,8 @@ Policy:
 from __future__ import annotations
 
 from array import array
-from collections import deque
+
+import numpy as np
 
 __all__ = ["recoverable_states"]
 
@@ -27,28 +28,28 @@ def recoverable_states(
     """Return a flag per state (index = BFS order): 1 when a goal state is reachable from it.
 
     ``good`` flags the goal states; ``edge_src[i] -> edge_dst[i]`` are the non-fault edges. The
-    inputs are not modified.
+    inputs are not modified. The backward search runs level by level in numpy: per level, the
+    sources of every edge into the last level's states that are not reached yet.
     """
-    # reversed adjacency in compressed-row form: rev_targets[rev_start[v]:rev_start[v + 1]]
-    # lists the sources of the edges into v
-    rev_start = array("Q", bytes(8 * (state_count + 1)))
-    for dst in edge_dst:
-        rev_start[dst + 1] += 1
-    for index in range(state_count):
-        rev_start[index + 1] += rev_start[index]
-    fill = array("Q", rev_start)
-    rev_targets = array("I", bytes(4 * len(edge_dst)))
-    for src, dst in zip(edge_src, edge_dst, strict=True):
-        rev_targets[fill[dst]] = src
-        fill[dst] += 1
-    del fill
-    reached = bytearray(good)
-    queue = deque(index for index in range(state_count) if reached[index])
-    while queue:
-        node = queue.popleft()
-        for position in range(rev_start[node], rev_start[node + 1]):
-            src = rev_targets[position]
-            if not reached[src]:
-                reached[src] = 1
-                queue.append(src)
-    return reached
+    reached = np.frombuffer(bytes(good), dtype=np.uint8).astype(bool)
+    if len(reached) != state_count:
+        raise ValueError(f"{len(reached)} goal flags for {state_count} states")
+    src = np.frombuffer(edge_src, dtype=np.uint32)
+    dst = np.frombuffer(edge_dst, dtype=np.uint32)
+    # reversed adjacency in compressed-row form: sources[start[v]:start[v + 1]] lead into v
+    order = np.argsort(dst, kind="stable")
+    sources = src[order]
+    start = np.searchsorted(dst[order], np.arange(state_count + 1, dtype=np.int64))
+    level = np.flatnonzero(reached)
+    while len(level):
+        begin, count = start[level], start[level + 1] - start[level]
+        total = int(count.sum())
+        if not total:
+            break
+        # every position begin[k] .. begin[k] + count[k] - 1, flattened
+        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+        found = sources[np.repeat(begin, count) + offsets]
+        found = np.unique(found[~reached[found]])
+        reached[found] = True
+        level = found
+    return bytearray(reached.astype(np.uint8).tobytes())

@@ -39,6 +39,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.queues import Queue
 from typing import Any
 
+import numpy as np
+
 from tent_models.checker._bfs import (
     Exploration,
     ProgressHook,
@@ -262,6 +264,50 @@ def drive(
     return worker_bytes, sizes
 
 
+def _number_level(
+    record: Exploration,
+    reports: Sequence[LevelReport],
+    translate: list[list[int]],
+    workers: int,
+    room: int,
+) -> tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
+    """Give this level's new states their serial indices (at most ``room`` of them), in numpy.
+
+    Merging every worker's keys (``parent << SHIFT | position``, ascending per worker) in key
+    order is the serial discovery order; each kept state's parent, action id and bounds flag
+    are appended to ``record``. Returns per worker the indices of its states in its key order
+    (the first ones, when the cut keeps only some) and the kept states' out-of-bounds flags.
+    """
+    keys = [np.frombuffer(r.keys, dtype=np.uint64) for r in reports]
+    tagged = np.concatenate(
+        [k * np.uint64(workers) + np.uint64(w) for w, k in enumerate(keys)]
+    ).astype(np.uint64)
+    codes = np.concatenate([np.frombuffer(r.codes, dtype=np.uint64) for r in reports])
+    flags = np.concatenate([np.frombuffer(r.out_of_bounds, dtype=np.uint8) for r in reports])
+    order = np.argsort(tagged, kind="stable")[:room]
+    merged, codes, flags = tagged[order], codes[order], flags[order]
+    base = len(record.parent)
+    origin = merged % np.uint64(workers)
+    indices = [np.flatnonzero(origin == np.uint64(w)) + base for w in range(workers)]
+    # the action id: the generating worker's local id through that worker's translation
+    aids = np.empty(len(codes), dtype=np.uint32)
+    generator = codes % np.uint64(workers)
+    for w in range(workers):
+        mine = generator == np.uint64(w)
+        if mine.any():
+            table = np.asarray(translate[w], dtype=np.uint32)
+            aids[mine] = table[(codes[mine] // np.uint64(workers)).astype(np.int64)]
+    parents = (merged // np.uint64(workers)) >> np.uint64(SHIFT)
+    record.parent.frombytes(parents.astype(np.int32).tobytes())
+    record.action_ids.frombytes(aids.tobytes())
+    record.good.extend(flags.tobytes())
+    for aid, times in enumerate(np.bincount(aids, minlength=0).tolist()):
+        if times:
+            name = record.action_table[aid][0]
+            record.new_states[name] = record.new_states.get(name, 0) + times
+    return indices, flags
+
+
 def _run_levels(
     model: SpecModel[Any],
     record: Exploration,
@@ -293,35 +339,14 @@ def _run_levels(
                 record.deadlock is None or report.deadlock < record.deadlock
             ):
                 record.deadlock = report.deadlock
-        keys = [array("Q") for _ in range(workers)]
-        codes = [array("Q") for _ in range(workers)]
-        for worker, report in enumerate(reports):
-            keys[worker].frombytes(report.keys)
-            codes[worker].frombytes(report.codes)
-        merged = sorted(key * workers + worker for worker in range(workers) for key in keys[worker])
-        base = len(record.parent)
-        room = limit - base
-        if len(merged) >= room:
-            truncated = len(merged) > room or any(
+        room = limit - len(record.parent)
+        indices, out_merged = _number_level(record, reports, translate, workers, room)
+        if len(out_merged) >= room:
+            truncated = sum(len(r.out_of_bounds) for r in reports) > room or any(
                 not flag for report in reports for flag in report.out_of_bounds
             )
-            merged = merged[:room]
-        indices = [array("q") for _ in range(workers)]
-        has_frontier = False
-        for offset, tagged in enumerate(merged):
-            worker = tagged % workers
-            position = len(indices[worker])
-            index = base + offset
-            indices[worker].append(index)
-            code = codes[worker][position]
-            aid = translate[code % workers][code // workers]
-            record.parent.append((tagged // workers) >> SHIFT)
-            record.action_ids.append(aid)
-            name = record.action_table[aid][0]
-            record.new_states[name] = record.new_states.get(name, 0) + 1
-            out = reports[worker].out_of_bounds[position]
-            record.good.append(out)
-            has_frontier = has_frontier or not out
+        has_frontier = bool(len(out_merged)) and not bool(out_merged.all())
+        merged = len(out_merged)
         for worker, report in enumerate(reports):
             kept = indices[worker]
             for hits, found in (
@@ -330,8 +355,8 @@ def _run_levels(
             ):
                 for name, position in found.items():
                     if position < len(kept) and (name not in hits or kept[position] < hits[name]):
-                        hits[name] = kept[position]
-        sizes = call("assign", [part.tobytes() for part in indices])
+                        hits[name] = int(kept[position])
+        sizes = call("assign", [part.astype(np.int64).tobytes() for part in indices])
         plan = balance_plan(sizes)
         if plan is not None:
             call("balance", plan)
