@@ -8,17 +8,16 @@ Usage: ``python benchmarks/engine_verbs.py [--blocks 32] [--reps 3]``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+import click
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
 from tent_transport.devices import Opcode
@@ -112,20 +111,20 @@ async def _run(device: str, blocks: int) -> float:
         await rx.close()
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--blocks", type=int, default=32)
-    parser.add_argument("--reps", type=int, default=3)
-    args = parser.parse_args(argv)
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--blocks", type=int, default=32, show_default=True, help="4 MiB writes per run.")
+@click.option("--reps", type=int, default=3, show_default=True, help="Interleaved runs per device.")
+def main(blocks: int, reps: int) -> None:
+    """The engine over soft verbs against the engine over TCP, same load; prints JSON."""
     fabric = tempfile.mkdtemp(
         prefix="tent-sv-bench-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None
     )
     os.environ["TENT_SOFTVERBS_FABRIC"] = fabric
     rates: dict[str, list[float]] = {"tcp": [], "softverbs": []}
     try:
-        for _ in range(args.reps):
+        for _ in range(reps):
             for device, series in rates.items():  # interleaved: both see the same load
-                series.append(asyncio.run(_run(device, args.blocks)))
+                series.append(asyncio.run(_run(device, blocks)))
     finally:
         shutil.rmtree(fabric, ignore_errors=True)
     medians = {d: statistics.median(r) for d, r in rates.items()}
@@ -133,8 +132,8 @@ def main(argv: list[str]) -> int:
         json.dumps(
             {
                 "block_bytes": BLOCK,
-                "blocks": args.blocks,
-                "reps": args.reps,
+                "blocks": blocks,
+                "reps": reps,
                 "mb_per_s": rates,
                 "median_mb_per_s": medians,
                 "ratio_softverbs_over_tcp": medians["softverbs"] / medians["tcp"],
@@ -142,8 +141,7 @@ def main(argv: list[str]) -> int:
             indent=2,
         )
     )
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main()

@@ -6,9 +6,7 @@ The measurements live in :mod:`tent_transport.bench` (also ``tent bench transpor
 
 from __future__ import annotations
 
-import sys
-
-from tent_transport.bench import main
+from tent_transport.bench import transport_command
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    transport_command(prog_name="transport.py")

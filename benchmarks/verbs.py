@@ -18,7 +18,6 @@ Usage: ``python benchmarks/verbs.py [--quick]``; ``--quick`` is a smoke run of a
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
 import multiprocessing
@@ -31,6 +30,7 @@ from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any
 
+import click
 from tent_transport.config import load_engine_config
 from tent_transport.devices import Opcode, SliceRequest
 from tent_transport.dispatch import DispatchCore, TransferRequest
@@ -338,17 +338,16 @@ def transmit_meter(quick: bool) -> list[dict[str, Any]]:
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
-    args = parser.parse_args()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--quick", is_flag=True, help="A smoke run of a few seconds.")
+def main(quick: bool) -> None:
+    """The verbs Device over soft verbs: one-sided write rates and posting cost; prints JSON."""
     shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
     with tempfile.TemporaryDirectory(prefix="tent-bench-", dir=shm) as base:
         _BASE.append(base)
-        result = _run(args.quick)
+        result = _run(quick)
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
-    return 0
 
 
 def _run(quick: bool) -> dict[str, Any]:
@@ -363,4 +362,4 @@ def _run(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

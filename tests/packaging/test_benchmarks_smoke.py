@@ -26,11 +26,11 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
     "sched.py": ("--quick", "--seed"),
     "soak.py": ("--rounds", "--ticks-per-round", "--warmup-rounds", "--seed"),
     "tbf_meter.py": ("--rate-mbit", "--blocks", "--block", "--depths"),
-    "engine_verbs.py": None,
+    "engine_verbs.py": ("--blocks", "--reps"),
     "incast.py": None,
     "mutants.py": None,
-    "transport.py": None,
-    "verbs.py": None,
+    "transport.py": ("--blocks", "--small", "--tls / --no-tls"),
+    "verbs.py": ("--quick",),
 }
 
 

@@ -17,7 +17,6 @@ Two processes, one sender and one receiver, every figure measured in the same ru
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import multiprocessing
@@ -266,22 +265,12 @@ def run(*, blocks: int = 64, small: int = 400, tls: bool = True) -> dict[str, An
     return out
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", type=int, default=64)
-    parser.add_argument("--small", type=int, default=400)
-    parser.add_argument("--no-tls", action="store_true")
-    args = parser.parse_args(argv)
-    print(json.dumps(run(blocks=args.blocks, small=args.small, tls=not args.no_tls), indent=1))
-    return 0
-
-
 @click.group("bench", context_settings={"help_option_names": ["-h", "--help"]})
 def bench() -> None:
     """Benchmarks of the transport (JSON, baselines measured in the same run)."""
 
 
-@bench.command("transport")
+@bench.command("transport", context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--blocks", type=int, default=64, show_default=True, help="4 MiB writes per run.")
 @click.option("--small", type=int, default=400, show_default=True, help="4 KiB round trips.")
 @click.option("--tls/--no-tls", default=True, show_default=True, help="Also measure TLS data.")
