@@ -11,13 +11,13 @@ verified.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import random
 import sys
 import time
 from multiprocessing.connection import Connection
 
+import click
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
 from tent_transport.devices import Opcode
@@ -84,18 +84,18 @@ def decode_node(conn: Connection, blocks: int, block: int) -> None:
         conn.recv()  # stay up until the prefill side is done
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", type=int, default=64)
-    parser.add_argument("--block-mib", type=int, default=4)
-    args = parser.parse_args(argv)
-    block = args.block_mib << 20
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--blocks", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--block-mib", type=click.IntRange(min=1), default=4, show_default=True)
+def main(blocks: int, block_mib: int) -> None:
+    """Two processes: a prefill node writes KV blocks into a decode node under receiver credit."""
+    block = block_mib << 20
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
-    decode = context.Process(target=decode_node, args=(child, args.blocks, block), daemon=True)
+    decode = context.Process(target=decode_node, args=(child, blocks, block), daemon=True)
     decode.start()
     (host, port), segment = parent.recv()
-    payloads = [kv_block(i, block) for i in range(args.blocks)]
+    payloads = [kv_block(i, block) for i in range(blocks)]
     options = EngineOptions(
         peer_id=PREFILL, identity=PskIdentity(local_peer=PREFILL, keys={DECODE: KEY})
     )
@@ -125,16 +125,16 @@ def main(argv: list[str]) -> int:
         parent.send("done")
     decode.join(10)
     completed = sum(s.status is TaskStatus.COMPLETED for s in states)
-    mib = args.blocks * args.block_mib
+    mib = blocks * block_mib
     print(f"moved {mib} MiB in {elapsed:.2f} s: {mib / elapsed:.0f} MiB/s")
-    print(f"submits that met a credit stall: {stalled} of {args.blocks}")
+    print(f"submits that met a credit stall: {stalled} of {blocks}")
     print(
-        f"completed: {completed}/{args.blocks}; verified at the receiver: {verified}/{args.blocks}"
+        f"completed: {completed}/{blocks}; verified at the receiver: {verified}/{blocks}"
     )
-    ok = completed == verified == args.blocks
+    ok = completed == verified == blocks
     print("every block verified" if ok else "SOME BLOCKS DID NOT VERIFY")
-    return 0 if ok else 1
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main()
