@@ -179,3 +179,83 @@ def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:
     finally:
         tx.close()
         rx.close()
+
+
+def _fixed_pair() -> tuple[SyncEngine, SyncEngine, int]:
+    """A fixed-window sender (OPTIONAL, legacy window 2) and a receiver that offers no credit."""
+    rx = SyncEngine(
+        load_engine_config(credit_config("disabled")),
+        EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY})),
+    )
+    sender_config = {
+        "enable_runtime_queue": True,
+        "receiver_credit": {"enabled": True, "mode": "optional", "legacy_window": 2},
+    }
+    tx = SyncEngine(
+        load_engine_config(sender_config),
+        EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY})),
+    )
+    host, port = rx.start()
+    peer = tx.connect(host, port)
+    return rx, tx, peer
+
+
+def _until(what: str, predicate: object) -> None:
+    assert callable(predicate)
+    for _ in range(1500):  # bounded
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_new_session_whose_data_connection_fails_ends_submits_typed_then_recovers() -> None:
+    """A restarted session whose data connection cannot be opened (the receiver's data
+    listener refuses) must not leave a submit pending forever: the sender restarts the session
+    and the work ends FAILED; once the listener is back, new work completes."""
+    rx, tx, peer = _fixed_pair()
+    try:
+        memory = bytearray(4 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        first = tx.wait_regions(peer, lambda d: bool(d.regions))
+        assert tx.submit([_write(peer, segment.segment_id, 0, b"a" * BLOCK)]).result(10)
+        server = rx.engine._data_servers[0]
+        host, port = server.address
+
+        async def stop_listening() -> None:
+            assert server._server is not None
+            server._server.close()
+
+        rx._run(stop_listening())
+        tx._call(tx.engine.rails[0]._peers[peer].close)  # the old data connection is lost
+
+        def new_session() -> bool:
+            ps = rx.engine.control.session_of(1)
+            return ps is not None and ps.session != first.session
+
+        _until("a new control session", lambda: rx._call(new_session))
+        state = tx.submit([_write(peer, segment.segment_id, BLOCK, b"b" * BLOCK)]).wait(20)
+        assert state.status is TaskStatus.FAILED, state  # typed, never pending forever
+
+        async def listen_again() -> None:
+            await server.listen(host, port)
+
+        rx._run(listen_again())
+        _until("a data connection", lambda: tx._call(lambda: tx.engine.rails[0].ready(peer)))
+        data = os.urandom(BLOCK)
+        for _ in range(50):  # bounded: a session may still be replaced once meanwhile
+            ps = rx._call(lambda: rx.engine.control.session_of(1))
+            if ps is None:
+                time.sleep(0.05)
+                continue
+            rx.expose(1, segment.segment_id, 0, len(memory))
+            tx.wait_regions(peer, lambda d, s=ps.session: d.session == s and bool(d.regions))
+            state = tx.submit([_write(peer, segment.segment_id, 2 * BLOCK, data)]).wait(20)
+            if state.status is TaskStatus.COMPLETED:
+                break
+        assert state.status is TaskStatus.COMPLETED, state
+        assert memory[2 * BLOCK : 3 * BLOCK] == data
+    finally:
+        tx.close()
+        rx.close()

@@ -47,7 +47,13 @@ from ..dispatch import (
     TransferRequest,
     TransferState,
 )
-from ..errors import InvalidArgument, LocalProtocolError, RemoteProtocolError
+from ..errors import (
+    ConnectionLost,
+    HandshakeFailed,
+    InvalidArgument,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
 from ..segments import (
     Access,
     DescriptorError,
@@ -89,6 +95,7 @@ class _Link:
         self.death_timer: asyncio.TimerHandle | None = None
         self.dead = False
         self.refused = ""  # why this session's rails refused the peer (verbs: its schema)
+        self.attach_failures = 0  # consecutive sessions whose data connection failed
 
 
 class Engine:
@@ -343,9 +350,10 @@ class Engine:
             link.attached.set()
             self._wake()
             return
+        failed = ""
         for rail, (host, port) in zip(self.rails, bootstrap.rails, strict=False):
             assert isinstance(rail, TcpRail)
-            with contextlib.suppress(Exception):
+            try:
                 await rail.attach(
                     link.peer,
                     host,
@@ -354,7 +362,23 @@ class Engine:
                     session=bootstrap.session,
                     data_key=key,
                 )
+            except (ConnectionLost, HandshakeFailed, OSError) as exc:
+                failed = failed or f"{rail.name}: data connection failed: {exc}"
         link.attached.set()
+        if not failed:
+            link.attach_failures = 0
+        elif not self._closed and link.session == bootstrap.session:
+            # A session without its data connection could never post a slice, and no lost
+            # connection would ever restart it: its work would stay pending forever. Fail what
+            # is dispatched (typed) and restart the session, as for a lost data connection,
+            # after a back-off (the control reconnect itself succeeds at once).
+            self.core.fail_peer(link.peer, time.monotonic_ns(), failed)
+            self._wake()
+            link.attach_failures += 1
+            await asyncio.sleep(min(1.0, 0.02 * 2 ** min(link.attach_failures, 6)))
+            if not self._closed and link.session == bootstrap.session:
+                self.core.fail_peer(link.peer, time.monotonic_ns(), failed)
+                link.client.drop_connection()
         self._wake()
 
     def session_lost(self, client: ControlClient) -> None:
