@@ -181,15 +181,15 @@ def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:
         rx.close()
 
 
-def _fixed_pair() -> tuple[SyncEngine, SyncEngine, int]:
-    """A fixed-window sender (OPTIONAL, legacy window 2) and a receiver that offers no credit."""
+def _fixed_pair(window: int = 2) -> tuple[SyncEngine, SyncEngine, int]:
+    """A fixed-window sender (OPTIONAL, legacy ``window``) and a receiver offering no credit."""
     rx = SyncEngine(
         load_engine_config(credit_config("disabled")),
         EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY})),
     )
     sender_config = {
         "enable_runtime_queue": True,
-        "receiver_credit": {"enabled": True, "mode": "optional", "legacy_window": 2},
+        "receiver_credit": {"enabled": True, "mode": "optional", "legacy_window": window},
     }
     tx = SyncEngine(
         load_engine_config(sender_config),
@@ -255,6 +255,60 @@ def test_a_new_session_whose_data_connection_fails_ends_submits_typed_then_recov
             if state.status is TaskStatus.COMPLETED:
                 break
         assert state.status is TaskStatus.COMPLETED, state
+        assert memory[2 * BLOCK : 3 * BLOCK] == data
+    finally:
+        tx.close()
+        rx.close()
+
+
+def test_work_queued_behind_the_fixed_window_fails_with_its_session_not_on_the_next() -> None:
+    """A fixed-window sender's transfer still queued behind its window when the session is
+    replaced (the receiver restarted) names the old session's descriptors: posted on the new
+    session, before the receiver exposed anything to it, the receiver refuses it and
+    quarantines an honest sender (which can then never reconnect: every later submit would
+    wait forever). It ends FAILED with its session instead, and the sender stays admitted."""
+    rx, tx, peer = _fixed_pair(window=1)
+    try:
+        memory = bytearray(4 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        sid = segment.segment_id
+        host, port = rx.engine.address
+        rx.close()  # the receiver goes away
+        _until("the sender to see it", lambda: not tx._call(lambda: tx.engine.connected(peer)))
+        # while it is away: one transfer takes the window (its slice waits for a connection),
+        # the next queues behind it; both name the old session's region
+        dispatched = tx.submit([_write(peer, sid, 0, b"a" * BLOCK)])
+        queued = tx.submit([_write(peer, sid, BLOCK, b"b" * BLOCK)])
+        rx = SyncEngine(
+            load_engine_config(credit_config("disabled")),
+            EngineOptions(
+                peer_id=2,
+                identity=PskIdentity(local_peer=2, keys={1: KEY}),
+                control_address=(host, port),
+            ),
+        )
+        rx.start()  # restarted on the same control port, nothing exposed yet
+        memory = bytearray(4 * BLOCK)
+        assert rx.register(memory).segment_id == sid  # the old descriptors would resolve
+        states = [dispatched.wait(20), queued.wait(20)]
+        assert [s.status for s in states] == [TaskStatus.FAILED, TaskStatus.FAILED], states
+        assert "session replaced" in states[1].detail, states[1]
+        assert rx._call(rx.engine.quarantined) == ()  # nothing of the old session was posted
+        assert rx._call(lambda: rx.engine.receiver.statistics().refused) == 0
+        ps = None
+        for _ in range(1500):  # bounded
+            ps = rx._call(lambda: rx.engine.control.session_of(1))
+            if ps is not None:
+                break
+            time.sleep(0.01)
+        assert ps is not None
+        rx.expose(1, sid, 0, len(memory))
+        tx.wait_regions(peer, lambda d: d.session == ps.session and bool(d.regions))
+        data = os.urandom(BLOCK)
+        state = tx.submit([_write(peer, sid, 2 * BLOCK, data)]).wait(20)
+        assert state.status is TaskStatus.COMPLETED, state  # new work proceeds
         assert memory[2 * BLOCK : 3 * BLOCK] == data
     finally:
         tx.close()

@@ -26,6 +26,7 @@ from tent_credit import (
     CreditMode,
     CreditReceiver,
     DispatchGate,
+    NegotiationState,
     SenderEndpoint,
     SessionId,
 )
@@ -72,6 +73,8 @@ from ._staging import StagingPath
 from ._verbs_rail import VerbsRail
 
 __all__ = ["Engine"]
+
+_WITHOUT_CREDIT = frozenset({NegotiationState.DISABLED, NegotiationState.LEGACY})
 
 
 def _new_session() -> SessionId:
@@ -326,9 +329,20 @@ class Engine:
             link.death_timer.cancel()
             link.death_timer = None
         if link.sessions_started:
-            # unposted slices carry the old session's lease: fail them rather than have the
-            # receiver refuse (and quarantine) an honest sender
-            self.core.fail_peer(link.peer, time.monotonic_ns(), "control session replaced")
+            # Unposted slices carry the old session's lease: fail them rather than have the
+            # receiver refuse (and quarantine) an honest sender. Without credit, queued work (a
+            # fixed window's backlog) too: it names the old session's regions, which the new
+            # session has not exposed (yet), and nothing else fences it; refused, the sender
+            # is quarantined and can never reconnect, so every later submit would hang.
+            # (Credit-gated work is pinned to its snapshot: the new activation fences it.)
+            endpoint = link.endpoint
+            self.core.fail_peer(
+                link.peer,
+                time.monotonic_ns(),
+                "control session replaced",
+                queued=endpoint is None or endpoint.state in _WITHOUT_CREDIT,
+            )
+            self._wake()  # their handles hear it at the next pass, not at the attach's
         link.sessions_started += 1
         link.session = bootstrap.session
         link.dead = False
@@ -401,7 +415,7 @@ class Engine:
 
     def _declare_dead(self, link: _Link) -> None:
         link.dead = True
-        self.core.fail_peer(link.peer, time.monotonic_ns(), "peer unreachable")
+        self.core.fail_peer(link.peer, time.monotonic_ns(), "peer unreachable", queued=True)
         self._wake()
 
     def descriptors(self, client: ControlClient, payload: bytes) -> None:
