@@ -13,7 +13,7 @@ from tent_transport.control import PskIdentity
 from tent_transport.devices import Opcode
 from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import EngineOptions, SyncEngine
-from tent_transport.errors import TransferFailed
+from tent_transport.errors import LocalProtocolError, TransferFailed
 from tent_transport.segments import Access
 
 from tent_credit import BackpressureSource, CreditResource
@@ -313,3 +313,44 @@ def test_work_queued_behind_the_fixed_window_fails_with_its_session_not_on_the_n
     finally:
         tx.close()
         rx.close()
+
+
+def test_a_dead_peers_work_ends_failed_and_new_submits_to_it_are_refused() -> None:
+    """Declared dead (no session for ``peer_dead_after_s``), a peer's queued and dispatched
+    work ends FAILED and a new submit raises: nothing waits for a session that may never come."""
+    rx = SyncEngine(
+        load_engine_config(credit_config("disabled")),
+        EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY})),
+    )
+    tx = SyncEngine(
+        load_engine_config(
+            {
+                "enable_runtime_queue": True,
+                "receiver_credit": {"enabled": True, "mode": "optional", "legacy_window": 1},
+            }
+        ),
+        EngineOptions(
+            peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}), peer_dead_after_s=0.2
+        ),
+    )
+    rx_open = True
+    try:
+        host, port = rx.start()
+        peer = tx.connect(host, port)
+        memory = bytearray(2 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        rx.close()
+        rx_open = False
+        _until("the sender to see it", lambda: not tx._call(lambda: tx.engine.connected(peer)))
+        handles = [tx.submit([_write(peer, segment.segment_id, 0, b"a" * BLOCK)]) for _ in "ab"]
+        states = [h.wait(20) for h in handles]  # one dispatched, one queued behind window 1
+        assert [s.status for s in states] == [TaskStatus.FAILED] * 2, states
+        assert all(s.detail == "peer unreachable" for s in states), states
+        with pytest.raises(LocalProtocolError, match="unreachable"):
+            tx.submit([_write(peer, segment.segment_id, 0, b"c" * BLOCK)])
+    finally:
+        tx.close()
+        if rx_open:
+            rx.close()

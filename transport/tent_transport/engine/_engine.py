@@ -476,8 +476,10 @@ class Engine:
     def submit(self, requests: Sequence[TransferRequest]) -> TransferHandle:
         """Submit transfers as one batch (in the loop thread); returns their handle.
 
-        Raises :class:`LocalProtocolError` for a peer never connected or whose current session
-        the rails refused (a verbs receiver of schema 1, which cannot acknowledge admission),
+        Raises :class:`LocalProtocolError` for a peer never connected, declared dead (no
+        control session for ``peer_dead_after_s``; a reconnect lifts it), or whose current
+        session the rails refused (a verbs receiver of schema 1, which cannot acknowledge
+        admission),
         and the dispatch core's typed errors (InvalidArgument, InvalidEntry, TooManyRequests);
         nothing is submitted then.
         """
@@ -487,6 +489,9 @@ class Engine:
                 raise InvalidArgument("submit takes TransferRequest values")
             if request.peer not in self._links:
                 raise LocalProtocolError(f"peer {request.peer} is not connected")
+            if self._links[request.peer].dead:
+                # no session for peer_dead_after_s: its work could only wait for one
+                raise LocalProtocolError(f"peer {request.peer} is unreachable (declared dead)")
             if self._links[request.peer].refused:
                 raise LocalProtocolError(
                     f"peer {request.peer} is refused: {self._links[request.peer].refused}"
