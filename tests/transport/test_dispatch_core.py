@@ -332,6 +332,28 @@ def test_fail_peer_fails_unposted_work_after_the_posted_slices_end() -> None:
     assert core.fail_peer(PEER, 4, "again") == 0
 
 
+def test_fail_peer_with_queued_also_ends_the_peers_queued_work_failed() -> None:
+    rail = FakeDevice()
+    rail.ready = False  # nothing posts: one owner takes the dispatch window, the rest queue
+    core = core_of({**QUEUE, "runtime_queue": {"max_dispatch_owners": 1}}, rail)
+    first, second = core.submit([write(MIB), write(MIB)], 0)
+    other = core.submit([write(MIB, peer=PEER + 1)], 0)[0]
+    core.progress(1)
+    phases = [core.status(t).phase.name for t in (first, second, other)]
+    assert phases == ["DISPATCHED", "QUEUED", "QUEUED"]
+    assert core.fail_peer(PEER, 2, "session replaced") == 1  # queued work stays by default
+    assert core.status(second).phase.name == "QUEUED"
+    assert core.fail_peer(PEER, 3, "session replaced", queued=True) == 1
+    events = {e.transfer_id: e for e in core.progress(4)}
+    assert set(events) == {first, second}
+    assert events[second].status is TaskStatus.FAILED
+    assert events[second].reason is EndReason.PEER_FAILED
+    assert events[second].detail == "session replaced"
+    assert core.status(other).phase.name != "TERMINAL"  # another peer's work is untouched
+    with pytest.raises(InvalidArgument):
+        core.fail_peer(PEER, 6, "x", queued=1)  # type: ignore[arg-type]
+
+
 def test_a_full_queue_reads_as_local_queue_pressure() -> None:
     from tent_credit import BackpressureSource
 

@@ -13,7 +13,7 @@ from tent_transport.control import PskIdentity
 from tent_transport.devices import Opcode
 from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import EngineOptions, SyncEngine
-from tent_transport.errors import TransferFailed
+from tent_transport.errors import LocalProtocolError, TransferFailed
 from tent_transport.segments import Access
 
 from tent_credit import BackpressureSource, CreditResource
@@ -179,3 +179,178 @@ def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:
     finally:
         tx.close()
         rx.close()
+
+
+def _fixed_pair(window: int = 2) -> tuple[SyncEngine, SyncEngine, int]:
+    """A fixed-window sender (OPTIONAL, legacy ``window``) and a receiver offering no credit."""
+    rx = SyncEngine(
+        load_engine_config(credit_config("disabled")),
+        EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY})),
+    )
+    sender_config = {
+        "enable_runtime_queue": True,
+        "receiver_credit": {"enabled": True, "mode": "optional", "legacy_window": window},
+    }
+    tx = SyncEngine(
+        load_engine_config(sender_config),
+        EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY})),
+    )
+    host, port = rx.start()
+    peer = tx.connect(host, port)
+    return rx, tx, peer
+
+
+def _until(what: str, predicate: object) -> None:
+    assert callable(predicate)
+    for _ in range(1500):  # bounded
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_new_session_whose_data_connection_fails_ends_submits_typed_then_recovers() -> None:
+    """A restarted session whose data connection cannot be opened (the receiver's data
+    listener refuses) must not leave a submit pending forever: the sender restarts the session
+    and the work ends FAILED; once the listener is back, new work completes."""
+    rx, tx, peer = _fixed_pair()
+    try:
+        memory = bytearray(4 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        first = tx.wait_regions(peer, lambda d: bool(d.regions))
+        assert tx.submit([_write(peer, segment.segment_id, 0, b"a" * BLOCK)]).result(10)
+        server = rx.engine._data_servers[0]
+        host, port = server.address
+
+        async def stop_listening() -> None:
+            assert server._server is not None
+            server._server.close()
+
+        rx._run(stop_listening())
+        tx._call(tx.engine.rails[0]._peers[peer].close)  # the old data connection is lost
+
+        def new_session() -> bool:
+            ps = rx.engine.control.session_of(1)
+            return ps is not None and ps.session != first.session
+
+        _until("a new control session", lambda: rx._call(new_session))
+        state = tx.submit([_write(peer, segment.segment_id, BLOCK, b"b" * BLOCK)]).wait(20)
+        assert state.status is TaskStatus.FAILED, state  # typed, never pending forever
+
+        async def listen_again() -> None:
+            await server.listen(host, port)
+
+        rx._run(listen_again())
+        _until("a data connection", lambda: tx._call(lambda: tx.engine.rails[0].ready(peer)))
+        data = os.urandom(BLOCK)
+        for _ in range(50):  # bounded: a session may still be replaced once meanwhile
+            ps = rx._call(lambda: rx.engine.control.session_of(1))
+            if ps is None:
+                time.sleep(0.05)
+                continue
+            rx.expose(1, segment.segment_id, 0, len(memory))
+            tx.wait_regions(peer, lambda d, s=ps.session: d.session == s and bool(d.regions))
+            state = tx.submit([_write(peer, segment.segment_id, 2 * BLOCK, data)]).wait(20)
+            if state.status is TaskStatus.COMPLETED:
+                break
+        assert state.status is TaskStatus.COMPLETED, state
+        assert memory[2 * BLOCK : 3 * BLOCK] == data
+    finally:
+        tx.close()
+        rx.close()
+
+
+def test_work_queued_behind_the_fixed_window_fails_with_its_session_not_on_the_next() -> None:
+    """A fixed-window sender's transfer still queued behind its window when the session is
+    replaced (the receiver restarted) names the old session's descriptors: posted on the new
+    session, before the receiver exposed anything to it, the receiver refuses it and
+    quarantines an honest sender (which can then never reconnect: every later submit would
+    wait forever). It ends FAILED with its session instead, and the sender stays admitted."""
+    rx, tx, peer = _fixed_pair(window=1)
+    try:
+        memory = bytearray(4 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        sid = segment.segment_id
+        host, port = rx.engine.address
+        rx.close()  # the receiver goes away
+        _until("the sender to see it", lambda: not tx._call(lambda: tx.engine.connected(peer)))
+        # while it is away: one transfer takes the window (its slice waits for a connection),
+        # the next queues behind it; both name the old session's region
+        dispatched = tx.submit([_write(peer, sid, 0, b"a" * BLOCK)])
+        queued = tx.submit([_write(peer, sid, BLOCK, b"b" * BLOCK)])
+        rx = SyncEngine(
+            load_engine_config(credit_config("disabled")),
+            EngineOptions(
+                peer_id=2,
+                identity=PskIdentity(local_peer=2, keys={1: KEY}),
+                control_address=(host, port),
+            ),
+        )
+        rx.start()  # restarted on the same control port, nothing exposed yet
+        memory = bytearray(4 * BLOCK)
+        assert rx.register(memory).segment_id == sid  # the old descriptors would resolve
+        states = [dispatched.wait(20), queued.wait(20)]
+        assert [s.status for s in states] == [TaskStatus.FAILED, TaskStatus.FAILED], states
+        assert "session replaced" in states[1].detail, states[1]
+        assert rx._call(rx.engine.quarantined) == ()  # nothing of the old session was posted
+        assert rx._call(lambda: rx.engine.receiver.statistics().refused) == 0
+        ps = None
+        for _ in range(1500):  # bounded
+            ps = rx._call(lambda: rx.engine.control.session_of(1))
+            if ps is not None:
+                break
+            time.sleep(0.01)
+        assert ps is not None
+        rx.expose(1, sid, 0, len(memory))
+        tx.wait_regions(peer, lambda d: d.session == ps.session and bool(d.regions))
+        data = os.urandom(BLOCK)
+        state = tx.submit([_write(peer, sid, 2 * BLOCK, data)]).wait(20)
+        assert state.status is TaskStatus.COMPLETED, state  # new work proceeds
+        assert memory[2 * BLOCK : 3 * BLOCK] == data
+    finally:
+        tx.close()
+        rx.close()
+
+
+def test_a_dead_peers_work_ends_failed_and_new_submits_to_it_are_refused() -> None:
+    """Declared dead (no session for ``peer_dead_after_s``), a peer's queued and dispatched
+    work ends FAILED and a new submit raises: nothing waits for a session that may never come."""
+    rx = SyncEngine(
+        load_engine_config(credit_config("disabled")),
+        EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY})),
+    )
+    tx = SyncEngine(
+        load_engine_config(
+            {
+                "enable_runtime_queue": True,
+                "receiver_credit": {"enabled": True, "mode": "optional", "legacy_window": 1},
+            }
+        ),
+        EngineOptions(
+            peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}), peer_dead_after_s=0.2
+        ),
+    )
+    rx_open = True
+    try:
+        host, port = rx.start()
+        peer = tx.connect(host, port)
+        memory = bytearray(2 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        rx.close()
+        rx_open = False
+        _until("the sender to see it", lambda: not tx._call(lambda: tx.engine.connected(peer)))
+        handles = [tx.submit([_write(peer, segment.segment_id, 0, b"a" * BLOCK)]) for _ in "ab"]
+        states = [h.wait(20) for h in handles]  # one dispatched, one queued behind window 1
+        assert [s.status for s in states] == [TaskStatus.FAILED] * 2, states
+        assert all(s.detail == "peer unreachable" for s in states), states
+        with pytest.raises(LocalProtocolError, match="unreachable"):
+            tx.submit([_write(peer, segment.segment_id, 0, b"c" * BLOCK)])
+    finally:
+        tx.close()
+        if rx_open:
+            rx.close()

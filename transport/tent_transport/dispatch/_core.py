@@ -345,20 +345,33 @@ class DispatchCore:
         self._maybe_finish(record, now_ns)
         return True
 
-    def fail_peer(self, peer: int, now_ns: int, detail: str) -> int:
+    def fail_peer(self, peer: int, now_ns: int, detail: str, *, queued: bool = False) -> int:
         """The driver declared ``peer`` dead: fail its dispatched transfers' unposted slices.
 
         Each such transfer ends FAILED (PEER_FAILED) once its posted slices ended (the device
-        flushes them). Queued transfers to the peer stay queued (cancel them to end them).
-        Returns how many transfers were failed. Raises InvalidArgument for a bad argument.
+        flushes them). With ``queued``, transfers to the peer still queued end FAILED
+        (PEER_FAILED) too, reported by the next :meth:`progress`: work submitted for a session
+        that was replaced names that session's regions and must not be posted on the next one.
+        Otherwise queued transfers stay queued (cancel them to end them). Returns how many
+        transfers were failed. Raises InvalidArgument for a bad argument; nothing changes then.
         """
         self._check_now(now_ns)
-        if type(peer) is not int or not 0 <= peer <= U64_MAX or type(detail) is not str:
-            raise InvalidArgument("fail_peer needs a u64 peer and a str detail")
+        if (
+            type(peer) is not int
+            or not 0 <= peer <= U64_MAX
+            or type(detail) is not str
+            or type(queued) is not bool
+        ):
+            raise InvalidArgument("fail_peer needs a u64 peer, a str detail and a bool queued")
         hit = [
             r
             for r in self._records.values()
             if r.phase is TransferPhase.DISPATCHED and r.request.peer == peer and r.waiting
+        ]
+        waiting = [
+            r
+            for r in self._records.values()
+            if queued and r.phase is TransferPhase.QUEUED and r.request.peer == peer
         ]
         for record in hit:
             if not record.failed:
@@ -367,7 +380,14 @@ class DispatchCore:
                 record.detail = detail
             self._withdraw(record)
             self._maybe_finish(record, now_ns)
-        return len(hit)
+        for record in waiting:
+            assert self._queue is not None  # only the runtime queue holds QUEUED transfers
+            self._queue.cancel(record.owner_id)
+            if self._gate is not None:
+                self._gate.forget(record.owner_id)
+            self._queued -= 1
+            self._end(record, TaskStatus.FAILED, EndReason.PEER_FAILED, detail, now_ns)
+        return len(hit) + len(waiting)
 
     # ---------------------------------------------------------------- queries
 

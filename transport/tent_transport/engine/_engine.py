@@ -26,6 +26,7 @@ from tent_credit import (
     CreditMode,
     CreditReceiver,
     DispatchGate,
+    NegotiationState,
     SenderEndpoint,
     SessionId,
 )
@@ -47,7 +48,13 @@ from ..dispatch import (
     TransferRequest,
     TransferState,
 )
-from ..errors import InvalidArgument, LocalProtocolError, RemoteProtocolError
+from ..errors import (
+    ConnectionLost,
+    HandshakeFailed,
+    InvalidArgument,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
 from ..segments import (
     Access,
     DescriptorError,
@@ -66,6 +73,8 @@ from ._staging import StagingPath
 from ._verbs_rail import VerbsRail
 
 __all__ = ["Engine"]
+
+_WITHOUT_CREDIT = frozenset({NegotiationState.DISABLED, NegotiationState.LEGACY})
 
 
 def _new_session() -> SessionId:
@@ -89,6 +98,7 @@ class _Link:
         self.death_timer: asyncio.TimerHandle | None = None
         self.dead = False
         self.refused = ""  # why this session's rails refused the peer (verbs: its schema)
+        self.attach_failures = 0  # consecutive sessions whose data connection failed
 
 
 class Engine:
@@ -319,9 +329,20 @@ class Engine:
             link.death_timer.cancel()
             link.death_timer = None
         if link.sessions_started:
-            # unposted slices carry the old session's lease: fail them rather than have the
-            # receiver refuse (and quarantine) an honest sender
-            self.core.fail_peer(link.peer, time.monotonic_ns(), "control session replaced")
+            # Unposted slices carry the old session's lease: fail them rather than have the
+            # receiver refuse (and quarantine) an honest sender. Without credit, queued work (a
+            # fixed window's backlog) too: it names the old session's regions, which the new
+            # session has not exposed (yet), and nothing else fences it; refused, the sender
+            # is quarantined and can never reconnect, so every later submit would hang.
+            # (Credit-gated work is pinned to its snapshot: the new activation fences it.)
+            endpoint = link.endpoint
+            self.core.fail_peer(
+                link.peer,
+                time.monotonic_ns(),
+                "control session replaced",
+                queued=endpoint is None or endpoint.state in _WITHOUT_CREDIT,
+            )
+            self._wake()  # their handles hear it at the next pass, not at the attach's
         link.sessions_started += 1
         link.session = bootstrap.session
         link.dead = False
@@ -343,9 +364,10 @@ class Engine:
             link.attached.set()
             self._wake()
             return
+        failed = ""
         for rail, (host, port) in zip(self.rails, bootstrap.rails, strict=False):
             assert isinstance(rail, TcpRail)
-            with contextlib.suppress(Exception):
+            try:
                 await rail.attach(
                     link.peer,
                     host,
@@ -354,7 +376,23 @@ class Engine:
                     session=bootstrap.session,
                     data_key=key,
                 )
+            except (ConnectionLost, HandshakeFailed, OSError) as exc:
+                failed = failed or f"{rail.name}: data connection failed: {exc}"
         link.attached.set()
+        if not failed:
+            link.attach_failures = 0
+        elif not self._closed and link.session == bootstrap.session:
+            # A session without its data connection could never post a slice, and no lost
+            # connection would ever restart it: its work would stay pending forever. Fail what
+            # is dispatched (typed) and restart the session, as for a lost data connection,
+            # after a back-off (the control reconnect itself succeeds at once).
+            self.core.fail_peer(link.peer, time.monotonic_ns(), failed)
+            self._wake()
+            link.attach_failures += 1
+            await asyncio.sleep(min(1.0, 0.02 * 2 ** min(link.attach_failures, 6)))
+            if not self._closed and link.session == bootstrap.session:
+                self.core.fail_peer(link.peer, time.monotonic_ns(), failed)
+                link.client.drop_connection()
         self._wake()
 
     def session_lost(self, client: ControlClient) -> None:
@@ -377,7 +415,7 @@ class Engine:
 
     def _declare_dead(self, link: _Link) -> None:
         link.dead = True
-        self.core.fail_peer(link.peer, time.monotonic_ns(), "peer unreachable")
+        self.core.fail_peer(link.peer, time.monotonic_ns(), "peer unreachable", queued=True)
         self._wake()
 
     def descriptors(self, client: ControlClient, payload: bytes) -> None:
@@ -438,8 +476,10 @@ class Engine:
     def submit(self, requests: Sequence[TransferRequest]) -> TransferHandle:
         """Submit transfers as one batch (in the loop thread); returns their handle.
 
-        Raises :class:`LocalProtocolError` for a peer never connected or whose current session
-        the rails refused (a verbs receiver of schema 1, which cannot acknowledge admission),
+        Raises :class:`LocalProtocolError` for a peer never connected, declared dead (no
+        control session for ``peer_dead_after_s``; a reconnect lifts it), or whose current
+        session the rails refused (a verbs receiver of schema 1, which cannot acknowledge
+        admission),
         and the dispatch core's typed errors (InvalidArgument, InvalidEntry, TooManyRequests);
         nothing is submitted then.
         """
@@ -449,6 +489,9 @@ class Engine:
                 raise InvalidArgument("submit takes TransferRequest values")
             if request.peer not in self._links:
                 raise LocalProtocolError(f"peer {request.peer} is not connected")
+            if self._links[request.peer].dead:
+                # no session for peer_dead_after_s: its work could only wait for one
+                raise LocalProtocolError(f"peer {request.peer} is unreachable (declared dead)")
             if self._links[request.peer].refused:
                 raise LocalProtocolError(
                     f"peer {request.peer} is refused: {self._links[request.peer].refused}"
