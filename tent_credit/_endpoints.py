@@ -1085,6 +1085,7 @@ class ReceiverEndpoint:
             # withdrawn or met: the key leaves the fair split, and freed capacity goes elsewhere
             self._receiver.allocator.withdraw_demand(self._sender_peer, self._qos_class)
             self._stalled = False
+            self._retry_after_us = 0  # nothing waits: later updates must not ask for a retry
             return []
         return self._grant(demand)
 

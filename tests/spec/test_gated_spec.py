@@ -21,7 +21,7 @@ from tent_models.configs.gated import (
     no_refresh_config,
     tiny_config,
 )
-from tent_spec.credit import InvalidBounds, Update
+from tent_spec.credit import InvalidBounds
 from tent_spec.gated import (
     ACTIVE,
     FENCING,
@@ -32,6 +32,7 @@ from tent_spec.gated import (
     GatedState,
     OwnerSpec,
     Report,
+    Update,
 )
 
 

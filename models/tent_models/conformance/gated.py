@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, cast
 
-from tent_spec.credit import ACTIVATION, UPDATE, Activation, Update
+from tent_spec.credit import ACTIVATION, UPDATE, Activation
 from tent_spec.gated import (
     COMMITTED,
     NEVER_STALLED,
@@ -58,6 +58,7 @@ from tent_spec.gated import (
     ReceiverKey,
     Report,
     SenderKey,
+    Update,
 )
 from tent_spec.gated import Faults as SpecFaults
 
@@ -164,6 +165,7 @@ def spec_message(data: bytes) -> Any:
             message.epoch,
             message.sequence,
             _wire_vec(message.grants),
+            bool(message.retry_after_us),
         )
     raise TypeError(f"unexpected message {message!r}")  # pragma: no cover - never sent here
 

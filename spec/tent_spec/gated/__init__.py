@@ -92,6 +92,7 @@ from ._values import (
     ReceiverKey,
     Report,
     SenderKey,
+    Update,
     charge_of,
 )
 
@@ -124,5 +125,6 @@ __all__ = [
     "ReceiverKey",
     "Report",
     "SenderKey",
+    "Update",
     "charge_of",
 ]

@@ -9,7 +9,6 @@ from tent_spec.credit import (
     ACTIVATION,
     UPDATE,
     Activation,
-    Update,
 )
 
 from ._core import GatedCore
@@ -27,6 +26,7 @@ from ._values import (
     ReceiverKey,
     Report,
     SenderKey,
+    Update,
     _bag_add,
     _bag_has,
     _bag_remove,
@@ -90,7 +90,9 @@ class GatedControl(GatedCore):
         if b.activation_due:
             out.append(Activation(ACTIVATION, state.session, EPOCH))
         if b.version and (b.push_due or (refresh and b.pushed_seq)):
-            out.append(Update(UPDATE, state.session, EPOCH, b.pushed_seq + 1, b.granted))
+            out.append(
+                Update(UPDATE, state.session, EPOCH, b.pushed_seq + 1, b.granted, b.stalled)
+            )
         return tuple(out)
 
     def _emit(self, state: GatedState, k: int, *, refresh: bool) -> GatedState:
@@ -236,6 +238,10 @@ class GatedControl(GatedCore):
             return state  # RFC rule 5: a decreasing total is rejected
         phase = ACTIVE if ledger.phase == STALE else ledger.phase
         ledger = ledger._replace(grant_total=msg.grants, last_seq=msg.seq, phase=phase)
+        if msg.retry and _vle(ledger.demand, ledger.grant_total):
+            # The receiver still holds a demand this sender no longer has (the report that
+            # withdrew it may be lost): report again (SenderEndpoint.receive_update).
+            ledger = ledger._replace(dirty=True)
         return state._replace(senders=self._set(state.senders, k, ledger))
 
     def _g_duplicate(self, state: GatedState, k: int, msg: Any) -> str | None:

@@ -20,7 +20,6 @@ from tent_spec.credit import (
     SpecInvariant,
     SpecStep,
     SpecWitness,
-    Update,
 )
 
 from ._control import GatedControl
@@ -46,6 +45,7 @@ from ._values import (
     ReceiverKey,
     Report,
     SenderKey,
+    Update,
     Vec,
     _vadd,
     _vle,

@@ -10,7 +10,6 @@ import attrs
 from tent_spec.credit import (
     Activation,
     InvalidBounds,
-    Update,
 )
 
 Vec = tuple[int, ...]
@@ -68,6 +67,22 @@ class Report(NamedTuple):
     consumed: Vec
     returned: Vec
     demand: Vec
+
+
+class Update(NamedTuple):
+    """Receiver → sender: the key's full cumulative grant vector (``ReceiverCreditUpdate``).
+
+    ``retry`` is the update's ``retry_after_us`` being non-zero: the receiver's last grant
+    decision for the key was short (it is stalled). A sender whose demand is met that reads it
+    reports again, since the report that withdrew its demand may have been lost (the
+    implementation's rule; SEMANTICS §6, issue 10 item 7)."""
+
+    kind: int
+    session: int
+    epoch: int
+    seq: int
+    grants: Vec
+    retry: bool = False
 
 
 Message = Offer | Report | Activation | Update
