@@ -21,6 +21,7 @@ from tent_transport.devices.tcp import (
     WireOpcode,
     checksum,
 )
+from tent_transport.errors import InvalidArgument
 from tent_transport.segments import Access, SegmentTable
 
 KEY = os.urandom(32)
@@ -326,3 +327,25 @@ def test_retire_closes_the_sessions_connections_and_flushes_the_sender() -> None
 async def _bound(server: TcpDataServer) -> bool:
     await until(lambda: server.connections(SENDER, SESSION) == 1, what="bind")
     return True
+
+
+def test_data_connection_send_buffer_holds_a_slice() -> None:
+    # The engine sizes SO_SNDBUF to one dispatch slice so that asyncio's transport buffer
+    # (which copies and memmoves) is rarely used; the kernel reports twice the value it keeps.
+    async def scenario() -> None:
+        server, rail, _memory, _seg, _ = await _setup(Plane())
+        transport = rail._peers[SENDER + 100]._transport  # the connection under test
+        assert transport is not None
+        sock = transport.get_extra_info("socket")
+        with open("/proc/sys/net/core/wmem_max") as f:
+            cap = int(f.read())
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) >= min(4 << 20, cap)
+        rail.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_a_negative_send_buffer_is_refused() -> None:
+    with pytest.raises(InvalidArgument):
+        TcpRail("tcp0", send_buffer_bytes=-1)

@@ -46,13 +46,21 @@ def build_transport(
     receiver: ReceiverSide,
     segments: SegmentTable,
     credit: CreditReceiver | None,
+    slice_bytes: int = 4 << 20,
 ) -> Transport:
-    """The rails and receiver halves ``options.device`` names. Raises the backend's
+    """The rails and receiver halves ``options.device`` names (a TCP data connection's send
+    buffer holds one dispatch slice of ``slice_bytes``). Raises the backend's
     ``PyverbsRDMAError`` (no such device) or ``ImportError`` (no pyverbs) for verbs."""
     speeds = options.link_speed_gbps or (0.0,) * len(options.rail_addresses)
     if options.device == "tcp":
         rails: list[TcpRail | VerbsRail] = [
-            TcpRail(f"tcp{i}", rail=i, link_speed_gbps=speed, ssl_context=data_ssl[1])
+            TcpRail(
+                f"tcp{i}",
+                rail=i,
+                link_speed_gbps=speed,
+                ssl_context=data_ssl[1],
+                send_buffer_bytes=slice_bytes,
+            )
             for i, speed in enumerate(speeds)
         ]
         servers = [

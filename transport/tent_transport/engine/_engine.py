@@ -145,6 +145,7 @@ class Engine:
             receiver=self.receiver,
             segments=self.segments,
             credit=self.credit,
+            slice_bytes=self.config.dispatch.slice_bytes,
         )
         self.rails = transport.rails
         self._data_servers = transport.data_servers

@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import socket
 import ssl
 from collections.abc import Callable, Sequence
 
 import attrs
 
 from ...control import BIND, CHALLENGE_BYTES, data_bind_proof, tune_socket
-from ...errors import ConnectionLost, HandshakeFailed, PostRefused
+from ...errors import ConnectionLost, HandshakeFailed, InvalidArgument, PostRefused
 from .._base import Opcode, SliceCompletion, SliceRequest, SliceStatus
 from ._wire import ACK, Ack, AckStatus, Flags, Request, WireOpcode, checksum
 
@@ -88,6 +89,14 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         tune_socket(transport, 0)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and self._rail.send_buffer_bytes:
+            # A kernel send buffer that holds a whole slice takes each chunk at once, so little
+            # of a payload is ever copied into (and memmoved out of) asyncio's transport buffer:
+            # measured on loopback, 26 % of the payload bytes with the autotuned default, 5-10 %
+            # with 4 MiB (the kernel caps it at net.core.wmem_max).
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._rail.send_buffer_bytes)
         transport.set_write_buffer_limits(high=_CHUNK, low=_CHUNK // 4)
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -213,7 +222,12 @@ class TcpRail:
         max_qp_wr: int = 256,
         cq_slots: int = 4096,
         ssl_context: ssl.SSLContext | None = None,
+        send_buffer_bytes: int = 4 << 20,
     ) -> None:
+        if type(send_buffer_bytes) is not int or send_buffer_bytes < 0:
+            raise InvalidArgument(f"send_buffer_bytes must be an int >= 0: {send_buffer_bytes!r}")
+        self.send_buffer_bytes = send_buffer_bytes
+        """``SO_SNDBUF`` of each data connection (0: the kernel's autotuned default)."""
         self._name = name
         self.rail = rail
         self._speed = link_speed_gbps
