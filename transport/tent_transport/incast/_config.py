@@ -1,8 +1,9 @@
 """What one incast run is (:class:`RunConfig`) and which runs a matrix holds.
 
 A run is N sender processes writing fixed-size KV blocks into one receiver process through the
-real engine over TCP. The receiver's *nominal* capacity is ``slots`` blocks; its physical pool
-holds every sender's whole pipeline (``senders * depth`` blocks), so disabled and fixed modes
+real engine, over TCP on loopback or over the soft verbs device (:data:`DEVICES`). The
+receiver's *nominal* capacity is ``slots`` blocks; its physical pool holds every sender's
+whole pipeline (``senders * depth`` blocks), so disabled and fixed modes
 can exceed the nominal capacity without corrupting data: that excess is what they are measured
 on. Only credit mode is held to the nominal capacity (TRANSPORT "The RFC's incast matrix").
 """
@@ -16,6 +17,7 @@ from collections.abc import Iterator, Sequence
 import attrs
 
 __all__ = [
+    "DEVICES",
     "Condition",
     "Mode",
     "RunConfig",
@@ -30,6 +32,9 @@ MIB = 1 << 20
 PATHS = ("direct", "staged", "mixed")
 """direct: every block lands in its target; staged: every block lands in the receiver's
 staging pool and is moved by an inner transfer; mixed: odd sequence numbers staged."""
+DEVICES = ("tcp", "softverbs")
+"""tcp: the engine's TCP rails on loopback; softverbs: the soft RC device (one-sided writes
+into a shared-memory fabric private to the run, admission at the write notice)."""
 
 
 class Mode(enum.Enum):
@@ -82,6 +87,7 @@ class RunConfig:
     path: str = "direct"
     """One of :data:`PATHS` (staged and mixed: credit mode only)."""
     device: str = "tcp"
+    """One of :data:`DEVICES` (softverbs: the direct path only)."""
     timeout_s: float = 120.0
 
     def __attrs_post_init__(self) -> None:
@@ -90,8 +96,11 @@ class RunConfig:
         if self.path != "direct" and self.mode is not Mode.CREDIT:
             # a staged write is leased (its STAGING_SLOTS): without credit there is no staging
             raise ValueError("the staged and mixed paths need credit mode")
-        if self.device != "tcp":
-            raise ValueError("only the tcp device is wired into the incast runner")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.device != "tcp" and self.path != "direct":
+            # a one-sided write has no receiver code between landing and its target
+            raise ValueError("the staged and mixed paths need the tcp device")
         if self.release_delay_ms < 0 or self.restart_after_s <= 0 or self.timeout_s <= 0:
             raise ValueError("delays and timeouts must be positive")
 
@@ -217,11 +226,15 @@ def full_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
     return interleave(rows, repetitions)
 
 
-def smoke_matrix(*, block: int = MIB, blocks_per_sender: int = 8) -> list[RunConfig]:
-    """The CI smoke: 4 senders, one repetition of each mode, small blocks."""
+def smoke_matrix(
+    *, block: int = MIB, blocks_per_sender: int = 8, device: str = "tcp"
+) -> list[RunConfig]:
+    """The CI smoke: 4 senders, one repetition of each mode, small blocks (on ``device``;
+    its row is ``4-sender smoke`` on TCP, ``4-sender smoke <device>`` otherwise)."""
     return [
         RunConfig(
-            row="4-sender smoke",
+            row="4-sender smoke" + ("" if device == "tcp" else f" {device}"),
+            device=device,
             mode=m,
             senders=4,
             block=block,
