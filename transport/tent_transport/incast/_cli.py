@@ -228,7 +228,8 @@ class _Progress:
     "devices",
     default="tcp",
     show_default=True,
-    help="Custom rows and --smoke: data devices, e.g. tcp,softverbs (softverbs: direct path).",
+    help="Data devices, e.g. tcp,softverbs (softverbs: the direct path; in the default "
+    "matrix the RFC's rows only).",
 )
 @click.option("--block-mib", type=int, default=4, show_default=True)
 @click.option(
@@ -266,11 +267,6 @@ def incast_command(
 
     tune_base = None
     device_list = _devices(devices)
-    if device_list != ["tcp"] and not (smoke or senders):
-        raise click.UsageError(
-            "--device chooses the devices of custom rows (--senders) and of --smoke; the "
-            "default and --full matrices are fixed (docs/incast.md)"
-        )
     if smoke:
         configs = [c for d in device_list for c in smoke_matrix(device=d)]
     elif senders:
@@ -289,11 +285,13 @@ def incast_command(
             depth=depth,
         )
     elif full:
-        configs = full_matrix(repetitions=repetitions, scale=scale)
+        configs = full_matrix(repetitions=repetitions, scale=scale, devices=device_list)
     else:
-        configs = default_matrix(repetitions=repetitions, scale=scale)
-        if tune:
-            base = next(c for c in configs if c.row == "16-sender" and c.mode is Mode.FIXED)
+        configs = default_matrix(repetitions=repetitions, scale=scale, devices=device_list)
+        if tune:  # on the first device's 16-sender healthy row
+            first = device_list[0]
+            row = "16-sender" if first == "tcp" else f"16-sender {first}"
+            base = next(c for c in configs if c.row == row and c.mode is Mode.FIXED)
             tune_base = attrs.evolve(base, repetition=0)
     progress = _Progress(len(configs))
     try:

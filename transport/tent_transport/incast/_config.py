@@ -159,14 +159,40 @@ def _rows(modes: Sequence[Mode], scale: int) -> list[list[RunConfig]]:
     return rows
 
 
-def default_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
-    """The RFC's rows in every mode, the staged and mixed paths (4 senders, credit), and the
-    lease-batch sweep on the 16-sender healthy row.
+def _devices(devices: Sequence[str]) -> tuple[str, ...]:
+    out = tuple(devices)
+    if not out or len(set(out)) != len(out) or any(d not in DEVICES for d in out):
+        raise ValueError(f"devices must be distinct ones of {DEVICES}, got {devices!r}")
+    return out
+
+
+def _on(device: str, rows: list[list[RunConfig]]) -> list[list[RunConfig]]:
+    """``rows`` on ``device``; a row of another device than tcp is named ``<row> <device>``
+    (the report groups by row name)."""
+    if device == "tcp":
+        return rows
+    return [[attrs.evolve(c, device=device, row=f"{c.row} {device}") for c in row] for row in rows]
+
+
+def default_matrix(
+    *, repetitions: int = 3, scale: int = 1, devices: Sequence[str] = ("tcp",)
+) -> list[RunConfig]:
+    """On tcp: the RFC's rows in every mode, the staged and mixed paths (4 senders, credit),
+    and the lease-batch sweep on the 16-sender healthy row. On softverbs: the RFC's rows only
+    (a one-sided write cannot be staged; the sweep is a tcp question). Raises ValueError for
+    an unknown or repeated device.
 
     Repetitions interleave the modes (:func:`interleave`) so that every mode sees the same
     machine load. The fixed-window tuning (``--tune``) is separate: :func:`tune_candidates`.
     """
     modes = (Mode.DISABLED, Mode.FIXED, Mode.CREDIT)
+    rows: list[list[RunConfig]] = []
+    for device in _devices(devices):
+        rows += _tcp_rows(modes, scale) if device == "tcp" else _on(device, _rows(modes, scale))
+    return interleave(rows, repetitions)
+
+
+def _tcp_rows(modes: Sequence[Mode], scale: int) -> list[list[RunConfig]]:
     rows = _rows(modes, scale)
     # the staged and mixed paths beside the 4-sender direct credit row (staging is leased:
     # credit mode only)
@@ -195,11 +221,21 @@ def default_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
             for b in (1, 4, 8)
         ]
     )
+    return rows
+
+
+def full_matrix(
+    *, repetitions: int = 3, scale: int = 1, devices: Sequence[str] = ("tcp",)
+) -> list[RunConfig]:
+    """Every device x sender count x mode x condition x lease batch (the direct path).
+    Raises ValueError for an unknown or repeated device."""
+    rows: list[list[RunConfig]] = []
+    for device in _devices(devices):
+        rows += _on(device, _full_rows(scale))
     return interleave(rows, repetitions)
 
 
-def full_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
-    """Every sender count x mode x condition x lease batch (the direct path on TCP)."""
+def _full_rows(scale: int) -> list[list[RunConfig]]:
     rows: list[list[RunConfig]] = []
     for n, condition, batch in itertools.product((1, 4, 16), Condition, (1, 2, 4, 8)):
         slots = 64 if condition is Condition.SLOWDOWN else 8
@@ -223,18 +259,18 @@ def full_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
                 for m in Mode
             ]
         )
-    return interleave(rows, repetitions)
+    return rows
 
 
 def smoke_matrix(
     *, block: int = MIB, blocks_per_sender: int = 8, device: str = "tcp"
 ) -> list[RunConfig]:
-    """The CI smoke: 4 senders, one repetition of each mode, small blocks (on ``device``;
-    its row is ``4-sender smoke`` on TCP, ``4-sender smoke <device>`` otherwise)."""
-    return [
+    """The CI smoke: 4 senders, one repetition of each mode, small blocks, on ``device`` (its
+    row is ``4-sender smoke``, ``4-sender smoke <device>`` off tcp). Raises ValueError for an
+    unknown device."""
+    row = [
         RunConfig(
-            row="4-sender smoke" + ("" if device == "tcp" else f" {device}"),
-            device=device,
+            row="4-sender smoke",
             mode=m,
             senders=4,
             block=block,
@@ -243,6 +279,7 @@ def smoke_matrix(
         )
         for m in Mode
     ]
+    return _on(_devices([device])[0], [row])[0]
 
 
 def interleave(rows: Sequence[Sequence[RunConfig]], repetitions: int) -> list[RunConfig]:

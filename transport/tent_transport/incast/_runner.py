@@ -207,8 +207,8 @@ def run_matrix(
     tune: RunConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``configs`` in order (with a window tuning first when ``tune`` is given: its best
-    window then replaces the fixed window of every FIXED config of the same sender count and
-    slot count); one JSONL line per run to ``out``. A run that fails is recorded with an
+    window then replaces the fixed window of every FIXED config of the same device, sender
+    count and slot count); one JSONL line per run to ``out``. A run that fails is recorded with an
     ``error`` field so the verifier rejects the file rather than miss it."""
     records: list[dict[str, Any]] = []
     total = len(configs)
@@ -229,7 +229,8 @@ def run_matrix(
         window, _ = tune_window(tune, on_run=tuned)
         todo = [
             attrs.evolve(c, window=window, depth=max(c.depth, window))
-            if c.mode is Mode.FIXED and c.senders == tune.senders and c.slots == tune.slots
+            if c.mode is Mode.FIXED
+            and (c.device, c.senders, c.slots) == (tune.device, tune.senders, tune.slots)
             else c
             for c in configs
         ]
