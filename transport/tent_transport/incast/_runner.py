@@ -98,6 +98,11 @@ def _spec(config: RunConfig, port: int, t0_ns: int, fabric: str = "") -> dict[st
     return spec
 
 
+def _shm_base() -> str | None:
+    """Where run fabrics go: shared memory, as the soft device's own default."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") else None
+
+
 @contextlib.contextmanager
 def _fabric(config: RunConfig) -> Iterator[str]:
     """The run's soft verbs fabric folder ("" on TCP), removed afterwards: a SIGKILLed
@@ -105,8 +110,7 @@ def _fabric(config: RunConfig) -> Iterator[str]:
     if config.device != "softverbs":
         yield ""
         return
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    folder = tempfile.mkdtemp(prefix="tent-incast-fabric-", dir=base)
+    folder = tempfile.mkdtemp(prefix="tent-incast-fabric-", dir=_shm_base())
     try:
         yield folder
     finally:
