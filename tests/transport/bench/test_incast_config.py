@@ -140,6 +140,8 @@ def test_a_matrix_refuses_unknown_or_repeated_devices(devices: list[str]) -> Non
     [
         (["--device", "verbs"], "devices are tcp, softverbs"),
         (["--device", "tcp,mlx5"], "devices are tcp, softverbs"),
+        (["--device", "softverbs,softverbs"], "each once"),
+        (["--smoke", "--device", ","], "devices are tcp, softverbs"),
         (["--senders", "4", "--device", "softverbs", "--path", "staged"], "tcp device only"),
     ],
 )

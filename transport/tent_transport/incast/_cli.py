@@ -48,8 +48,8 @@ def _split(text: str) -> list[str]:
 def _devices(text: str) -> list[str]:
     devices = _split(text)
     bad = [d for d in devices if d not in DEVICES]
-    if bad or not devices:
-        raise click.BadParameter(f"devices are {', '.join(DEVICES)}; got {text!r}")
+    if bad or not devices or len(set(devices)) != len(devices):
+        raise click.BadParameter(f"devices are {', '.join(DEVICES)}, each once; got {text!r}")
     return devices
 
 

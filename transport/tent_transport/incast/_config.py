@@ -3,9 +3,9 @@
 A run is N sender processes writing fixed-size KV blocks into one receiver process through the
 real engine, over TCP on loopback or over the soft verbs device (:data:`DEVICES`). The
 receiver's *nominal* capacity is ``slots`` blocks; its physical pool holds every sender's
-whole pipeline (``senders * depth`` blocks), so disabled and fixed modes
-can exceed the nominal capacity without corrupting data: that excess is what they are measured
-on. Only credit mode is held to the nominal capacity (TRANSPORT "The RFC's incast matrix").
+whole pipeline (``senders * depth`` blocks), so disabled and fixed modes can exceed the
+nominal capacity without corrupting data: that excess is what they are measured on. Only
+credit mode is held to the nominal capacity (TRANSPORT "The RFC's incast matrix").
 """
 
 from __future__ import annotations
