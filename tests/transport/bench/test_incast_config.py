@@ -1,10 +1,25 @@
-"""What an incast run is: the paths (direct / staged / mixed) and the default matrix's rows."""
+"""What an incast run is: the paths (direct / staged / mixed), the devices (tcp / softverbs) and
+the default matrix's rows."""
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
+import attrs
 import pytest
+from click.testing import CliRunner
+from tent_transport.cli import bench
 from tent_transport.config import load_engine_config
-from tent_transport.incast import Mode, RunConfig, default_matrix
+from tent_transport.incast import (
+    Mode,
+    RunConfig,
+    _runner,
+    default_matrix,
+    full_matrix,
+    smoke_matrix,
+    tune_candidates,
+)
 from tent_transport.incast._worker import engine_config, staged
 
 
@@ -68,3 +83,116 @@ def test_credit_grants_whole_blocks() -> None:
     assert grant["min_grant"] == {"data_bytes": 1 << 20, "request_slots": 1, "consumer_slots": 1}
     allocator = load_engine_config(engine_config(spec, "receiver")).receiver_credit
     assert allocator.allocator_config().min_grant  # the engine passes it to the allocator
+
+
+# ------------------------------------------------------------------------------ devices
+
+
+@pytest.mark.parametrize("device", ["verbs", "TCP", "", "rdma"])
+def test_an_unknown_device_is_refused(device: str) -> None:
+    with pytest.raises(ValueError, match="device must be one of"):
+        RunConfig(row="r", mode=Mode.CREDIT, senders=4, device=device)
+
+
+@pytest.mark.parametrize("path", ["staged", "mixed"])
+def test_softverbs_runs_the_direct_path_only(path: str) -> None:
+    # a one-sided write has no receiver code between landing and its target
+    with pytest.raises(ValueError, match="tcp device"):
+        RunConfig(row="r", mode=Mode.CREDIT, senders=4, path=path, device="softverbs")
+    config = RunConfig(row="r", mode=Mode.CREDIT, senders=4, device="softverbs")
+    assert config.as_dict()["device"] == "softverbs"  # the record's config names the device
+
+
+def test_the_default_matrix_stays_on_tcp() -> None:
+    assert {c.device for c in default_matrix(repetitions=1)} == {"tcp"}
+    assert {c.device for c in full_matrix(repetitions=1)} == {"tcp"}
+    assert {c.device for c in smoke_matrix()} == {"tcp"}
+
+
+def test_the_softverbs_rows_are_the_rfc_rows_named_by_their_device() -> None:
+    configs = default_matrix(repetitions=1, devices=["softverbs"])
+    assert {c.device for c in configs} == {"softverbs"}
+    assert {c.path for c in configs} == {"direct"}
+    rows = {(c.row, c.mode) for c in configs}
+    rfc = ("1-sender", "4-sender", "16-sender", "16-sender slowdown", "4-sender restart")
+    assert rows == {(f"{r} softverbs", m) for r in rfc for m in Mode}
+    both = default_matrix(repetitions=1, devices=["tcp", "softverbs"])
+    tcp = [c for c in both if c.device == "tcp"]
+    assert tcp == default_matrix(repetitions=1)  # the tcp rows are unchanged beside them
+    assert len(both) == len(tcp) + len(configs)
+    assert {c.row for c in smoke_matrix(device="softverbs")} == {"4-sender smoke softverbs"}
+    full = full_matrix(repetitions=1, devices=["softverbs"])
+    assert {c.device for c in full} == {"softverbs"} and all(
+        c.row.endswith(" softverbs") for c in full
+    )
+
+
+@pytest.mark.parametrize("devices", [[], ["verbs"], ["tcp", "tcp"], ["softverbs", "TCP"]])
+def test_a_matrix_refuses_unknown_or_repeated_devices(devices: list[str]) -> None:
+    with pytest.raises(ValueError, match="devices must be distinct"):
+        default_matrix(repetitions=1, devices=devices)
+    with pytest.raises(ValueError, match="devices must be distinct"):
+        full_matrix(repetitions=1, devices=devices)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "verbs"], "devices are tcp, softverbs"),
+        (["--device", "tcp,mlx5"], "devices are tcp, softverbs"),
+        (["--device", "softverbs,softverbs"], "each once"),
+        (["--smoke", "--device", ","], "devices are tcp, softverbs"),
+        (["--senders", "4", "--device", "softverbs", "--path", "staged"], "tcp device only"),
+    ],
+)
+def test_the_cli_refuses_a_bad_device_before_running_anything(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "never.jsonl"
+    result = CliRunner().invoke(bench, ["incast", "--out", str(out), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not out.exists()
+
+
+def test_a_softverbs_run_gets_a_private_fabric_removed_afterwards() -> None:
+    tcp = RunConfig(row="r", mode=Mode.CREDIT, senders=4)
+    with _runner._fabric(tcp) as folder:
+        assert folder == ""
+    soft = attrs.evolve(tcp, device="softverbs")
+    with _runner._fabric(soft) as first, _runner._fabric(soft) as second:
+        assert first != second and Path(first).is_dir() and Path(second).is_dir()
+        (Path(first) / "node-dead").mkdir()  # what a SIGKILLed receiver leaves behind
+        spec = _runner._spec(soft, 1, 0, first)
+        assert (spec["device"], spec["fabric"]) == ("softverbs", first)
+    assert not Path(first).exists() and not Path(second).exists()
+    with pytest.raises(RuntimeError), _runner._fabric(soft) as failed:
+        raise RuntimeError("a run that failed")
+    assert not Path(failed).exists()
+
+
+def test_the_tuned_window_applies_to_the_tuned_device_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[RunConfig] = []
+
+    def fake_run(config: RunConfig) -> dict[str, object]:
+        ran.append(config)
+        # the tuning's best window is its largest (8): throughput grows with the window
+        return {
+            "row": config.row,
+            "throughput_gbps": float(config.window),
+            "config": config.as_dict(),
+        }
+
+    monkeypatch.setattr(_runner, "run_one", fake_run)
+    configs = default_matrix(repetitions=1, devices=["tcp", "softverbs"])
+    base = next(c for c in configs if c.row == "16-sender" and c.mode is Mode.FIXED)
+    _runner.run_matrix(configs, io.StringIO(), tune=base)
+    after = ran[len(list(tune_candidates(base))) :]
+    fixed16 = {
+        c.device: c.window
+        for c in after
+        if c.mode is Mode.FIXED and c.senders == 16 and c.slots == 8
+    }
+    assert fixed16 == {"tcp": 8, "softverbs": 2}  # the softverbs row keeps its own window

@@ -196,3 +196,16 @@ def test_report_writes_the_table_and_plots(tmp_path: Path) -> None:
     assert "| 16-sender | 8 | 2 | 22 / 100 | 8 / 0 | 22 / 14657 vs 8 / 0 | 0.5 |" in table
     with pytest.raises(ValueError):
         write_report([{"error": "x"}], tmp_path / "none")
+
+
+def test_a_softverbs_row_is_set_beside_the_rfc_row_it_repeats() -> None:
+    from tent_transport.incast._report import comparison, medians
+
+    fixed, credit = good("fixed"), good("credit")
+    for r in (fixed, credit):
+        r["row"] = "16-sender softverbs"
+        r["config"].update(senders=16, device="softverbs")
+    (row,) = comparison(medians([fixed, credit]))
+    assert row["row"] == "16-sender softverbs"
+    assert (row["rfc"], row["rfc_throughput_delta"]) == ("22 / 14657 vs 8 / 0", "+0.41%")
+    assert verify_records([fixed, credit]) == []  # a softverbs record is an ordinary record

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -20,7 +21,8 @@ from tent_transport.dispatch import TransferPlan, TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 from tent_transport.errors import LocalProtocolError
 from tent_transport.segments import Access
-from tent_transport.verbs import VerbsRegion, decode_verbs_message, encode_verbs_message
+from tent_transport.verbs import VerbsRegion, decode_verbs_message, encode_verbs_message, soft
+from tent_transport.verbs.soft import _hca
 from verbs_engine import BLOCK, engines, fabric, move, write
 
 from tent_credit import CreditResource
@@ -314,3 +316,35 @@ def test_a_tcp_engine_has_no_verbs_and_refuses_verbs_frames() -> None:
         await asyncio.sleep(0)
 
     run(scenario())
+
+
+def test_engines_on_the_default_fabric_leave_no_folder_behind(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``EngineOptions(device="softverbs")`` without ``$TENT_SOFTVERBS_FABRIC`` opens the soft
+    device on the per-user default fabric (relocated under ``tmp_path`` here). Two engines
+    that moved bytes and closed leave neither a node nor the folder (CI used to leave an empty
+    ``/dev/shm/tent-softverbs-<uid>``)."""
+    monkeypatch.delenv("TENT_SOFTVERBS_FABRIC")
+    monkeypatch.setattr(_hca, "_shm_base", lambda: tmp_path)
+    folder = soft.default_fabric()
+
+    async def scenario() -> None:
+        rx, tx = engines()
+        assert folder.is_dir() and len(list(folder.iterdir())) == 4  # 2 engines x (tx, rx)
+        host, port = await rx.start()
+        await tx.start()
+        try:
+            peer = await tx.connect(host, port)
+            memory = rx.allocate(4 * BLOCK)
+            segment = rx.register(memory)
+            rx.expose(1, segment.segment_id, 0, 4 * BLOCK)
+            await tx.wait_regions(peer, lambda d: bool(d.regions))
+            await move(rx, tx, peer, segment.segment_id, memory, n=4)
+        finally:
+            await tx.close()
+            assert folder.is_dir()  # the receiver's nodes are still in it
+            await rx.close()
+
+    run(scenario())
+    assert not folder.exists()

@@ -325,7 +325,8 @@ def test_lying_sender_is_refused_and_quarantined_honest_sender_unaffected(how: s
 # later write had replaced it and quarantined an honest sender (its results then ended before
 # the fifth block's). Now a write completes only on the receiver's acknowledgement, and such a
 # write is SUPERSEDED, not a lie (test_engine_verbs_ack.py shows both deterministically).
-@pytest.mark.parametrize("device", ["tcp", "softverbs"])
+# ``device`` is the fixture (tcp, and softverbs on a private fabric): a parametrize of the same
+# name would override it and put the soft device on the per-user default fabric.
 def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_rail(
     device: str,
 ) -> None:

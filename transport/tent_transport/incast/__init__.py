@@ -1,14 +1,15 @@
 """The RFC's incast matrix through the real engine (``tent bench incast``, issue 13).
 
 :func:`run_one` runs one :class:`RunConfig` (N sender processes, one receiver process, TCP on
-loopback) and returns its JSONL record; :func:`run_matrix` runs a list of them, interleaved by
-repetition; :func:`verify_records` applies the acceptance rules; :func:`write_report` writes the
-medians table and plots.
+loopback or the soft verbs device, :data:`DEVICES`) and returns its JSONL record;
+:func:`run_matrix` runs a list of them, interleaved by repetition; :func:`verify_records`
+applies the acceptance rules; :func:`write_report` writes the medians table and plots.
 """
 
 from __future__ import annotations
 
 from ._config import (
+    DEVICES,
     Condition,
     Mode,
     RunConfig,
@@ -22,6 +23,7 @@ from ._records import SCHEMA, SCHEMA_VERSION, build_record, check_schema, jain, 
 from ._runner import RunFailed, read_records, run_matrix, run_one, tune_window
 
 __all__ = [
+    "DEVICES",
     "SCHEMA",
     "SCHEMA_VERSION",
     "Condition",

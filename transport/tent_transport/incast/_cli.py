@@ -5,8 +5,10 @@ The commands join the ``bench`` group of :mod:`tent_transport.bench` (see :mod:`
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from rich.progress import (
 )
 
 from ._config import (
+    DEVICES,
     MIB,
     PATHS,
     Condition,
@@ -42,6 +45,14 @@ def _split(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
+def _devices(text: str) -> list[str]:
+    devices = _split(text)
+    bad = [d for d in devices if d not in DEVICES]
+    if bad or not devices or len(set(devices)) != len(devices):
+        raise click.BadParameter(f"devices are {', '.join(DEVICES)}, each once; got {text!r}")
+    return devices
+
+
 def _custom(
     *,
     senders: str,
@@ -51,6 +62,7 @@ def _custom(
     window: int,
     reps: int,
     path: str = "direct",
+    devices: Sequence[str] = ("tcp",),
     **kw: Any,
 ) -> list[RunConfig]:
     try:
@@ -64,15 +76,19 @@ def _custom(
         mode_list = [m for m in mode_list if m is Mode.CREDIT]  # staging is leased
         if not mode_list:
             raise click.BadParameter("the staged and mixed paths run in credit mode only")
+        if any(d != "tcp" for d in devices):
+            raise click.BadParameter("the staged and mixed paths run on the tcp device only")
     slowdown = cond is Condition.SLOWDOWN
     rows = []
-    for n in counts:
-        for b in batch_list:
+    for device, n, b in itertools.product(devices, counts, batch_list):
+        try:
             row = [
                 RunConfig(
                     row=f"{n}-sender {cond.value}"
                     + ("" if path == "direct" else f" {path}")
-                    + (f" batch {b}" if len(batch_list) > 1 else ""),
+                    + (f" batch {b}" if len(batch_list) > 1 else "")
+                    + ("" if device == "tcp" else f" {device}"),
+                    device=device,
                     path=path,
                     mode=m,
                     senders=n,
@@ -89,7 +105,9 @@ def _custom(
                 )
                 for m in mode_list
             ]
-            rows.append(row)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        rows.append(row)
     return interleave(rows, reps)
 
 
@@ -205,6 +223,14 @@ class _Progress:
     show_default=True,
     help="Custom rows: where blocks land (staged, mixed: credit mode only).",
 )
+@click.option(
+    "--device",
+    "devices",
+    default="tcp",
+    show_default=True,
+    help="Data devices, e.g. tcp,softverbs (softverbs: the direct path; in the default "
+    "matrix the RFC's rows only).",
+)
 @click.option("--block-mib", type=int, default=4, show_default=True)
 @click.option(
     "--blocks", type=int, default=24, show_default=True, help="Custom rows: blocks per sender."
@@ -231,15 +257,18 @@ def incast_command(
     window: int,
     slots: int,
     path: str,
+    devices: str,
     block_mib: int,
     blocks: int,
     depth: int,
 ) -> None:
-    """The RFC's incast matrix: N sender processes, one receiver, through the engine over TCP."""
+    """The RFC's incast matrix: N sender processes, one receiver, through the engine (TCP on
+    loopback, or the soft verbs device)."""
 
     tune_base = None
+    device_list = _devices(devices)
     if smoke:
-        configs = smoke_matrix()
+        configs = [c for d in device_list for c in smoke_matrix(device=d)]
     elif senders:
         configs = _custom(
             senders=senders,
@@ -250,16 +279,19 @@ def incast_command(
             reps=repetitions,
             slots=slots,
             path=path,
+            devices=device_list,
             block=block_mib * MIB,
             blocks=blocks,
             depth=depth,
         )
     elif full:
-        configs = full_matrix(repetitions=repetitions, scale=scale)
+        configs = full_matrix(repetitions=repetitions, scale=scale, devices=device_list)
     else:
-        configs = default_matrix(repetitions=repetitions, scale=scale)
-        if tune:
-            base = next(c for c in configs if c.row == "16-sender" and c.mode is Mode.FIXED)
+        configs = default_matrix(repetitions=repetitions, scale=scale, devices=device_list)
+        if tune:  # on the first device's 16-sender healthy row
+            first = device_list[0]
+            row = "16-sender" if first == "tcp" else f"16-sender {first}"
+            base = next(c for c in configs if c.row == row and c.mode is Mode.FIXED)
             tune_base = attrs.evolve(base, repetition=0)
     progress = _Progress(len(configs))
     try:

@@ -1,10 +1,11 @@
 """What one incast run is (:class:`RunConfig`) and which runs a matrix holds.
 
 A run is N sender processes writing fixed-size KV blocks into one receiver process through the
-real engine over TCP. The receiver's *nominal* capacity is ``slots`` blocks; its physical pool
-holds every sender's whole pipeline (``senders * depth`` blocks), so disabled and fixed modes
-can exceed the nominal capacity without corrupting data: that excess is what they are measured
-on. Only credit mode is held to the nominal capacity (TRANSPORT "The RFC's incast matrix").
+real engine, over TCP on loopback or over the soft verbs device (:data:`DEVICES`). The
+receiver's *nominal* capacity is ``slots`` blocks; its physical pool holds every sender's
+whole pipeline (``senders * depth`` blocks), so disabled and fixed modes can exceed the
+nominal capacity without corrupting data: that excess is what they are measured on. Only
+credit mode is held to the nominal capacity (TRANSPORT "The RFC's incast matrix").
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterator, Sequence
 import attrs
 
 __all__ = [
+    "DEVICES",
     "Condition",
     "Mode",
     "RunConfig",
@@ -30,6 +32,9 @@ MIB = 1 << 20
 PATHS = ("direct", "staged", "mixed")
 """direct: every block lands in its target; staged: every block lands in the receiver's
 staging pool and is moved by an inner transfer; mixed: odd sequence numbers staged."""
+DEVICES = ("tcp", "softverbs")
+"""tcp: the engine's TCP rails on loopback; softverbs: the soft RC device (one-sided writes
+into a shared-memory fabric private to the run, admission at the write notice)."""
 
 
 class Mode(enum.Enum):
@@ -82,6 +87,7 @@ class RunConfig:
     path: str = "direct"
     """One of :data:`PATHS` (staged and mixed: credit mode only)."""
     device: str = "tcp"
+    """One of :data:`DEVICES` (softverbs: the direct path only)."""
     timeout_s: float = 120.0
 
     def __attrs_post_init__(self) -> None:
@@ -90,8 +96,11 @@ class RunConfig:
         if self.path != "direct" and self.mode is not Mode.CREDIT:
             # a staged write is leased (its STAGING_SLOTS): without credit there is no staging
             raise ValueError("the staged and mixed paths need credit mode")
-        if self.device != "tcp":
-            raise ValueError("only the tcp device is wired into the incast runner")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.device != "tcp" and self.path != "direct":
+            # a one-sided write has no receiver code between landing and its target
+            raise ValueError("the staged and mixed paths need the tcp device")
         if self.release_delay_ms < 0 or self.restart_after_s <= 0 or self.timeout_s <= 0:
             raise ValueError("delays and timeouts must be positive")
 
@@ -150,14 +159,40 @@ def _rows(modes: Sequence[Mode], scale: int) -> list[list[RunConfig]]:
     return rows
 
 
-def default_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
-    """The RFC's rows in every mode, the staged and mixed paths (4 senders, credit), and the
-    lease-batch sweep on the 16-sender healthy row.
+def _devices(devices: Sequence[str]) -> tuple[str, ...]:
+    out = tuple(devices)
+    if not out or len(set(out)) != len(out) or any(d not in DEVICES for d in out):
+        raise ValueError(f"devices must be distinct ones of {DEVICES}, got {devices!r}")
+    return out
+
+
+def _on(device: str, rows: list[list[RunConfig]]) -> list[list[RunConfig]]:
+    """``rows`` on ``device``; a row of another device than tcp is named ``<row> <device>``
+    (the report groups by row name)."""
+    if device == "tcp":
+        return rows
+    return [[attrs.evolve(c, device=device, row=f"{c.row} {device}") for c in row] for row in rows]
+
+
+def default_matrix(
+    *, repetitions: int = 3, scale: int = 1, devices: Sequence[str] = ("tcp",)
+) -> list[RunConfig]:
+    """On tcp: the RFC's rows in every mode, the staged and mixed paths (4 senders, credit),
+    and the lease-batch sweep on the 16-sender healthy row. On softverbs: the RFC's rows only
+    (a one-sided write cannot be staged; the sweep is a tcp question). Raises ValueError for
+    an unknown or repeated device.
 
     Repetitions interleave the modes (:func:`interleave`) so that every mode sees the same
     machine load. The fixed-window tuning (``--tune``) is separate: :func:`tune_candidates`.
     """
     modes = (Mode.DISABLED, Mode.FIXED, Mode.CREDIT)
+    rows: list[list[RunConfig]] = []
+    for device in _devices(devices):
+        rows += _tcp_rows(modes, scale) if device == "tcp" else _on(device, _rows(modes, scale))
+    return interleave(rows, repetitions)
+
+
+def _tcp_rows(modes: Sequence[Mode], scale: int) -> list[list[RunConfig]]:
     rows = _rows(modes, scale)
     # the staged and mixed paths beside the 4-sender direct credit row (staging is leased:
     # credit mode only)
@@ -186,11 +221,21 @@ def default_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
             for b in (1, 4, 8)
         ]
     )
+    return rows
+
+
+def full_matrix(
+    *, repetitions: int = 3, scale: int = 1, devices: Sequence[str] = ("tcp",)
+) -> list[RunConfig]:
+    """Every device x sender count x mode x condition x lease batch (the direct path).
+    Raises ValueError for an unknown or repeated device."""
+    rows: list[list[RunConfig]] = []
+    for device in _devices(devices):
+        rows += _on(device, _full_rows(scale))
     return interleave(rows, repetitions)
 
 
-def full_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
-    """Every sender count x mode x condition x lease batch (the direct path on TCP)."""
+def _full_rows(scale: int) -> list[list[RunConfig]]:
     rows: list[list[RunConfig]] = []
     for n, condition, batch in itertools.product((1, 4, 16), Condition, (1, 2, 4, 8)):
         slots = 64 if condition is Condition.SLOWDOWN else 8
@@ -214,12 +259,16 @@ def full_matrix(*, repetitions: int = 3, scale: int = 1) -> list[RunConfig]:
                 for m in Mode
             ]
         )
-    return interleave(rows, repetitions)
+    return rows
 
 
-def smoke_matrix(*, block: int = MIB, blocks_per_sender: int = 8) -> list[RunConfig]:
-    """The CI smoke: 4 senders, one repetition of each mode, small blocks."""
-    return [
+def smoke_matrix(
+    *, block: int = MIB, blocks_per_sender: int = 8, device: str = "tcp"
+) -> list[RunConfig]:
+    """The CI smoke: 4 senders, one repetition of each mode, small blocks, on ``device`` (its
+    row is ``4-sender smoke``, ``4-sender smoke <device>`` off tcp). Raises ValueError for an
+    unknown device."""
+    row = [
         RunConfig(
             row="4-sender smoke",
             mode=m,
@@ -230,6 +279,7 @@ def smoke_matrix(*, block: int = MIB, blocks_per_sender: int = 8) -> list[RunCon
         )
         for m in Mode
     ]
+    return _on(_devices([device])[0], [row])[0]
 
 
 def interleave(rows: Sequence[Sequence[RunConfig]], repetitions: int) -> list[RunConfig]:

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._config import DEVICES
+
 __all__ = ["RFC_FIGURES", "comparison", "medians", "write_report"]
 
 # TRANSPORT.md "The RFC's incast matrix" (H20 cluster, 4 MiB, 8-slot cap; 64 for the slowdown):
@@ -68,6 +70,14 @@ def medians(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[
     return out
 
 
+def _rfc_row(row: str) -> str:
+    """The RFC row a row stands for: ``<row> <device>`` off tcp is the same experiment."""
+    for device in DEVICES[1:]:
+        if row.endswith(f" {device}"):
+            return row[: -len(device) - 1]
+    return row
+
+
 def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
@@ -79,7 +89,7 @@ def comparison(med: Mapping[tuple[str, str], Mapping[str, float]]) -> list[dict[
         fixed, credit = med.get((row, "fixed")), med.get((row, "credit"))
         if fixed is None or credit is None:
             continue
-        rfc = RFC_FIGURES.get(row)
+        rfc = RFC_FIGURES.get(_rfc_row(row))
         rows.append(
             {
                 "row": row,
@@ -91,7 +101,7 @@ def comparison(med: Mapping[tuple[str, str], Mapping[str, float]]) -> list[dict[
                 "credit_violations": credit["capacity_violations"],
                 "rfc": None if rfc is None else f"{rfc[0]} / {rfc[1]} vs {rfc[2]} / {rfc[3]}",
                 "throughput_ratio": _ratio(credit["throughput_mib_s"], fixed["throughput_mib_s"]),
-                "rfc_throughput_delta": RFC_THROUGHPUT_DELTA.get(row),
+                "rfc_throughput_delta": RFC_THROUGHPUT_DELTA.get(_rfc_row(row)),
                 "worst_p99_ratio": _ratio(
                     credit["worst_sender_p99_us"], fixed["worst_sender_p99_us"]
                 ),

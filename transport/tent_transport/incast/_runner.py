@@ -1,8 +1,9 @@
 """Run one incast configuration (processes, the start barrier, the restart) and a matrix.
 
 Every wait on a worker is bounded; every spawned process is reaped (killed if it outlives its
-run). The matrix runner writes each record as one JSONL line as soon as its run ends, so an
-interrupted matrix keeps what it measured.
+run). A soft verbs run gets a fabric folder of its own, removed with whatever a killed
+receiver left in it. The matrix runner writes each record as one JSONL line as soon as its
+run ends, so an interrupted matrix keeps what it measured.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import contextlib
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import IO, Any
@@ -84,21 +87,47 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _spec(config: RunConfig, port: int, t0_ns: int) -> dict[str, Any]:
+def _spec(config: RunConfig, port: int, t0_ns: int, fabric: str = "") -> dict[str, Any]:
     spec = config.as_dict()
     spec.update(
         control_port=port,
         t0_ns=t0_ns,
         sender_ids=list(range(1, config.senders + 1)),
+        fabric=fabric,
     )
     return spec
 
 
+def _shm_base() -> str | None:
+    """Where run fabrics go: shared memory, as the soft device's own default."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") else None
+
+
+@contextlib.contextmanager
+def _fabric(config: RunConfig) -> Iterator[str]:
+    """The run's soft verbs fabric folder ("" on TCP), removed afterwards: a SIGKILLed
+    receiver cannot remove its own node, and no run sees another's nodes."""
+    if config.device != "softverbs":
+        yield ""
+        return
+    folder = tempfile.mkdtemp(prefix="tent-incast-fabric-", dir=_shm_base())
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def run_one(config: RunConfig) -> dict[str, Any]:
-    """One run: a receiver, ``senders`` sender processes, its record. Raises RunFailed."""
+    """One run: a receiver, ``senders`` sender processes, its record. Raises RunFailed (the
+    processes are reaped and a soft verbs run's fabric is removed then too)."""
+    with _fabric(config) as fabric:
+        return _run_one(config, fabric)
+
+
+def _run_one(config: RunConfig, fabric: str) -> dict[str, Any]:
     port = _free_port()
     t0_ns = time.monotonic_ns()
-    spec = _spec(config, port, t0_ns)
+    spec = _spec(config, port, t0_ns, fabric)
     receivers: list[dict[str, Any]] = []
     senders: list[_Proc] = []
     receiver = _Proc(receiver_main, spec)
@@ -182,8 +211,8 @@ def run_matrix(
     tune: RunConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``configs`` in order (with a window tuning first when ``tune`` is given: its best
-    window then replaces the fixed window of every FIXED config of the same sender count and
-    slot count); one JSONL line per run to ``out``. A run that fails is recorded with an
+    window then replaces the fixed window of every FIXED config of the same device, sender
+    count and slot count); one JSONL line per run to ``out``. A run that fails is recorded with an
     ``error`` field so the verifier rejects the file rather than miss it."""
     records: list[dict[str, Any]] = []
     total = len(configs)
@@ -204,7 +233,8 @@ def run_matrix(
         window, _ = tune_window(tune, on_run=tuned)
         todo = [
             attrs.evolve(c, window=window, depth=max(c.depth, window))
-            if c.mode is Mode.FIXED and c.senders == tune.senders and c.slots == tune.slots
+            if c.mode is Mode.FIXED
+            and (c.device, c.senders, c.slots) == (tune.device, tune.senders, tune.slots)
             else c
             for c in configs
         ]

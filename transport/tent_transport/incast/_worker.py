@@ -6,9 +6,16 @@ and a body drawn from a small seeded pool, so the receiver checks every landed b
 what its sender wrote without the runner moving any data.
 
 The receiver's occupancy is counted at its data plane (``ReceiverSide``): a write occupies a
-request slot and its bytes from its admission (header accepted, before any byte lands) until
-its consumer releases it (or the transport aborts it), and a consumer slot from landing to
-release. Those are the resources credit mode grants, counted the same way in every mode.
+request slot and its bytes from its admission until its consumer releases it (or the transport
+aborts it), and a consumer slot from landing to release. Those are the resources credit mode
+grants, counted the same way in every mode. On TCP the admission is the write's header,
+before any byte lands; on the soft verbs device it is the write's notice, which the receiver
+reads when the one-sided write's immediate completes, that is once its bytes have landed (the
+verbs receiver learns of a write only then).
+
+On ``softverbs`` both sides' memory comes from :meth:`Engine.allocate` (the fabric, which the
+other node's HCA reaches) and every process of a run opens its device on the run's private
+fabric (``spec["fabric"]``, made and removed by the runner).
 """
 
 from __future__ import annotations
@@ -123,6 +130,13 @@ def _outstanding(engine: Engine) -> dict[str, int]:
 def _cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return float(usage.ru_utime + usage.ru_stime)
+
+
+def _use_fabric(spec: dict[str, Any]) -> None:
+    """Open the soft verbs device on the run's fabric: the engine's soft device reads
+    ``TENT_SOFTVERBS_FABRIC`` (its default, a per-user folder, would be shared by every run)."""
+    if spec.get("fabric"):
+        os.environ["TENT_SOFTVERBS_FABRIC"] = spec["fabric"]
 
 
 def _identity(me: int, others: list[int]) -> PskIdentity:
@@ -244,10 +258,12 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         staging_slots=spec["slots"] if spec.get("path", "direct") != "direct" else 0,
         staging_slot_bytes=block,
         trace=_trace("receiver"),
+        device=spec.get("device", "tcp"),
     )
+    _use_fabric(spec)
     engine = Engine(load_engine_config(engine_config(spec, "receiver")), options)
     region = depth * block  # each sender's own region: its whole pipeline, never overwritten live
-    memory = bytearray(region * len(senders))
+    memory = engine.allocate(region * len(senders))  # verbs: memory the senders' HCAs reach
     sums = [checksum(body(i, block)) for i in range(pool_size(depth))]
     base = {peer: i * region for i, peer in enumerate(senders)}
     capacity = {
@@ -414,6 +430,7 @@ def sender_main(conn: Connection, spec: dict[str, Any]) -> None:
 
 async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     me, block, depth = spec["peer_id"], spec["block"], spec["depth"]
+    _use_fabric(spec)
     engine = Engine(
         load_engine_config(engine_config(spec, "sender")),
         EngineOptions(
@@ -421,6 +438,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             identity=_identity(me, [RECEIVER]),
             peer_dead_after_s=30.0,
             trace=_trace(f"sender-{me}"),
+            device=spec.get("device", "tcp"),
         ),
     )
     posted: dict[int, int] = {}  # seq -> when its (last) slice went to the rail
@@ -444,7 +462,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     peer = await engine.connect("127.0.0.1", spec["control_port"], expect_peer=RECEIVER)
     await engine.wait_regions(peer, lambda d: bool(d.regions), timeout=60)
     pool = [body(i, block) for i in range(pool_size(depth))]
-    buffers = [bytearray(block) for _ in range(depth)]
+    buffers = [engine.allocate(block) for _ in range(depth)]
     loop = asyncio.get_running_loop()
     pipe = _Pipe(conn, loop)
     conn.send(("ready",))

@@ -8,6 +8,7 @@ rate, and pushes their completions. In *step mode* there is no thread: a test ca
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import heapq
@@ -38,13 +39,21 @@ _REACHABLE_RECHECK_NS = 10_000_000  # a vanished target is noticed within 10 ms
 _GID_PREFIX = "fe80:0000:0000:0000:5654"  # "VT": the soft device's GIDs
 
 
+def _shm_base() -> Path:
+    return Path("/dev/shm") if Path("/dev/shm").is_dir() else Path("/tmp")
+
+
+def _per_user_fabric() -> Path:
+    return _shm_base() / f"tent-softverbs-{os.getuid()}"
+
+
 def default_fabric() -> Path:
-    """The fabric directory: ``$TENT_SOFTVERBS_FABRIC``, else one per user under ``/dev/shm``."""
+    """The fabric directory: ``$TENT_SOFTVERBS_FABRIC``, else one per user under ``/dev/shm``
+    (made by the first Context that opens it, removed by the last one that closes)."""
     env = os.environ.get("TENT_SOFTVERBS_FABRIC")
     if env:
         return Path(env)
-    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path("/tmp")
-    return base / f"tent-softverbs-{os.getuid()}"
+    return _per_user_fabric()
 
 
 def gid_of(node_id: int) -> GID:
@@ -254,7 +263,10 @@ class Context:
     """One soft HCA: a node of the fabric plus the engine that executes its send queues.
 
     ``name`` must be a name ``get_device_list`` reports (``soft0``); otherwise, like pyverbs,
-    ``PyverbsRDMAError`` is raised. ``fabric`` defaults to :func:`default_fabric`.
+    ``PyverbsRDMAError`` is raised. ``fabric`` defaults to :func:`default_fabric`. A fabric
+    folder a caller names (``fabric=`` or ``$TENT_SOFTVERBS_FABRIC``) is the caller's; the
+    per-user default is the device's, and :meth:`close` removes it once no node is left in it
+    (a real HCA leaves nothing behind in ``/dev/shm``).
     """
 
     def __init__(
@@ -265,6 +277,7 @@ class Context:
         self.name = name
         self.config = config if config is not None else SoftConfig()
         self.fabric = fabric if fabric is not None else default_fabric()
+        self._own_fabric = fabric is None and self.fabric == _per_user_fabric()
         self.node = NodeDir.create(self.fabric)
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
@@ -421,9 +434,8 @@ class Context:
             time.sleep(wait / 1e9)
 
     def close(self) -> None:
-        """Invalidate every key, move every QP to ERR (flushing), stop the engine, remove the node.
-
-        Idempotent."""
+        """Invalidate every key, move every QP to ERR (flushing), stop the engine, remove the node
+        (and the per-user default fabric folder if that was its last node). Idempotent."""
         with self._lock:
             if self._closed:
                 return
@@ -442,6 +454,11 @@ class Context:
             buf.close()
         self._keys.close()
         self.node.remove()
+        if self._own_fabric:
+            # rmdir is atomic and refuses a folder with another node in it (ENOTEMPTY); a node
+            # being created meanwhile makes the folder again (NodeDir.create)
+            with contextlib.suppress(OSError):
+                self.fabric.rmdir()
 
     def __enter__(self) -> Context:
         return self

@@ -293,13 +293,15 @@ class NodeDir:
     @classmethod
     def create(cls, fabric: Path) -> NodeDir:
         """Make a fresh node with a random 48-bit id (``mkdir`` is the atomic claim)."""
-        fabric.mkdir(parents=True, exist_ok=True)
         while True:
+            fabric.mkdir(parents=True, exist_ok=True)
             node = cls(fabric, secrets.randbits(48) | 1)
             try:
                 node.path.mkdir()
             except FileExistsError:
-                continue
+                continue  # another node's id
+            except FileNotFoundError:
+                continue  # the default fabric's last node removed the folder just now: again
             (node.path / "node").write_text(str(os.getpid()))
             return node
 
