@@ -921,6 +921,7 @@ class ReceiverEndpoint:
         self._sequence = 0
         self._usage_sequence = 0
         self._demand_target: dict[CreditResource, int] = {}
+        self._waiting: dict[CreditResource, int] | None = None  # target - consumed - returned
         self._stalled = False
         self._waiting_since = 0  # the push-order ticket; meaningful while stalled
         self._retry_after_us = 0
@@ -1080,6 +1081,14 @@ class ReceiverEndpoint:
         events = [EndpointEvent(kind="usage_applied")]
         if target is not None:
             self._demand_target = target
+            # the sender's whole waiting work (its target was consumed + returned + waiting):
+            # the fair split's charge unit even where credit on hand hides a resource
+            totals = allocator.key_totals(self._sender_peer, self._qos_class, self._epoch)
+            self._waiting = {
+                r: t - totals.consumed_reported[r] - totals.returned_reported[r]
+                for r, t in target.items()
+                if t > totals.consumed_reported[r] + totals.returned_reported[r]
+            }
             if any(target.values()):
                 # A sender that still asks evidently lacks the vector that covers it (the update
                 # was lost): answer with the full vector even if nothing new is granted. Found by
@@ -1114,7 +1123,9 @@ class ReceiverEndpoint:
     def _grant(self, demand: Mapping[CreditResource, int]) -> list[EndpointEvent]:
         if not demand:
             return []
-        decision = self._receiver.allocator.grant(self._sender_peer, self._qos_class, demand)
+        decision = self._receiver.allocator.grant(
+            self._sender_peer, self._qos_class, demand, waiting=self._waiting
+        )
         served = any(decision.granted_now.values())
         if served:
             self._push_due = True
