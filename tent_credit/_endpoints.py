@@ -899,7 +899,7 @@ class ReceiverEndpoint:
     (sequence + 1 per update), on demand, when capacity frees while the sender is stalled, and
     on the refresh timer.
 
-    A stalled endpoint holds a place in the receiver's push order (:meth:`waiting_since`): it
+    A stalled endpoint holds a place in the receiver's push order (:attr:`waiting_since`): it
     takes the place at the back when it stalls and again each time a grant serves it while it
     stays stalled, so freed capacity goes to the sender that has waited longest since it last
     got anything (issue 13: connection order starved the later-connected senders).
