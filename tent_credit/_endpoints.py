@@ -900,9 +900,10 @@ class ReceiverEndpoint:
     on the refresh timer.
 
     A stalled endpoint holds a place in the receiver's push order (:attr:`waiting_since`): it
-    takes the place at the back when it stalls and again each time a grant serves it while it
-    stays stalled, so freed capacity goes to the sender that has waited longest since it last
-    got anything (issue 13: connection order starved the later-connected senders).
+    takes the place at the back when it stalls, and again once grants made while it stays
+    stalled add up to a full grant (``max_grant``) of some resource, so freed capacity goes to
+    the sender that has waited longest since it last got a full grant (issue 13: connection
+    order starved the later-connected senders).
     """
 
     def __init__(
@@ -924,6 +925,7 @@ class ReceiverEndpoint:
         self._waiting: dict[CreditResource, int] | None = None  # target - consumed - returned
         self._stalled = False
         self._waiting_since = 0  # the push-order ticket; meaningful while stalled
+        self._served: dict[CreditResource, int] = {}  # granted since the ticket, while stalled
         self._retry_after_us = 0
         self._pending_activation: CapabilityActivation | None = None
         self._push_due = False
@@ -956,9 +958,9 @@ class ReceiverEndpoint:
 
     @property
     def waiting_since(self) -> int:
-        """The push-order ticket of a stalled endpoint: the receiver's count of stalls and
-        serves when this endpoint stalled, or was last granted something while stalled. A
-        lower ticket is pushed first; 0 when the endpoint never stalled."""
+        """The push-order ticket of a stalled endpoint, taken from the receiver's counter when
+        it stalled or was last served a full grant while stalled. A lower ticket is pushed
+        first; 0 when the endpoint never stalled."""
         return self._waiting_since
 
     @property
@@ -969,12 +971,24 @@ class ReceiverEndpoint:
         self._violations += 1
         return EndpointEvent(kind="protocol_violation", detail=detail)
 
-    def _set_stalled(self, stalled: bool, *, served: bool) -> None:
+    def _set_stalled(self, stalled: bool, granted_now: Mapping[CreditResource, int]) -> None:
         # First come, first served among the stalled (the fair split's remainder rule, see
-        # CreditReceiver._capacity_freed): a new stall, or a serve that leaves the endpoint
-        # stalled, takes the next ticket, i.e. the back of the push order.
-        if stalled and (served or not self._stalled):
+        # CreditReceiver._capacity_freed): a new stall takes the next ticket, i.e. the back of
+        # the push order, and so does a stalled endpoint once it was served a full grant. The
+        # quantum is a full grant, not one unit: a sender served one unit per turn would pay a
+        # round trip per unit, like the RFC's lease batch 1.
+        if not stalled:
+            self._served = {}
+        elif not self._stalled:
             self._waiting_since = self._receiver._next_ticket()
+            self._served = {}
+        elif any(granted_now.values()):
+            maximum = self._receiver.allocator.config.max_grant
+            for r, amount in granted_now.items():
+                self._served[r] = self._served.get(r, 0) + amount
+            if any(a and a >= maximum[r] for r, a in self._served.items()):
+                self._waiting_since = self._receiver._next_ticket()
+                self._served = {}
         self._stalled = stalled
 
     def receive_message(self, data: bytes, now_ns: int) -> list[EndpointEvent]:
@@ -1115,7 +1129,7 @@ class ReceiverEndpoint:
         if not demand:
             # withdrawn or met: the key leaves the fair split, and freed capacity goes elsewhere
             self._receiver.allocator.withdraw_demand(self._sender_peer, self._qos_class)
-            self._set_stalled(False, served=False)
+            self._set_stalled(False, {})
             self._retry_after_us = 0  # nothing waits: later updates must not ask for a retry
             return []
         return self._grant(demand)
@@ -1126,16 +1140,15 @@ class ReceiverEndpoint:
         decision = self._receiver.allocator.grant(
             self._sender_peer, self._qos_class, demand, waiting=self._waiting
         )
-        served = any(decision.granted_now.values())
-        if served:
+        if any(decision.granted_now.values()):
             self._push_due = True
         if decision.retry_after_us:
             self._demands_blocked += 1
-            self._set_stalled(True, served=served)
+            self._set_stalled(True, decision.granted_now)
             self._retry_after_us = decision.retry_after_us
             self._push_due = True  # tell the sender when to expect more
             return [EndpointEvent(kind="demand_blocked", detail=str(decision.blocked))]
-        self._set_stalled(bool(self._outstanding_demand()), served=served)
+        self._set_stalled(bool(self._outstanding_demand()), decision.granted_now)
         self._retry_after_us = 0
         return []
 
@@ -1447,8 +1460,9 @@ class CreditReceiver:
         # allocator hands out first-come (at least one unit per grant). Connection order made
         # "first" mean "connected first": with capacity freed one unit at a time the
         # first-connected stalled senders took every unit (issue 13: 11 of 16 incast senders
-        # waited 10 s). Oldest stall first is first-come among the stalled, and a serve sends a
-        # sender to the back, so with N stalled senders each is served within N unit frees.
+        # waited 10 s). Oldest stall first is first-come among the stalled, and a full grant
+        # sends a sender to the back: with N stalled senders, each is served within
+        # (N - 1) full grants of the others.
         for endpoint in self.stalled_endpoints():
             endpoint._capacity_freed()
 

@@ -3,7 +3,8 @@
 The receiver used to visit its endpoints in connection order, so with capacity freed one unit
 at a time the first-connected stalled sender took every unit (in a 16-sender incast, 11 of 16
 senders waited 10 s). Under the default max-min split it now pushes longest waiting first: a
-sender takes the back of the order when it stalls and again each time a grant serves it.
+sender takes the back of the order when it stalls, and again once it was served a full grant
+(``max_grant``) while stalled.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ HUGE = 2**64 - 1
 SESSION = SessionId(3)
 
 
-def config(capacity: int, **overrides: Any) -> AllocatorConfig:
+def config(capacity: int, max_grant: int = 1, **overrides: Any) -> AllocatorConfig:
     fields: dict[str, Any] = {
         "capacity": {Q: capacity},
         "control_slots": 2,
-        "max_grant": {Q: 1},  # one unit per grant: every free is one push decision
+        "max_grant": {Q: max_grant},  # 1: a full grant is one unit, every free a push decision
         "max_keys": 64,
         "retry_after_us": 10,
     }
@@ -55,16 +56,17 @@ def granted(rx: CreditReceiver, peer: int) -> int:
     return rx.allocator.key_totals(peer, 0, 1).granted[Q]
 
 
-def incast(senders: int, capacity: int, frees: int) -> list[int]:
+def incast(senders: int, capacity: int, frees: int, max_grant: int = 1) -> list[int]:
     """``senders`` keys that always want more, ``capacity`` units, and a consumer that frees
     the oldest landed unit, one at a time, ``frees`` times. Returns who each free went to."""
-    rx = CreditReceiver(config(capacity), SESSION)
+    rx = CreditReceiver(config(capacity, max_grant), SESSION)
     endpoints = {peer: rx.accept(peer) for peer in range(1, senders + 1)}
     for peer, endpoint in endpoints.items():  # connection order = report order
         endpoint.receive_message(report(1, HUGE), peer)
     assert all(endpoint.stalled for endpoint in endpoints.values())
     held = [peer for peer in endpoints for _ in range(outstanding(rx, peer))]  # landing order
     assert len(held) == capacity and rx.allocator.free(Q) == 0
+    assert all(endpoint.stalled for endpoint in endpoints.values())
     served: list[int] = []
     for _ in range(frees):
         peer = held.pop(0)
@@ -145,3 +147,17 @@ def test_first_come_keeps_the_old_connection_order() -> None:
     rx.data_landed(holder, 0, 1, {Q: 1})
     rx.release(holder, 0, 1, {Q: 1})
     assert outstanding(rx, 1) == 1
+
+
+def test_a_served_sender_keeps_its_place_until_it_had_a_full_grant() -> None:
+    # max_grant 2 (the RFC's lease batch 2): a sender is served two units in a row, then goes
+    # to the back, so a lease batch still costs one turn, not two
+    senders, frees = 5, 40
+    served = incast(senders, 1, frees, max_grant=2)
+    # (sender 1's unit at its own report came with its stall: a new stall counts from zero)
+    assert served[:10] == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert served[10:20] == served[:10]  # a rotation
+    for peer in range(1, senders + 1):
+        at = [i for i, winner in enumerate(served) if winner == peer]
+        gaps = [at[0] + 1] + [b - a for a, b in itertools.pairwise(at)] + [frees - at[-1]]
+        assert max(gaps) <= (senders - 1) * 2 + 1, (peer, served)
