@@ -453,7 +453,12 @@ class ReceiverCreditAllocator:
     # -- grants and usage --
 
     def grant(
-        self, sender_peer: int, qos_class: int, demand: Mapping[CreditResource, int]
+        self,
+        sender_peer: int,
+        qos_class: int,
+        demand: Mapping[CreditResource, int],
+        *,
+        waiting: Mapping[CreditResource, int] | None = None,
     ) -> GrantDecision:
         """Carve a grant for the key's current epoch from free capacity (SEMANTICS §8).
 
@@ -469,6 +474,13 @@ class ReceiverCreditAllocator:
         demand and answers ``retry_after_us``; an empty or all-zero demand grants nothing,
         withdraws the key's live demand and just reports the totals (a refresh).
 
+        ``waiting`` (optional) is the key's whole waiting work per resource (its demand target
+        minus what it consumed and returned): the fair split takes its units from it when it
+        covers ``demand`` in every demanded resource, else from ``demand`` (see
+        :meth:`_grantable`). Credit the sender still holds drops a resource from its demand
+        (slot credit on hand leaves a DATA_BYTES-only demand, whose unit is one byte), while
+        the waiting work still shows what one charge is.
+
         Raises IA (malformed ids or demand, a resource this receiver does not model, u64 overflow
         of a cumulative total), IE (unknown key, or its current epoch is fenced),
         :class:`KeyQuarantined` (no grant ever goes to a quarantined key). A failure changes
@@ -479,8 +491,9 @@ class ReceiverCreditAllocator:
             raise KeyQuarantined(f"key {(sender_peer, qos_class)} is quarantined: no grants")
         ident, record = self._record(sender_peer, qos_class, key.current_epoch)
         demand = self._amounts(demand, "demand")
+        shape = None if waiting is None else self._amounts(waiting, "waiting")
         next_state = self._next(record, _Event.GRANT)
-        free = self._grantable(ident[:2], record.allocation_class, demand)
+        free = self._grantable(ident[:2], record.allocation_class, demand, shape)
         offers, blocked = _plan_grant(free, demand, self._config.max_grant, self._config.min_grant)
         granted = {r: checked_add(record.granted[r], offers.get(r, 0)) for r in self._resources}
         self._commit(ident, attrs.evolve(record, state=next_state, granted=_frozen(granted)))
@@ -604,7 +617,11 @@ class ReceiverCreditAllocator:
         self._live_demand.pop((sender_peer, qos_class), None)
 
     def _grantable(
-        self, key: tuple[int, int], allocation_class: AllocationClass, demand: ResourceVector
+        self,
+        key: tuple[int, int],
+        allocation_class: AllocationClass,
+        demand: ResourceVector,
+        waiting: ResourceVector | None = None,
     ) -> dict[CreditResource, int]:
         """Per resource, the most one grant to ``key`` may take (see :meth:`grant`).
 
@@ -612,6 +629,9 @@ class ReceiverCreditAllocator:
         gcd of its amounts, e.g. one transfer's charge when the demand is k equal charges):
         splitting each resource on its own would hand out fragments that cover no charge, and
         fragments held by every key deadlock them all (found by tests/gate/test_incast.py).
+        When ``waiting`` covers the demand, the units are those of ``waiting`` instead: a
+        DATA_BYTES-only demand (the key holds slot credit) has a unit of one byte, and 16
+        incast senders each held half a block that none could use (issue 13).
         """
         config = self._config
         held = self._key_outstanding[key]
@@ -624,8 +644,11 @@ class ReceiverCreditAllocator:
         contended = any(k != key for k in self._live_demand)
         if config.grant_split is not GrantSplit.MAX_MIN_FAIR or not wanted or not contended:
             return out  # nobody else waits: the split is first-come, as it always was
-        scale = math.gcd(*wanted.values())
-        unit = {r: w // scale for r, w in wanted.items()}
+        basis = wanted
+        if waiting is not None and all(waiting.get(r, 0) >= w for r, w in wanted.items()):
+            basis = {r: a for r, a in waiting.items() if a > 0}
+        scale = math.gcd(*basis.values())
+        unit = {r: a // scale for r, a in basis.items()}
         units = scale
         for r, w in wanted.items():
             others = (

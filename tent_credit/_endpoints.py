@@ -31,6 +31,7 @@ from ._allocator import AllocationClass, AllocatorConfig, ReceiverCreditAllocato
 from ._arith import U64_MAX, check_u64, checked_add
 from ._backpressure import BackpressureInfo, BackpressureSource
 from ._describe import describe
+from ._fairness import GrantSplit
 from ._inbox import ControlInbox, InboxOutcome
 from ._ledger import (
     Blocked,
@@ -897,6 +898,12 @@ class ReceiverEndpoint:
     credit), grants demand from the shared allocator and pushes the key's full cumulative vector
     (sequence + 1 per update), on demand, when capacity frees while the sender is stalled, and
     on the refresh timer.
+
+    A stalled endpoint holds a place in the receiver's push order (:attr:`waiting_since`): it
+    takes the place at the back when it stalls, and again once grants made while it stays
+    stalled add up to a full grant (``max_grant``) of some resource, so freed capacity goes to
+    the sender that has waited longest since it last got a full grant (issue 13: connection
+    order starved the later-connected senders).
     """
 
     def __init__(
@@ -915,7 +922,10 @@ class ReceiverEndpoint:
         self._sequence = 0
         self._usage_sequence = 0
         self._demand_target: dict[CreditResource, int] = {}
+        self._waiting: dict[CreditResource, int] | None = None  # target - consumed - returned
         self._stalled = False
+        self._waiting_since = 0  # the push-order ticket; meaningful while stalled
+        self._served: dict[CreditResource, int] = {}  # granted since the ticket, while stalled
         self._retry_after_us = 0
         self._pending_activation: CapabilityActivation | None = None
         self._push_due = False
@@ -947,12 +957,39 @@ class ReceiverEndpoint:
         return self._stalled
 
     @property
+    def waiting_since(self) -> int:
+        """The push-order ticket of a stalled endpoint, taken from the receiver's counter when
+        it stalled or was last served a full grant while stalled. A lower ticket is pushed
+        first; 0 when the endpoint never stalled."""
+        return self._waiting_since
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
     def _violation(self, detail: str) -> EndpointEvent:
         self._violations += 1
         return EndpointEvent(kind="protocol_violation", detail=detail)
+
+    def _set_stalled(self, stalled: bool, granted_now: Mapping[CreditResource, int]) -> None:
+        # First come, first served among the stalled (the fair split's remainder rule, see
+        # CreditReceiver._capacity_freed): a new stall takes the next ticket, i.e. the back of
+        # the push order, and so does a stalled endpoint once it was served a full grant. The
+        # quantum is a full grant, not one unit: a sender served one unit per turn would pay a
+        # round trip per unit, like the RFC's lease batch 1.
+        if not stalled:
+            self._served = {}
+        elif not self._stalled:
+            self._waiting_since = self._receiver._next_ticket()
+            self._served = {}
+        elif any(granted_now.values()):
+            maximum = self._receiver.allocator.config.max_grant
+            for r, amount in granted_now.items():
+                self._served[r] = self._served.get(r, 0) + amount
+            if any(a and a >= maximum[r] for r, a in self._served.items()):
+                self._waiting_since = self._receiver._next_ticket()
+                self._served = {}
+        self._stalled = stalled
 
     def receive_message(self, data: bytes, now_ns: int) -> list[EndpointEvent]:
         """Decode and apply one message from the sender. Peer misbehaviour is counted and
@@ -1058,6 +1095,14 @@ class ReceiverEndpoint:
         events = [EndpointEvent(kind="usage_applied")]
         if target is not None:
             self._demand_target = target
+            # the sender's whole waiting work (its target was consumed + returned + waiting):
+            # the fair split's charge unit even where credit on hand hides a resource
+            totals = allocator.key_totals(self._sender_peer, self._qos_class, self._epoch)
+            self._waiting = {
+                r: t - totals.consumed_reported[r] - totals.returned_reported[r]
+                for r, t in target.items()
+                if t > totals.consumed_reported[r] + totals.returned_reported[r]
+            }
             if any(target.values()):
                 # A sender that still asks evidently lacks the vector that covers it (the update
                 # was lost): answer with the full vector even if nothing new is granted. Found by
@@ -1084,7 +1129,7 @@ class ReceiverEndpoint:
         if not demand:
             # withdrawn or met: the key leaves the fair split, and freed capacity goes elsewhere
             self._receiver.allocator.withdraw_demand(self._sender_peer, self._qos_class)
-            self._stalled = False
+            self._set_stalled(False, {})
             self._retry_after_us = 0  # nothing waits: later updates must not ask for a retry
             return []
         return self._grant(demand)
@@ -1092,22 +1137,27 @@ class ReceiverEndpoint:
     def _grant(self, demand: Mapping[CreditResource, int]) -> list[EndpointEvent]:
         if not demand:
             return []
-        decision = self._receiver.allocator.grant(self._sender_peer, self._qos_class, demand)
+        decision = self._receiver.allocator.grant(
+            self._sender_peer, self._qos_class, demand, waiting=self._waiting
+        )
         if any(decision.granted_now.values()):
             self._push_due = True
         if decision.retry_after_us:
             self._demands_blocked += 1
-            self._stalled = True
+            self._set_stalled(True, decision.granted_now)
             self._retry_after_us = decision.retry_after_us
             self._push_due = True  # tell the sender when to expect more
             return [EndpointEvent(kind="demand_blocked", detail=str(decision.blocked))]
-        self._stalled = bool(self._outstanding_demand())
+        self._set_stalled(bool(self._outstanding_demand()), decision.granted_now)
         self._retry_after_us = 0
         return []
 
-    def _capacity_freed(self) -> None:
+    def _pushable(self) -> bool:
         quarantined = self._receiver.allocator.is_quarantined(self._sender_peer, self._qos_class)
-        if self._stalled and not self._closed and not quarantined:
+        return self._stalled and not self._closed and not quarantined
+
+    def _capacity_freed(self) -> None:
+        if self._pushable():
             self._grant_outstanding_demand()
 
     def _update(self) -> ReceiverCreditUpdate:
@@ -1226,6 +1276,7 @@ class CreditReceiver:
                 raise InvalidArgument(f"invalid initial grant {describe(r)}: {describe(a)}")
         self._versions = versions
         self._endpoints: dict[tuple[int, int], ReceiverEndpoint] = {}
+        self._tickets = 0  # the push order's clock: one tick per stall or serve of a stall
         self._trace = trace  # docs/traces.md; None: tracing off
         if trace is not None:
             trace.record("receiver", "start", {"session": session.value})
@@ -1280,6 +1331,22 @@ class CreditReceiver:
 
     def endpoints(self) -> tuple[ReceiverEndpoint, ...]:
         return tuple(self._endpoints.values())
+
+    def stalled_endpoints(self) -> tuple[ReceiverEndpoint, ...]:
+        """The open, unquarantined stalled endpoints in the order the next push visits them.
+
+        Under ``GrantSplit.MAX_MIN_FAIR`` (the default) longest waiting first
+        (:attr:`ReceiverEndpoint.waiting_since`); under ``GrantSplit.FIRST_COME``, the old
+        policy kept for comparison, connection order, as before (``tent_spec.gated`` models
+        that policy with its push in key order)."""
+        waiting = [ep for ep in self._endpoints.values() if ep._pushable()]
+        if self._allocator.config.grant_split is GrantSplit.FIRST_COME:
+            return tuple(waiting)
+        return tuple(sorted(waiting, key=lambda ep: ep.waiting_since))
+
+    def _next_ticket(self) -> int:
+        self._tickets += 1
+        return self._tickets
 
     def endpoint(self, sender_peer: int, qos_class: int = 0) -> ReceiverEndpoint | None:
         """The latest endpoint of a sender's connection (closed or open), or ``None``.
@@ -1386,8 +1453,17 @@ class CreditReceiver:
         return reclaimed
 
     def _capacity_freed(self) -> None:
-        # Push: senders whose demand was blocked get a grant as soon as capacity frees.
-        for endpoint in self._endpoints.values():
+        # Push: senders whose demand was blocked get a grant as soon as capacity frees, longest
+        # waiting first (stalled_endpoints; FIRST_COME keeps connection order). When the freed
+        # capacity covers every stalled key's max-min share the order changes nothing (the split
+        # is order-free); it decides who gets what is left below one share per key, which the
+        # allocator hands out first-come (at least one unit per grant). Connection order made
+        # "first" mean "connected first": with capacity freed one unit at a time the
+        # first-connected stalled senders took every unit (issue 13: 11 of 16 incast senders
+        # waited 10 s). Oldest stall first is first-come among the stalled, and a full grant
+        # sends a sender to the back: with N stalled senders, each is served within
+        # (N - 1) full grants of the others.
+        for endpoint in self.stalled_endpoints():
             endpoint._capacity_freed()
 
     def messages_to_send(self, now_ns: int) -> dict[tuple[int, int], list[bytes]]:

@@ -215,3 +215,56 @@ def test_share_matches_a_brute_force_water_level(
     level = max(lv for lv in range(top + 1) if rise(lv) <= free)
     expected = me[1] if rise(top) <= free else min(me[1], max(0, level - me[0]))
     assert max_min_share(free, me, others) == expected
+
+
+# ---- the split's unit comes from the waiting work (issue 13) -------------------------------
+
+
+def _incast_split(*, waiting_unit: bool) -> list[int]:
+    """16 stalled senders that hold slot credit and wait for 2 blocks each; 8 blocks free at
+    once. Returns the DATA_BYTES each sender is pushed."""
+    b, c = CreditResource.DATA_BYTES, CreditResource.CONSUMER_SLOTS
+    block = 4 << 20
+    rx = CreditReceiver(
+        config(
+            capacity={b: 8 * block, Q: 64, c: 64},
+            max_grant={b: 8 * block, Q: 64, c: 64},
+        ),
+        SESSION,
+    )
+
+    def usage(seq: int, target: dict[CreditResource, int], returned: int = 0) -> bytes:
+        return encode(
+            SenderCreditUsage(
+                receiver_session_id=SESSION,
+                epoch=1,
+                sequence=seq,
+                qos_class=0,
+                returned_totals=(CreditAmount(resource=b, amount=returned),) if returned else (),
+                pending_demand=tuple(CreditAmount(resource=r, amount=a) for r, a in target.items()),
+            )
+        )
+
+    holder = rx.accept(100)
+    holder.receive_message(usage(1, {b: 8 * block}), 0)  # takes every byte
+    senders = [rx.accept(peer) for peer in range(1, 17)]
+    for endpoint in senders:
+        endpoint.receive_message(usage(1, {Q: 2, c: 2}), 1)  # slot credit on hand ...
+        endpoint.receive_message(usage(2, {b: 2 * block, Q: 2, c: 2}), 2)  # ... 2 blocks wait
+        assert endpoint.stalled
+    if not waiting_unit:
+        for endpoint in senders:
+            endpoint._waiting = None  # the split as it was: units of the demand alone
+    holder.receive_message(usage(2, {}, returned=8 * block), 3)  # 8 blocks free: push
+    return [rx.allocator.key_totals(peer, 0, 1).granted[b] for peer in range(1, 17)]
+
+
+def test_a_bytes_only_demand_is_split_in_whole_charges_of_the_waiting_work() -> None:
+    # The demand of a sender that holds slot credit names DATA_BYTES only; split in units of
+    # that demand (one byte), 16 senders got half a block each and none could reserve one
+    # (docs/incast.md, 14 of 128 blocks in 60 s, until the runner set min_grant). The waiting
+    # work (target - consumed - returned) still says one charge is a block with its slots.
+    block = 4 << 20
+    assert _incast_split(waiting_unit=False) == [block // 2] * 16  # the old split
+    split = _incast_split(waiting_unit=True)
+    assert sorted(split) == [0] * 8 + [block] * 8  # whole blocks, to 8 of the 16

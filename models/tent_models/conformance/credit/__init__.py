@@ -27,9 +27,14 @@ design (each keeps the same protocol step on both sides):
    after a demand arrived; the implementation takes it at once, inside the call that made it
    possible (the usage that carries the demand, or the release / fence completion / return that
    frees capacity for a stalled sender). :class:`EagerGrantSpec` is the spec with that scheduler:
-   after every step it fires ``grant`` for the acting sender, then for every sender in index
-   order (the receiver's endpoint order), while enabled. A standalone ``grant`` draw is then
-   always disabled and has no implementation counterpart.
+   after every step it fires ``grant`` for the acting sender, then for every stalled sender in
+   the receiver's push order (``CreditReceiver.stalled_endpoints``: longest waiting first, read
+   from the implementation before the step, issue 13), then for the rest in index order, while
+   enabled. The spec leaves open which stalled sender is granted; the scheduler takes that
+   choice from the implementation, and the lockstep still checks that every grant it fires is
+   one the spec allows and that the implementation grants exactly those (the order policy
+   itself is tested in ``tests/credit/test_push_order.py``). A standalone ``grant`` draw is
+   then always disabled and has no implementation counterpart.
 2. **Demand is a target.** The implementation reports an absolute target grant total; the spec a
    charge index ("grant one more charge"). For ``report_usage(s, d)`` the harness declares the
    waiting work with ``set_pending_demand`` so the target becomes ``granted + charge`` (the

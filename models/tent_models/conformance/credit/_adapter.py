@@ -109,6 +109,14 @@ class CreditAdapter(_AdapterDrivers):
             return None
         return None
 
+    # ---- the receiver's push order (mapping rule 1) --------------------------------------
+
+    def push_order(self) -> list[int]:
+        """The spec indices of the senders the receiver pushes freed capacity to next, in its
+        order (:meth:`tent_credit.CreditReceiver.stalled_endpoints`)."""
+        live = {id(rslot.endpoint): s for s, rslot in enumerate(self._rslots)}
+        return [live[id(ep)] for ep in self._receiver.stalled_endpoints() if id(ep) in live]
+
     # ---- which enabled steps the implementation can take (the drivers' filter) -----------
 
     def supported(self, state: CreditState, action: str, args: tuple[Hashable, ...]) -> bool:

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from tent_spec.credit import (
@@ -87,14 +87,25 @@ class EagerGrantSpec:
     """:class:`~tent_spec.credit.CreditSpec` scheduled the way the implementation grants.
 
     ``apply`` applies the action, then ``grant`` for the acting sender of a delivered usage
-    report, then for every sender in index order, each while enabled. Everything else is the
-    spec's own (guards, invariants, ``explain``, ``describe``). Structurally a ``SpecModel``.
+    report, then for every stalled sender in the receiver's push order, then for the rest in
+    index order, each while enabled. Everything else is the spec's own (guards, invariants,
+    ``explain``, ``describe``). Structurally a ``SpecModel``.
+
+    ``push_order`` answers the sender indices the implementation's receiver pushes to next
+    (:meth:`tent_credit.CreditReceiver.stalled_endpoints`, longest waiting first); without
+    it, index order. The spec leaves open which stalled sender freed capacity goes to, so the
+    scheduler takes that choice from the implementation (it resolves the spec's internal
+    nondeterminism, like the eager firing itself); every grant it fires must still be one the
+    spec allows, and the order policy itself is tested in ``tests/credit/test_push_order.py``.
     """
 
-    def __init__(self, spec: CreditSpec) -> None:
+    def __init__(
+        self, spec: CreditSpec, *, push_order: Callable[[], Sequence[int]] | None = None
+    ) -> None:
         self.spec = spec
         self.bounds = spec.bounds
         self.name = f"{spec.name}+eager-grants"
+        self._push_order = push_order
 
     def initial_states(self) -> list[CreditState]:
         return self.spec.initial_states()
@@ -109,7 +120,8 @@ class EagerGrantSpec:
         self, state: CreditState, action: str, args: tuple[Hashable, ...]
     ) -> CreditState:
         """Fire every enabled ``grant`` in the implementation's order (mapping rule 1)."""
-        order = list(range(len(state.peers)))
+        pushed = list(self._push_order()) if self._push_order is not None else []
+        order = [*pushed, *(s for s in range(len(state.peers)) if s not in pushed)]
         if action == "deliver" and isinstance(args[1], Usage):
             first = cast("int", args[0])
             order.remove(first)

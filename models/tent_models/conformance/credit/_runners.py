@@ -75,8 +75,8 @@ def credit_lockstep(
     """A lockstep run of the eager-grant spec (``spec``, or the clean spec under ``bounds``)
     and a fresh :class:`CreditAdapter` (passing ``trace`` to its endpoints)."""
     clean = spec if spec is not None else CreditSpec(bounds, name="credit/conformance")
-    model = EagerGrantSpec(clean)
-    adapter = CreditAdapter(model.bounds, trace=trace)
+    adapter = CreditAdapter(clean.bounds, trace=trace)
+    model = EagerGrantSpec(clean, push_order=adapter.push_order)
     # The spec restates model_api's Step/Invariant shapes (DESIGN principle 2): structural only.
     lockstep = Lockstep(cast("SpecModel[CreditState]", model), adapter)
     return CreditRun(model=model, adapter=adapter, lockstep=lockstep)
