@@ -8,7 +8,8 @@ import pytest
 from tent_transport.config import EngineConfig, ReceiverCreditConfig, load_engine_config
 from tent_transport.errors import ConfigError, InvalidArgument
 
-from tent_credit import CreditMode, CreditResource
+from tent_credit import CreditMode, CreditResource, SessionId
+from tent_credit._allocator import ReceiverCreditAllocator
 
 
 def test_defaults_are_the_seeds_and_credit_is_off() -> None:
@@ -126,3 +127,31 @@ def test_config_error_is_an_invalid_argument() -> None:
     assert issubclass(ConfigError, InvalidArgument)
     with pytest.raises(ConfigError):
         EngineConfig(receiver_credit=ReceiverCreditConfig(enabled=True))
+
+
+def test_max_key_outstanding_caps_one_key_through_the_engine_config() -> None:
+    # A key asking for every byte with one request slot must not take the free bytes the fair
+    # split would otherwise hand it as its "one unit": the engine's config carries the cap.
+    config = load_engine_config(
+        {
+            "enable_runtime_queue": True,
+            "receiver_credit": {
+                "enabled": True,
+                "capacity": {"data_bytes": 800, "request_slots": 4},
+                "max_key_outstanding": {"data_bytes": 200},
+            },
+        }
+    )
+    alloc = ReceiverCreditAllocator(config.receiver_credit.allocator_config(), SessionId(5))
+    alloc.open_epoch(1, 0)
+    hostile = alloc.grant(
+        1, 0, {CreditResource.DATA_BYTES: 2**64 - 1, CreditResource.REQUEST_SLOTS: 1}
+    )
+    assert hostile.granted_now[CreditResource.DATA_BYTES] == 200
+    with pytest.raises(ConfigError, match="max_key_outstanding"):
+        load_engine_config(
+            {
+                "enable_runtime_queue": True,
+                "receiver_credit": {"enabled": True, "max_key_outstanding": {"data_bytez": 1}},
+            }
+        )

@@ -123,6 +123,10 @@ def _staging_reserve(value: object) -> ResourceAmounts:
     return _resources(f"{_RC}/staging_reserve")(value)
 
 
+def _max_key_outstanding(value: object) -> ResourceAmounts:
+    return _resources(f"{_RC}/max_key_outstanding")(value)
+
+
 def _default_capacity() -> ResourceAmounts:
     return {
         CreditResource.DATA_BYTES: 1 << 30,
@@ -176,6 +180,12 @@ class ReceiverCreditConfig:
     max_routes: int = attrs.field(default=64, validator=_int(_RC, 1))
     capacity: ResourceAmounts = attrs.field(factory=_default_capacity, converter=_capacity)
     staging_reserve: ResourceAmounts = attrs.field(factory=dict, converter=_staging_reserve)
+    max_key_outstanding: ResourceAmounts = attrs.field(
+        factory=dict, converter=_max_key_outstanding
+    )
+    """What one sender key may hold at once per resource (docs/abuse.md; missing: no cap below
+    the capacity). Bounds a key whose demand is out of proportion, e.g. every free byte for
+    one request slot, which the fair split alone would hand it."""
     control_slots: int = attrs.field(default=64, validator=_int(_RC, 1))
     max_keys: int = attrs.field(default=64, validator=_int(_RC, 1))
     freshness_ttl_ms: int = attrs.field(default=0, validator=_int(_RC, 0, _U32_MAX))
@@ -217,6 +227,7 @@ class ReceiverCreditConfig:
                 min_grant=self.grant.min_grant,
                 max_keys=self.max_keys,
                 retry_after_us=self.grant.retry_after_us,
+                max_key_outstanding=self.max_key_outstanding,
             )
         except credit_errors.CreditError as exc:
             raise ConfigError(f"{_RC}: {exc}") from exc
