@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if net.try_send(peer, charge, now):
                     sent[peer] += 1
-        if tick == 600:
+        if tick == 100:
             print(f"t={now / 1e6:.1f} ms  sender 2 reconnects (new epoch)")
             net.reconnect_sender(2, now)
-        if tick == 1200:
+        if tick == 200:
             granted_before_restart = sum(
                 ep.statistics().updates_pushed for ep in net.receiver.endpoints()
             )

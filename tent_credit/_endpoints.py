@@ -173,8 +173,10 @@ class SenderEndpoint:
     Ties together negotiation (:class:`PeerNegotiation`), the ledger
     (:class:`SenderCreditLedger`), the coalescing inbox, demand reporting (pull), freshness and
     epoch fencing. Usage is reported at most once per ``usage_interval_ns`` while something
-    changed (consumption, returns or demand); a heartbeat asks the receiver for a refresh when
-    the grant is older than half its TTL.
+    changed (consumption, returns or demand) or demand is unmet, except the report of a sender
+    that *starts* wanting: its demand is unmet and the last target it reported is covered by its
+    grant, so the receiver believes it needs nothing. That report goes out at once. A heartbeat
+    asks the receiver for a refresh when the grant is older than half its TTL.
 
     Raises :class:`InvalidArgument` for invalid construction arguments.
     """
@@ -213,6 +215,8 @@ class SenderEndpoint:
         self._awaiting_activation = False
         self._last_offer_ns: int | None = None
         self._demand_target: dict[CreditResource, int] = {}
+        # the demand target the last usage report carried (see _starts_wanting)
+        self._reported_target: dict[CreditResource, int] = {}
         self._retry_after_us = 0
         # committed, not yet completed work per (key, epoch): the fence drains the old ones
         self._in_flight: dict[tuple[CreditKey, int], int] = {}
@@ -466,6 +470,7 @@ class SenderEndpoint:
         self._epoch = epoch
         self._usage_sequence = 0
         self._demand_target = {}
+        self._reported_target = {}
         self._retry_after_us = 0
         self._usage_dirty = True  # introduce ourselves to the new epoch with a usage report
         self._last_usage_ns = None
@@ -773,20 +778,35 @@ class SenderEndpoint:
         granted = self._ledger.entry(self._key).grant_total
         return any(t > granted[r] for r, t in self._demand_target.items())
 
+    def _starts_wanting(self) -> bool:
+        # Demand is unmet, but the last reported target is covered by the grant: the receiver
+        # thinks this key wants nothing and grants nothing more until it hears otherwise, so
+        # the work would idle up to an interval (a sequential sender: every transfer). At most
+        # one such report per grant that covers the reported target, so no flood: a sender
+        # whose reported demand is still unmet is paced by the interval as before.
+        if self._key is None or not self._demand_unmet():
+            return False
+        granted = self._ledger.entry(self._key).grant_total
+        return all(t <= granted[r] for r, t in self._reported_target.items())
+
     def _usage_due(self, now_ns: int) -> SenderCreditUsage | None:
         # Pull: report when something changed, and keep re-reporting unmet demand every
-        # interval, since a lost report must not leave the sender stalled for good.
+        # interval, since a lost report must not leave the sender stalled for good. The interval
+        # paces consumption, returns, re-reports and changes of a demand the receiver already
+        # knows is unmet; only a sender that starts wanting skips it (_starts_wanting).
         if self._key is None or not (self._usage_dirty or self._demand_unmet()):
             return None
         if (
             self._last_usage_ns is not None
             and now_ns - self._last_usage_ns < self._usage_interval_ns
+            and not self._starts_wanting()
         ):
             return None
         entry = self._ledger.entry(self._key)
         self._usage_sequence += 1
         self._usage_dirty = False
         self._last_usage_ns = now_ns
+        self._reported_target = dict(self._demand_target)
         # The receiver reads an omitted resource as "unchanged", and consumed drops on a
         # rollback: so every resource this entry was granted is reported, zeros included (a
         # resource never granted was never consumed or returned, and may be one the receiver
@@ -823,7 +843,10 @@ class SenderEndpoint:
         """The next ``now_ns`` at which :meth:`handle_timer` has work, or ``None``."""
         deadlines: list[int] = []
         if (self._usage_dirty or self._demand_unmet()) and self._last_usage_ns is not None:
-            deadlines.append(self._last_usage_ns + self._usage_interval_ns)
+            due = self._last_usage_ns + self._usage_interval_ns
+            if self._starts_wanting():
+                due = min(due, self._now_ns)  # reported at once (_starts_wanting)
+            deadlines.append(due)
         if self._awaiting_activation and self._last_offer_ns is not None:
             deadlines.append(self._last_offer_ns + self._usage_interval_ns)
         ttl_ms = self._negotiation.freshness_ttl_ms
