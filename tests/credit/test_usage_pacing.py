@@ -36,13 +36,17 @@ def _grant(tx: SenderEndpoint, rx: CreditReceiver, now: int) -> None:
     tx.receive_batch(ep.messages_to_send(now), now)
 
 
+def _consume_one(tx: SenderEndpoint, now: int) -> None:
+    token = tx.try_reserve(CHARGE, now)
+    assert isinstance(token, ReservationToken)
+    tx.commit(token)
+
+
 def test_a_sender_that_starts_wanting_reports_within_the_interval() -> None:
     tx, rx = _active_pair()
     demand(tx, 1)
     _grant(tx, rx, 10)  # reported at 10 and granted one transfer's worth
-    token = tx.try_reserve(CHARGE, 20)
-    assert isinstance(token, ReservationToken)
-    tx.commit(token)
+    _consume_one(tx, 20)
     demand(tx, 1)  # the next transfer: consumed + 1 is beyond the grant
     (usage,) = _usages(tx, 30)  # 20 ns after the last report, not an interval
     wanted = {a.resource: a.amount for a in usage.pending_demand}
@@ -65,9 +69,7 @@ def test_consumption_alone_waits_the_interval() -> None:
     tx, rx = _active_pair()
     demand(tx, 2)
     _grant(tx, rx, 10)
-    token = tx.try_reserve(CHARGE, 20)
-    assert isinstance(token, ReservationToken)
-    tx.commit(token)  # consumption changed; demand (2) is still covered by the grant
+    _consume_one(tx, 20)  # consumption changed; demand (2) is still covered by the grant
     assert _usages(tx, 30) == []
     assert len(_usages(tx, 10 + INTERVAL)) == 1
 
@@ -76,9 +78,7 @@ def test_the_timer_asks_for_an_immediate_report_when_a_sender_starts_wanting() -
     tx, rx = _active_pair()
     demand(tx, 1)
     _grant(tx, rx, 10)
-    token = tx.try_reserve(CHARGE, 20)
-    assert isinstance(token, ReservationToken)
-    tx.commit(token)
+    _consume_one(tx, 20)
     demand(tx, 1)
     timer = tx.get_timer()
     assert timer is not None and timer <= 20  # due now, not at 10 + INTERVAL
