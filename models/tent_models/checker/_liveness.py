@@ -16,10 +16,14 @@ Policy:
 from __future__ import annotations
 
 from array import array
+from typing import Any
 
 import numpy as np
 
 __all__ = ["recoverable_states"]
+
+
+_CHUNK = 1 << 19  # edges placed per step while building the reversed adjacency
 
 
 def recoverable_states(
@@ -34,12 +38,11 @@ def recoverable_states(
     reached = np.frombuffer(bytes(good), dtype=np.uint8).astype(bool)
     if len(reached) != state_count:
         raise ValueError(f"{len(reached)} goal flags for {state_count} states")
-    src = np.frombuffer(edge_src, dtype=np.uint32)
-    dst = np.frombuffer(edge_dst, dtype=np.uint32)
-    # reversed adjacency in compressed-row form: sources[start[v]:start[v + 1]] lead into v
-    order = np.argsort(dst, kind="stable")
-    sources = src[order]
-    start = np.searchsorted(dst[order], np.arange(state_count + 1, dtype=np.int64))
+    start, sources = _reversed_adjacency(
+        state_count,
+        np.frombuffer(edge_src, dtype=np.uint32),
+        np.frombuffer(edge_dst, dtype=np.uint32),
+    )
     level = np.flatnonzero(reached)
     while len(level):
         begin, count = start[level], start[level + 1] - start[level]
@@ -53,3 +56,34 @@ def recoverable_states(
         reached[found] = True
         level = found
     return bytearray(reached.astype(np.uint8).tobytes())
+
+
+def _reversed_adjacency(
+    state_count: int, src: np.ndarray[Any, Any], dst: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """``(start, sources)``: the sources of the edges into ``v`` are
+    ``sources[start[v]:start[v + 1]]`` (compressed rows of the reversed graph).
+
+    Built by a counting sort in chunks of ``_CHUNK`` edges, so beside the result (4 bytes per
+    edge, 4 or 8 per state) it needs only one chunk's temporaries, not a sort of every edge
+    (an ``argsort`` of 8 bytes per edge, a sorted copy of the targets).
+    """
+    total = len(dst)
+    dtype = np.int32 if total < 2**31 else np.int64
+    # start[v + 1] = the first slot of v; placing v's sources moves it to v's end
+    start = np.zeros(state_count + 1, dtype=dtype)
+    if state_count > 1:
+        np.cumsum(np.bincount(dst, minlength=state_count)[:-1], out=start[2:])
+    sources = np.empty(total, dtype=np.uint32)
+    for first in range(0, total, _CHUNK):
+        targets = dst[first : first + _CHUNK]
+        order = np.argsort(targets, kind="stable")
+        ordered = targets[order]
+        # the runs of equal targets in the sorted chunk: their first positions and lengths
+        heads = np.flatnonzero(np.diff(ordered, prepend=np.int64(-1)))
+        runs = np.diff(heads, append=len(ordered))
+        rank = np.arange(len(ordered), dtype=dtype) - np.repeat(heads.astype(dtype), runs)
+        slot = ordered[heads].astype(np.int64) + 1
+        sources[np.repeat(start[slot], runs) + rank] = src[first : first + _CHUNK][order]
+        start[slot] += runs.astype(dtype)
+    return start, sources
