@@ -23,7 +23,7 @@ import numpy as np
 __all__ = ["recoverable_states"]
 
 
-_CHUNK = 1 << 19  # edges placed per step while building the reversed adjacency
+_CHUNK = 1 << 16  # edges (or target states) handled per numpy step: bounds the temporaries
 
 
 def recoverable_states(
@@ -33,7 +33,9 @@ def recoverable_states(
 
     ``good`` flags the goal states; ``edge_src[i] -> edge_dst[i]`` are the non-fault edges. The
     inputs are not modified. The backward search runs level by level in numpy: per level, the
-    sources of every edge into the last level's states that are not reached yet.
+    sources of every edge into the last level's states that are not reached yet. Beside the
+    reversed adjacency (4 bytes per edge, 4 per state) its temporaries are bounded by one
+    level's new states and one chunk's edges.
     """
     reached = np.frombuffer(bytes(good), dtype=np.uint8).astype(bool)
     if len(reached) != state_count:
@@ -43,18 +45,27 @@ def recoverable_states(
         np.frombuffer(edge_src, dtype=np.uint32),
         np.frombuffer(edge_dst, dtype=np.uint32),
     )
+    dtype = start.dtype
     level = np.flatnonzero(reached)
     while len(level):
-        begin, count = start[level], start[level + 1] - start[level]
-        total = int(count.sum())
-        if not total:
+        # the sources of the edges into this level, a slice of its states at a time (so the
+        # temporaries stay one slice's in-edges), keeping only those not reached yet
+        parts = []
+        for first in range(0, len(level), _CHUNK):
+            part = level[first : first + _CHUNK]
+            begin, count = start[part], start[part + 1] - start[part]
+            total = int(count.sum())
+            if not total:
+                continue
+            # every position begin[k] .. begin[k] + count[k] - 1, flattened
+            offsets = np.arange(total, dtype=dtype) - np.repeat(np.cumsum(count) - count, count)
+            found = sources[np.repeat(begin, count) + offsets]
+            found = np.unique(found[~reached[found]])
+            reached[found] = True  # later slices skip them: each new state is listed once
+            parts.append(found)
+        if not parts:
             break
-        # every position begin[k] .. begin[k] + count[k] - 1, flattened
-        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
-        found = sources[np.repeat(begin, count) + offsets]
-        found = np.unique(found[~reached[found]])
-        reached[found] = True
-        level = found
+        level = np.concatenate(parts)
     return bytearray(reached.astype(np.uint8).tobytes())
 
 
@@ -73,7 +84,12 @@ def _reversed_adjacency(
     # start[v + 1] = the first slot of v; placing v's sources moves it to v's end
     start = np.zeros(state_count + 1, dtype=dtype)
     if state_count > 1:
-        np.cumsum(np.bincount(dst, minlength=state_count)[:-1], out=start[2:])
+        # count the in-edges of v into start[v + 2], a chunk at a time (bincount copies its
+        # input to 8-byte ints), then sum up in place
+        step = max(_CHUNK, state_count)
+        for first in range(0, total, step):
+            start[2:] += np.bincount(dst[first : first + step], minlength=state_count)[:-1]
+        np.cumsum(start, out=start)
     sources = np.empty(total, dtype=np.uint32)
     for first in range(0, total, _CHUNK):
         targets = dst[first : first + _CHUNK]
