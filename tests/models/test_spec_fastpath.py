@@ -261,6 +261,44 @@ def test_an_effect_touching_another_sender_is_refused_by_the_memo() -> None:
     state = spec.initial_states()[0]
     with pytest.raises(AssertionError, match="not local to sender"):
         list(spec.successors(state))
+    with pytest.raises(AssertionError, match="not local to sender"):
+        list(spec.fingerprinted_successors(spec.canonicalize(state)))
+
+
+def test_interleaved_expansions_across_memo_clears_equal_direct_evaluation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The canonical-step memo names peers by ``id``: with tables of 5 entries, cleared at
+    every entry point, two expansions advanced in turns (one clears what the other was
+    using) must still give exactly ``canonicalize`` + ``fingerprint`` of ``successors``."""
+    from tent_spec.credit import _fastpath
+
+    monkeypatch.setattr(_fastpath, "_CACHE_LIMIT", 5)
+    spec = CreditSpec(CREDIT_BOUNDS["tiny"], name="credit/tiny")
+    states = list(reachable(CreditSpec(CREDIT_BOUNDS["tiny"], name="credit/tiny")))
+    rng = random.Random(_SEED + 2)
+    compared = 0
+    for _ in range(300):
+        # fresh copies: once the tables forget them they are freed and their ids reused
+        pair = [spec.canonicalize(pickle_roundtrip(rng.choice(states))) for _ in range(2)]
+        streams = [spec.fingerprinted_successors(state) for state in pair]
+        got: list[list[Any]] = [[], []]
+        live = [0, 1]
+        while live:
+            for k in list(live):
+                item = next(streams[k], None)
+                if item is None:
+                    live.remove(k)
+                else:
+                    got[k].append(item)
+        for state, items in zip(pair, got, strict=True):
+            steps = reference_successors(spec, state)
+            canonical = [(a, args, reference_canonical(nxt)) for a, args, nxt in steps]
+            expected = [(a, args, c, reference_fingerprint(c)) for a, args, c in canonical]
+            assert items == expected
+            compared += len(items)
+    assert len(spec._interned) <= 5
+    assert compared > 1000
 
 
 @pytest.mark.parametrize("senders", [1, 3])

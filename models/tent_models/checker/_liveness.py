@@ -82,7 +82,7 @@ def _reversed_adjacency(
     total = len(dst)
     dtype = np.int32 if total < 2**31 else np.int64
     # start[v + 1] = the first slot of v; placing v's sources moves it to v's end
-    start = np.zeros(state_count + 1, dtype=dtype)
+    start: np.ndarray[Any, Any] = np.zeros(state_count + 1, dtype=dtype)
     if state_count > 1:
         # count the in-edges of v into start[v + 2], a chunk at a time (bincount copies its
         # input to 8-byte ints), then sum up in place
