@@ -126,8 +126,9 @@ class CreditSpec(ReadableCreditSpec):
 
     def _bound_memos(self) -> None:
         """Clear the intern table and every table keyed by an interned peer's ``id`` or a
-        context number, together, once either is full. Called at entry points only, so no
-        caller holds a key of the tables being cleared."""
+        context number, together, once either is full. Called at entry points only, before
+        any key is computed; an expansion that resumes after another one cleared the tables
+        finds its peers unmarked and stores nothing under their ids (``_canonical_steps``)."""
         if len(self._interned) >= _CACHE_LIMIT or len(self._contexts) >= _CONTEXT_LIMIT:
             self._interned.clear()
             self._canonical.clear()
