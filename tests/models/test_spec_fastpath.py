@@ -348,3 +348,24 @@ def test_memoised_adversarial_ci_random_walks_equal_direct_evaluation() -> None:
             if rng.random() < 0.5:
                 state = spec.canonicalize(state)
     assert visited > 500
+
+
+def test_the_canonical_step_memo_holds_only_shared_objects() -> None:
+    """What keeps the memo at ≈ 10 B per state on credit/ci (docs/benchmarks.md): after a check
+    every Peer and Faults a canonical-step entry names is the interned one, every instance is
+    the shared one, and the raw-step memo (for ``successors``) was never filled."""
+    from tent_models.checker import check
+
+    spec = CreditSpec(CREDIT_BOUNDS["tiny"], name="credit/tiny")
+    assert check(spec).distinct_states == 3566
+    assert spec._canon_steps and not spec._steps_cache
+    instances = {id(inst) for inst in spec._instance_table.values()}
+    named = 0
+    for flat, parts in spec._canon_steps.values():
+        assert len(parts) == 2 * (len(flat) // 3)
+        for instance, peer, faults in zip(flat[0::3], flat[1::3], flat[2::3], strict=True):
+            assert id(instance) in instances
+            assert spec._interned[peer] is peer
+            assert spec._faults_interned[faults] is faults
+            named += 1
+    assert named > 3566
