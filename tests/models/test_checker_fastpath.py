@@ -126,8 +126,9 @@ def test_memo_tables_cleared_mid_run_change_nothing(monkeypatch: pytest.MonkeyPa
     model = CONFIGS["credit/tiny"]()
     assert comparable(check(model)) == expected
     # the small limit was in force: no memo table outgrew it (3,566 states would fill them)
-    memos = (model._canon_cache, model._steps_cache, model._check_cache, model._summary_cache)
-    assert all(0 < len(memo) <= 37 for memo in (*memos, model._interned))
+    used = (model._canon_cache, model._check_cache, model._summary_cache, model._interned)
+    assert all(0 < len(memo) <= 37 for memo in used)
+    assert all(len(memo) <= 37 for memo in (model._canon_steps, model._steps_cache))
 
 
 def test_parallel_cut_of_credit_ci_numbers_every_state_as_the_serial_run() -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from array import array
 from collections import deque
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tent_models.checker._liveness import recoverable_states
+from tent_models.checker import _liveness
+from tent_models.checker._liveness import _reversed_adjacency, recoverable_states
 
 
 def reference(count: int, good: bytearray, src: list[int], dst: list[int]) -> bytearray:
@@ -43,6 +45,27 @@ def test_the_reached_states_are_the_references(
     got = recoverable_states(count, good, array("I", src), array("I", dst))
     assert got == reference(count, good, src, dst)
     assert bytes(good) == before  # the inputs are not modified
+
+
+@settings(max_examples=200, deadline=None)
+@given(graphs(), st.integers(1, 5))
+def test_the_reversed_adjacency_built_in_small_chunks_lists_every_edge(
+    graph: tuple[int, bytearray, list[int], list[int]], chunk: int
+) -> None:
+    """The counting sort places each chunk after the previous ones: with chunks of 1-5 edges
+    every target's row holds exactly its sources, in edge order."""
+    count, _good, src, dst = graph
+    saved = _liveness._CHUNK
+    _liveness._CHUNK = chunk
+    try:
+        start, sources = _reversed_adjacency(
+            count, np.array(src, dtype=np.uint32), np.array(dst, dtype=np.uint32)
+        )
+    finally:
+        _liveness._CHUNK = saved
+    for v in range(count):
+        row = sources[start[v] : start[v + 1]].tolist()
+        assert row == [a for a, b in zip(src, dst, strict=True) if b == v]
 
 
 def test_a_chain_is_reached_back_to_its_start_and_a_dead_end_is_not() -> None:

@@ -261,6 +261,44 @@ def test_an_effect_touching_another_sender_is_refused_by_the_memo() -> None:
     state = spec.initial_states()[0]
     with pytest.raises(AssertionError, match="not local to sender"):
         list(spec.successors(state))
+    with pytest.raises(AssertionError, match="not local to sender"):
+        list(spec.fingerprinted_successors(spec.canonicalize(state)))
+
+
+def test_interleaved_expansions_across_memo_clears_equal_direct_evaluation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The canonical-step memo names peers by ``id``: with tables of 5 entries, cleared at
+    every entry point, two expansions advanced in turns (one clears what the other was
+    using) must still give exactly ``canonicalize`` + ``fingerprint`` of ``successors``."""
+    from tent_spec.credit import _fastpath
+
+    monkeypatch.setattr(_fastpath, "_CACHE_LIMIT", 5)
+    spec = CreditSpec(CREDIT_BOUNDS["tiny"], name="credit/tiny")
+    states = list(reachable(CreditSpec(CREDIT_BOUNDS["tiny"], name="credit/tiny")))
+    rng = random.Random(_SEED + 2)
+    compared = 0
+    for _ in range(300):
+        # fresh copies: once the tables forget them they are freed and their ids reused
+        pair = [spec.canonicalize(pickle_roundtrip(rng.choice(states))) for _ in range(2)]
+        streams = [spec.fingerprinted_successors(state) for state in pair]
+        got: list[list[Any]] = [[], []]
+        live = [0, 1]
+        while live:
+            for k in list(live):
+                item = next(streams[k], None)
+                if item is None:
+                    live.remove(k)
+                else:
+                    got[k].append(item)
+        for state, items in zip(pair, got, strict=True):
+            steps = reference_successors(spec, state)
+            canonical = [(a, args, reference_canonical(nxt)) for a, args, nxt in steps]
+            expected = [(a, args, c, reference_fingerprint(c)) for a, args, c in canonical]
+            assert items == expected
+            compared += len(items)
+    assert len(spec._interned) <= 5
+    assert compared > 1000
 
 
 @pytest.mark.parametrize("senders", [1, 3])
@@ -310,3 +348,24 @@ def test_memoised_adversarial_ci_random_walks_equal_direct_evaluation() -> None:
             if rng.random() < 0.5:
                 state = spec.canonicalize(state)
     assert visited > 500
+
+
+def test_the_canonical_step_memo_holds_only_shared_objects() -> None:
+    """What keeps the memo at ≈ 10 B per state on credit/ci (docs/benchmarks.md): after a check
+    every Peer and Faults a canonical-step entry names is the interned one, every instance is
+    the shared one, and the raw-step memo (for ``successors``) was never filled."""
+    from tent_models.checker import check
+
+    spec = CreditSpec(CREDIT_BOUNDS["tiny"], name="credit/tiny")
+    assert check(spec).distinct_states == 3566
+    assert spec._canon_steps and not spec._steps_cache
+    instances = {id(inst) for inst in spec._instance_table.values()}
+    named = 0
+    for flat, parts in spec._canon_steps.values():
+        assert len(parts) == 2 * (len(flat) // 3)
+        for instance, peer, faults in zip(flat[0::3], flat[1::3], flat[2::3], strict=True):
+            assert id(instance) in instances
+            assert spec._interned[peer] is peer
+            assert spec._faults_interned[faults] is faults
+            named += 1
+    assert named > 3566

@@ -10,6 +10,7 @@ definitions, restated there).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Hashable, Iterator
 from hashlib import blake2b
 from itertools import pairwise
@@ -28,18 +29,23 @@ from tent_spec.credit._state import (
     _vsub,
 )
 
-_CACHE_LIMIT = 1 << 20  # memo entries before a memo table is cleared
+_CACHE_LIMIT = 1 << 18  # entries before a memo table is cleared (interned peers: not grown)
+_CONTEXT_BITS = 24  # low bits of a canonical-step key: the context number
+_CONTEXT_LIMIT = 1 << 16  # contexts numbered before every context-keyed table is cleared
 # One memoised step of a sender: (action, arguments after the sender index, the sender's new
 # Peer, the new fault counts). See "Memoisation" in the CreditSpec docstring.
 _SenderStep = tuple[str, tuple[Hashable, ...], Peer, Faults]
-# The same step for ``fingerprinted_successors``: (action, full arguments, the sender's new Peer
-# renumbered and interned as ``canonicalize`` would, the new fault counts, and the partial
-# fingerprints h(session, new faults) + h(slot, new Peer) for slot 0 and slot 1).
-_CanonicalStep = tuple[str, tuple[Hashable, ...], Peer, Faults, int, int]
+# The canonical steps of a sender in one context, stored compactly (policy 1 of the class
+# docstring): a flat tuple (instance, canonical new Peer, new Faults) per step, where an
+# instance is (action, its arguments for sender 0, for sender 1, ...), shared by every step of
+# that action and arguments; beside it an array of two 64-bit partial fingerprints per step,
+# h(session, new faults) + h(slot, new Peer) for slot 0 and slot 1.
+_CanonicalSteps = tuple[tuple[Any, ...], "array[int]"]
 # (messages in the peer's bags, outstanding grant of its books, sequences within seq_cap,
 # its fingerprint digest in each sender slot): see CreditSpec._summary.
 _PeerSummary = tuple[int, Vec, bool, tuple[int, ...]]
 _MASK64 = (1 << 64) - 1
+_NO_STEPS: _CanonicalSteps = ((), array("Q"))  # shared by every context with no step
 
 
 def _digest64(value: tuple[Any, ...]) -> int:
@@ -64,9 +70,11 @@ class CreditSpec(ReadableCreditSpec):
     1. *Sender locality.* Every action of sender ``s`` reads only the receiver's session, the
        faults used, whether the bag has room, the free capacity (``grant`` only) and
        ``peers[s]``, and changes only ``peers[s]`` and the fault counts (no component names
-       another sender). ``successors`` therefore memoises each sender's steps per such
-       context (``_sender_steps``), computed by the very guards and effects on the first
-       state that has it; a step that touches anything else raises ``AssertionError`` there.
+       another sender). The checker's successor stream (``fingerprinted_successors``)
+       therefore memoises each sender's canonical steps per such context
+       (``_canonical_steps``), computed by the very guards and effects on the first state
+       that has it; a step that touches anything else raises ``AssertionError`` there.
+       ``successors`` memoises the raw steps the same way (``_sender_steps``).
        ``receiver_restart`` (it changes every sender) is evaluated directly.
     2. The per-sender body of each invariant reads the session, the room in the bag and
        ``peers[s]``; the names of the bodies that fail are memoised per such context and per
@@ -74,10 +82,18 @@ class CreditSpec(ReadableCreditSpec):
     3. ``canonicalize`` and ``pack`` memoise per sender; the outstanding grant of a sender's
        books (for ``free_capacity``) too.
 
-    Memo keys use ``id(peer)``: canonical states share their ``Peer`` objects (the
-    ``canonicalize`` memo returns the same object for the same context), so a key costs a few
-    ints to hash instead of the whole nested tuple. tests/models/test_spec_fastpath.py checks
-    the memoised results against direct evaluation.
+    Memory (what one memo entry keeps): canonical ``Peer`` values are interned
+    (``_interned``, one shared object per value), and the interned ones that are canonical
+    for a session are marked (``_canonical``, by ``(id(peer), session)``). The canonical-step
+    memo, the one that grows with the model, is keyed by one int (the interned peer's ``id``
+    and a small context number) and holds only references to shared objects and packed
+    64-bit digests, never a ``Peer`` of its own: the raw successor peers an effect builds are
+    dropped once renumbered. An ``id`` stays unambiguous because interned peers live as long
+    as the intern table, and every id-keyed table is cleared with it (``_bound_memos``, at
+    each entry point; a full intern table stops interning until then). Tables for arbitrary
+    (not interned) peers keep the peer in the entry and confirm a hit with ``entry[0] is
+    peer``. tests/models/test_spec_fastpath.py checks the memoised results against direct
+    evaluation.
     """
 
     def __init__(self, bounds: CreditBounds, *, name: str = "credit") -> None:
@@ -87,19 +103,60 @@ class CreditSpec(ReadableCreditSpec):
         self._restart_context: dict[tuple[int, int], tuple[Faults, int, Faults]] = {}
         self._facts_for: CreditState | None = None
         self._facts_value: tuple[int, Vec, bool] = (0, self._zero, True)
-        # Per-sender memo tables (see "Memoisation" in the class docstring). Keys start with
-        # ``id(peer)``; each entry holds the peer itself, so the id cannot be reused while the
-        # entry lives, and a hit is confirmed with ``entry[0] is peer``.
+        # Interned canonical peers and their marks (see "Memory" in the class docstring).
+        self._interned: dict[Peer, Peer] = {}
+        self._canonical: set[tuple[int, int]] = set()
+        # Id-keyed, cleared with the intern table: context -> number, and the canonical steps.
+        self._contexts: dict[tuple[Any, ...], int] = {}
+        self._canon_steps: dict[int, _CanonicalSteps] = {}
+        self._instance_table: dict[tuple[str, tuple[Hashable, ...]], tuple[Any, ...]] = {}
+        # Tables for any peer: each entry holds the peer itself, so its id cannot be reused
+        # while the entry lives, and a hit is confirmed with ``entry[0] is peer``.
         self._canon_cache: dict[tuple[int, int], tuple[Peer, Peer]] = {}
         self._pack_cache: dict[int, tuple[Peer, tuple[Any, ...]]] = {}
         self._steps_cache: dict[tuple[Any, ...], tuple[Peer, list[_SenderStep]]] = {}
         self._check_cache: dict[tuple[int, int, bool], tuple[Peer, frozenset[str]]] = {}
+        self._names_interned: dict[frozenset[str], frozenset[str]] = {}
         self._failed_for: CreditState | None = None
         self._failed_value: frozenset[str] = frozenset()
         self._summary_cache: dict[int, tuple[Peer, _PeerSummary]] = {}
         self._prefix_cache: dict[tuple[int, int], tuple[Faults, int]] = {}
-        self._canon_steps_cache: dict[tuple[Any, ...], tuple[Peer, list[_CanonicalStep]]] = {}
-        self._interned: dict[Peer, Peer] = {}
+
+    # ---- interning (see "Memory" in the class docstring) --------------------------------
+
+    def _bound_memos(self) -> None:
+        """Clear the intern table and every table keyed by an interned peer's ``id`` or a
+        context number, together, once either is full. Called at entry points only, before
+        any key is computed; an expansion that resumes after another one cleared the tables
+        finds its peers unmarked and stores nothing under their ids (``_canonical_steps``)."""
+        if len(self._interned) >= _CACHE_LIMIT or len(self._contexts) >= _CONTEXT_LIMIT:
+            self._interned.clear()
+            self._canonical.clear()
+            self._contexts.clear()
+            self._canon_steps.clear()
+
+    def _intern(self, peer: Peer) -> Peer:
+        """The one shared object equal to ``peer`` (so the id-keyed memos hit across states);
+        ``peer`` itself, not interned, while the table is full."""
+        interned = self._interned
+        found = interned.get(peer)
+        if found is not None:
+            return found
+        if len(interned) < _CACHE_LIMIT:
+            interned[peer] = peer
+        return peer
+
+    def _intern_canonical(self, peer: Peer, session: int) -> Peer:
+        """``_intern(peer)`` for a ``peer`` already renumbered for ``session``, marked
+        canonical for it when interned."""
+        interned = self._interned
+        found = interned.get(peer)
+        if found is None:
+            if len(interned) >= _CACHE_LIMIT:
+                return peer
+            interned[peer] = found = peer
+        self._canonical.add((id(found), session))
+        return found
 
     # ---- derived quantities, memoised --------------------------------------------------
 
@@ -176,27 +233,13 @@ class CreditSpec(ReadableCreditSpec):
         ):
             yield SpecStep("receiver_restart", (), self._effect["receiver_restart"](state))
 
-    def _sender_steps(self, state: CreditState, s: int, room: bool) -> list[_SenderStep]:
-        """The enabled steps of sender ``s``, memoised per sender context.
-
-        The context is (``peers[s]``, session, faults used, ``room`` = ``_room(state)``, and
-        the free capacity when the sender's current books hold a demand, i.e. when ``grant``
-        is a candidate). On a miss the steps are computed with the guards and effects on
-        ``state``; raises ``AssertionError`` if an effect changes the session or another
-        sender (the memo would then be unsound).
-        """
-        peer = state.peers[s]
-        free = (
-            self.free_capacity(state)
-            if peer.books[-1].demand or not self.PRUNE_CANDIDATES
-            else None
-        )
-        key = (id(peer), state.session, state.faults, room, free)
-        entry = self._steps_cache.get(key)
-        if entry is not None and entry[0] is peer:
-            return entry[1]
+    def _local_steps(
+        self, state: CreditState, s: int
+    ) -> Iterator[tuple[str, tuple[Hashable, ...], CreditState]]:
+        """The enabled steps of sender ``s`` by its guards and effects; raises
+        ``AssertionError`` if an effect changes the session or another sender (a memo keyed
+        by sender ``s``'s context would then be unsound)."""
         guard, effect = self._guard, self._effect
-        steps: list[_SenderStep] = []
         for action, args in self._sender_instances(state, s):
             if guard[action](state, *args) is not None:
                 continue
@@ -208,7 +251,30 @@ class CreditSpec(ReadableCreditSpec):
             )
             if nxt.session != state.session or not others_kept:
                 raise AssertionError(f"{action}{args!r} is not local to sender {s}")
-            steps.append((action, args[1:], nxt.peers[s], nxt.faults))
+            yield action, args, nxt
+
+    def _sender_steps(self, state: CreditState, s: int, room: bool) -> list[_SenderStep]:
+        """The enabled steps of sender ``s``, memoised per sender context.
+
+        The context is (``peers[s]``, session, faults used, ``room`` = ``_room(state)``, and
+        the free capacity when the sender's current books hold a demand, i.e. when ``grant``
+        is a candidate). On a miss the steps are computed with ``_local_steps`` on ``state``
+        (which raises ``AssertionError`` for a step that is not local to the sender).
+        """
+        peer = state.peers[s]
+        free = (
+            self.free_capacity(state)
+            if peer.books[-1].demand or not self.PRUNE_CANDIDATES
+            else None
+        )
+        key = (id(peer), state.session, state.faults, room, free)
+        entry = self._steps_cache.get(key)
+        if entry is not None and entry[0] is peer:
+            return entry[1]
+        steps = [
+            (action, args[1:], nxt.peers[s], nxt.faults)
+            for action, args, nxt in self._local_steps(state, s)
+        ]
         _remember(self._steps_cache, key, (peer, steps))
         return steps
 
@@ -237,7 +303,7 @@ class CreditSpec(ReadableCreditSpec):
                 names = frozenset(
                     name for name, body in self._sender_checks.items() if not body(state, s)
                 )
-                entry = (peer, names)
+                entry = (peer, self._names_interned.setdefault(names, names))
                 _remember(cache, key, entry)
             if entry[1]:
                 failed |= entry[1]
@@ -270,29 +336,25 @@ class CreditSpec(ReadableCreditSpec):
         2. No component names another sender, so sorting the per-sender :class:`Peer` slots
            picks one representative of the permutation orbit.
         """
+        self._bound_memos()
         cache = self._canon_cache
+        marks = self._canonical
         session = state.session
         peers = []
         for p in state.peers:
             key = (id(p), session)
+            if key in marks:  # an interned canonical peer is its own representative
+                peers.append(p)
+                continue
             entry = cache.get(key)
             if entry is not None and entry[0] is p:
                 peers.append(entry[1])
             else:
-                q = self._intern(_renumber(p, session))
+                q = self._intern_canonical(_renumber(p, session), session)
                 _remember(cache, key, (p, q))
-                if q is not p:  # canonical peers are their own representatives
-                    _remember(cache, (id(q), session), (q, q))
                 peers.append(q)
         peers.sort()
         return CreditState(session, tuple(peers), state.faults)
-
-    def _intern(self, peer: Peer) -> Peer:
-        """The one shared object equal to ``peer`` (so the id-keyed memos hit across states)."""
-        interned = self._interned
-        if len(interned) >= _CACHE_LIMIT:
-            interned.clear()
-        return interned.setdefault(peer, peer)
 
     # ---- checker fast path (speed only; proven equal in tests/models/test_spec_fastpath.py) --
 
@@ -333,6 +395,7 @@ class CreditSpec(ReadableCreditSpec):
         memoised sender step, with its slot digests - and the successor's fingerprint is a
         sum of cached digests. Any other state takes the plain path.
         """
+        self._bound_memos()
         session, peers, _faults = state
         if not self._is_canonical(state):
             interned = self.canonicalize(state)
@@ -351,31 +414,38 @@ class CreditSpec(ReadableCreditSpec):
         n = len(peers)
         new_state = tuple.__new__  # CreditState(...) without the Python-level __new__
         for s in range(n):
-            steps = self._canonical_sender_steps(state, s, room, free)
+            flat, digests = self._canonical_steps(state, s, room, free)
+            if not flat:
+                continue
+            at = 1 + s  # an instance holds the arguments for sender s at index 1 + s
+            items = iter(flat)
             if n == 2:
                 other = peers[1 - s]
                 other_first, other_second = self._summary(other)[3]
-                for action, args, new_peer, new_faults, first, second in steps:
-                    # first/second: h(session, new faults) + h(slot, new_peer) per slot
+                parts = iter(digests)
+                # first/second: h(session, new faults) + h(slot, new_peer) per slot
+                for instance, new_peer, new_faults, first, second in zip(
+                    items, items, items, parts, parts, strict=True
+                ):
                     if new_peer <= other:
                         yield (
-                            action,
-                            args,
+                            instance[0],
+                            instance[at],
                             new_state(CreditState, (session, (new_peer, other), new_faults)),
                             (first + other_second) & _MASK64,
                         )
                     else:
                         yield (
-                            action,
-                            args,
+                            instance[0],
+                            instance[at],
                             new_state(CreditState, (session, (other, new_peer), new_faults)),
                             (second + other_first) & _MASK64,
                         )
             else:
                 others = [*peers[:s], *peers[s + 1 :]]
-                for action, args, new_peer, new_faults, _first, _second in steps:
+                for instance, new_peer, new_faults in zip(items, items, items, strict=True):
                     nxt = CreditState(session, tuple(sorted((*others, new_peer))), new_faults)
-                    yield action, args, nxt, self.fingerprint(nxt)
+                    yield instance[0], instance[at], nxt, self.fingerprint(nxt)
         if (
             self._receiver_restart_candidate(state)
             and self._guard["receiver_restart"](state) is None
@@ -401,23 +471,25 @@ class CreditSpec(ReadableCreditSpec):
         context = self._restart_context.get((id(faults), session))
         if len(images) != len(peers) or context is None or context[0] is not faults:
             raw = self._effect["receiver_restart"](state)
-            for p, image in zip(peers, raw.peers, strict=True):
-                canon = self._intern(_renumber(image, raw.session))
+            images = [
+                self._intern_canonical(_renumber(image, raw.session), raw.session)
+                for image in raw.peers
+            ]
+            for p, canon in zip(peers, images, strict=True):
                 _remember(cache, (id(p), session), (p, canon))
-                _remember(self._canon_cache, (id(canon), raw.session), (canon, canon))
             context = (
                 faults,
                 raw.session,
                 self._faults_interned.setdefault(raw.faults, raw.faults),
             )
             _remember(self._restart_context, (id(faults), session), context)
-            images = [cache[(id(p), session)][1] for p in peers]
         return CreditState(context[1], tuple(sorted(images)), context[2])
 
     def intern(self, state: CreditState) -> CreditState:
         """An equal state built from this process's shared ``Peer`` and ``Faults`` objects, so
         the id-keyed memos hit for a state that arrives as fresh objects (unpickled in a
         checker worker)."""
+        self._bound_memos()
         faults = self._faults_interned.setdefault(state.faults, state.faults)
         return CreditState(state.session, tuple(self._intern(p) for p in state.peers), faults)
 
@@ -439,59 +511,64 @@ class CreditSpec(ReadableCreditSpec):
         return True
 
     def _is_canonical(self, state: CreditState) -> bool:
-        """Every sender is the interned, renumbered ``Peer`` and the senders are sorted."""
-        cache = self._canon_cache
+        """Every sender is an interned ``Peer`` marked canonical for the session, and the
+        senders are sorted."""
+        marks = self._canonical
         session = state.session
         peers = state.peers
         for p in peers:
-            entry = cache.get((id(p), session))
-            if entry is None or entry[1] is not p:
+            if (id(p), session) not in marks:
                 return False
         if len(peers) == 2:
             return peers[0] <= peers[1]
         return all(a <= b for a, b in pairwise(peers))
 
-    def _canonical_sender_steps(
+    def _canonical_steps(
         self, state: CreditState, s: int, room: bool, free_capacity: Vec
-    ) -> list[_CanonicalStep]:
-        """``_sender_steps`` with full arguments and each new ``Peer`` canonicalised
-        (renumbered for the session, then interned), memoised on the same context plus ``s``.
-        ``room`` and ``free_capacity`` are ``state``'s."""
+    ) -> _CanonicalSteps:
+        """The steps of ``_sender_steps`` with each new ``Peer`` canonicalised (renumbered for
+        the session, then interned) and its partial fingerprints, in the compact form of
+        ``_CanonicalSteps``; memoised per context (policy 1: ``peers[s]``, which must be
+        interned and canonical, session, faults, ``room``, the free capacity when ``grant``
+        is a candidate). The steps do not depend on ``s`` beyond the arguments, which every
+        instance holds for each sender. ``room`` and ``free_capacity`` are ``state``'s."""
         peer = state.peers[s]
-        free = free_capacity if peer.books[-1].demand or not self.PRUNE_CANDIDATES else None
-        key = (id(peer), s, state.session, state.faults, room, free)
-        entry = self._canon_steps_cache.get(key)
-        if entry is not None and entry[0] is peer:
-            return entry[1]
         session = state.session
-        cache = self._canon_cache
-        steps: list[_CanonicalStep] = []
-        for action, rest, new_peer, raw_faults in self._sender_steps(state, s, room):
-            ckey = (id(new_peer), session)
-            centry = cache.get(ckey)
-            if centry is None or centry[0] is not new_peer:
-                canon = self._intern(_renumber(new_peer, session))
-                centry = (new_peer, canon)
-                _remember(cache, ckey, centry)
-                if canon is not new_peer:
-                    _remember(cache, (id(canon), session), (canon, canon))
-            canon = centry[1]
+        free = free_capacity if peer.books[-1].demand or not self.PRUNE_CANDIDATES else None
+        context = (session, state.faults, room, free)
+        contexts = self._contexts
+        number = contexts.get(context)
+        if number is None:
+            number = contexts[context] = len(contexts)
+        key = (id(peer) << _CONTEXT_BITS) | number
+        entry = self._canon_steps.get(key)
+        if entry is not None:
+            return entry
+        flat: list[Any] = []
+        parts: list[int] = []
+        for action, args, nxt in self._local_steps(state, s):
+            canon = self._intern_canonical(_renumber(nxt.peers[s], session), session)
             # shared Faults objects make the id-keyed prefix memo hit across states
-            new_faults = self._faults_interned.setdefault(raw_faults, raw_faults)
+            new_faults = self._faults_interned.setdefault(nxt.faults, nxt.faults)
             prefix = self._prefix(session, new_faults)
             slots = self._summary(canon)[3]
-            steps.append(
-                (
-                    action,
-                    (s, *rest),
-                    canon,
-                    new_faults,
-                    prefix + slots[0],
-                    prefix + slots[1] if len(slots) > 1 else 0,
-                )
-            )
-        _remember(self._canon_steps_cache, key, (peer, steps))
-        return steps
+            flat += (self._instance(action, args[1:]), canon, new_faults)
+            parts += ((prefix + slots[0]) & _MASK64, (prefix + slots[-1]) & _MASK64)
+        entry = (tuple(flat), array("Q", parts)) if flat else _NO_STEPS
+        # the key names the peer by id: stored only while the peer is interned
+        if (id(peer), session) in self._canonical:
+            _remember(self._canon_steps, key, entry)
+        return entry
+
+    def _instance(self, action: str, rest: tuple[Hashable, ...]) -> tuple[Any, ...]:
+        """``(action, (0, *rest), (1, *rest), ...)``: the arguments of one action instance
+        for each sender, one shared tuple per (action, rest)."""
+        key = (action, rest)
+        found = self._instance_table.get(key)
+        if found is None:
+            found = (action, *((s, *rest) for s in range(self.bounds.senders)))
+            _remember(self._instance_table, key, found)
+        return found
 
     def within_bounds(self, state: CreditState) -> bool:
         messages, _free, seq_ok = self._facts(state)
