@@ -15,7 +15,8 @@ _ARITH = "tent_credit/_arith.py"
 _DESCRIBE = "tent_credit/_describe.py"
 _WIRE = "tent_credit/_wire.py"
 _INBOX = "tent_credit/_inbox.py"
-_ENDPOINTS = "tent_credit/_endpoints.py"
+_SENDER = "tent_credit/_sender_endpoint.py"
+_RECEIVER = "tent_credit/_receiver_endpoint.py"
 _NEGOTIATION = "tent_credit/_negotiation.py"
 
 
@@ -275,7 +276,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "completion_mints_credit",
         "RFC concurrency rule 6: completion never mints local credit",
         D.WRONG_RULE,
-        _ENDPOINTS,
+        _SENDER,
         "        self._in_flight[slot] = count - 1\n",
         "        self._in_flight[slot] = count - 1\n"
         "        for r, amount in token.charge.parts:\n"
@@ -285,7 +286,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "refused_batch_moves_the_clock",
         "issue 10 item 5: a refused receive_batch leaves the clock and update_age_ns unchanged",
         D.VALIDATE_AFTER_MUTATE,
-        _ENDPOINTS,
+        _SENDER,
         "        raws = _byte_items(datas)\n        self._advance(now_ns)\n",
         "        self._advance(now_ns)\n        raws = _byte_items(datas)\n",
     ),
@@ -293,7 +294,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "refused_complete_moves_the_clock",
         "issue 10 item 5: a refused complete leaves the clock unchanged",
         D.VALIDATE_AFTER_MUTATE,
-        _ENDPOINTS,
+        _SENDER,
         "        self._check_time(now_ns)\n        if token.state is not TokenState.COMMITTED:",
         "        self._advance(now_ns)\n        if token.state is not TokenState.COMMITTED:",
     ),
@@ -301,7 +302,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "epoch_zero_activation_escapes",
         "issue 10 item 2: an activation with epoch 0 is a counted violation, never raised",
         D.EPOCH_BOUND,
-        _ENDPOINTS,
+        _SENDER,
         "if act.selected_version and act.epoch == 0:",
         "if False and act.selected_version and act.epoch == 0:",
     ),
@@ -311,14 +312,14 @@ MUTANTS: tuple[Mutant, ...] = (
         defect=D.HALF_APPLIED,
         edits=(
             Edit(
-                file=_ENDPOINTS,
+                file=_RECEIVER,
                 old="        if target is not None and any(r not in modelled for r in target):\n"
                 '            return [self._violation("demand names a resource this receiver'
                 ' does not model")]\n',
                 new="",
             ),
             Edit(
-                file=_ENDPOINTS,
+                file=_RECEIVER,
                 old="        except (RemoteProtocolError, InvalidArgument) as exc:\n"
                 "            return [self._violation(str(exc))]\n"
                 "        self._usage_sequence = usage.sequence\n",
@@ -335,7 +336,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "duplicate_usage_reapplied",
         "RFC: a duplicate or old usage report is ignored (sequence <= last applied)",
         D.BOUNDARY_FLIP,
-        _ENDPOINTS,
+        _RECEIVER,
         "if usage.sequence <= self._usage_sequence:",
         "if usage.sequence < self._usage_sequence:",
     ),
@@ -343,7 +344,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "unsatisfiable_charge_counted",
         "issue 10 item 10: a charge no u64 grant can cover is refused before any counter moves",
         D.OVERFLOW,
-        _ENDPOINTS,
+        _SENDER,
         "if entry.consumed[resource] + entry.returned[resource] + amount > U64_MAX:",
         "if False and entry.consumed[resource] + entry.returned[resource] + amount > U64_MAX:",
     ),
