@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -291,19 +292,24 @@ def test_the_cli_refuses_netns_where_namespaces_cannot_be_made(
     """Not root, no ``ip``, or ``ip netns`` failing: exit 2 with the reason, no traceback,
     nothing run and no output file."""
     if patch == "geteuid":
-        monkeypatch.setattr(_netns.os, "geteuid", lambda: 1000)
+        monkeypatch.setattr(os, "geteuid", lambda: 1000)
     elif patch == "which":
-        monkeypatch.setattr(_netns.shutil, "which", lambda _name: None)
+        monkeypatch.setattr(shutil, "which", lambda _name: None)
     else:
-        monkeypatch.setattr(_netns.os, "geteuid", lambda: 0)
-        monkeypatch.setattr(_netns.shutil, "which", lambda _name: "/sbin/ip")
+        monkeypatch.setattr(os, "geteuid", lambda: 0)
+        monkeypatch.setattr(shutil, "which", lambda _name: "/sbin/ip")
 
         def failing(*args: str) -> str:
             raise _netns.NetnsError(f"ip {' '.join(args)}: Operation not permitted")
 
         monkeypatch.setattr(_netns, "_ip", failing)
     ran: list[RunConfig] = []
-    monkeypatch.setattr(_runner, "run_one", lambda c, **_kw: ran.append(c) or {})
+
+    def recording(config: RunConfig, **_kw: object) -> dict[str, object]:
+        ran.append(config)
+        return {}
+
+    monkeypatch.setattr(_runner, "run_one", recording)
     out = tmp_path / "never.jsonl"
     args = ["incast", "--smoke", "--network", "netns", "--out", str(out)]
     result = CliRunner().invoke(bench, args)
@@ -408,3 +414,27 @@ def test_a_new_pair_removes_namespaces_a_killed_runner_left_and_no_live_ones() -
         for name in (stale, live):
             with contextlib.suppress(_netns.NetnsError):
                 _netns._ip("netns", "del", name)
+
+
+def test_the_default_matrix_over_netns_tunes_its_own_16_sender_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tent_transport.incast import _cli
+
+    seen: dict[str, object] = {}
+
+    def fake_matrix(configs: list[RunConfig], _out: object, **kw: object) -> list[object]:
+        seen.update(configs=configs, tune=kw["tune"])
+        return []
+
+    monkeypatch.setattr(_cli, "check_available", lambda: None)
+    monkeypatch.setattr(_cli, "run_matrix", fake_matrix)
+    args = ["incast", "--network", "netns,loopback", "-r", "1", "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(bench, args)
+    assert result.exit_code == 0, result.output
+    tune = seen["tune"]
+    assert isinstance(tune, RunConfig)
+    assert (tune.row, tune.network, tune.mode) == ("16-sender netns", "netns", Mode.FIXED)
+    configs = seen["configs"]
+    assert isinstance(configs, list)
+    assert {c.network for c in configs} == {"netns", "loopback"}

@@ -95,7 +95,7 @@ def _watch_netns(
     """Record the namespace pairs the runner makes and the senders' reports."""
     pairs: list[_netns.NetnsPair] = []
     reports: list[dict[str, Any]] = []
-    make, expect = _runner.netns_pair, _runner._expect
+    make, expect = _netns.netns_pair, _runner._expect
 
     @contextlib.contextmanager
     def recording() -> Iterator[_netns.NetnsPair]:
