@@ -143,12 +143,10 @@ def netns_pair() -> Iterator[NetnsPair]:
             _ip("netns", "add", name)
             made.append(name)
         # made inside the namespaces at once: the pair never exists in this namespace
-        _ip(
-            "link", "add", rx_dev, "netns", pair.rx, "type", "veth",
-            "peer", "name", tx_dev, "netns", pair.tx,
-        )  # fmt: skip
-        for name, dev, address in ((pair.rx, rx_dev, pair.rx_address),
-                                   (pair.tx, tx_dev, pair.tx_address)):  # fmt: skip
+        veth = f"link add {rx_dev} netns {pair.rx} type veth peer name {tx_dev} netns {pair.tx}"
+        _ip(*veth.split())
+        ends = ((pair.rx, rx_dev, pair.rx_address), (pair.tx, tx_dev, pair.tx_address))
+        for name, dev, address in ends:
             _ip("-n", name, "addr", "add", f"{address}/24", "dev", dev)
             _ip("-n", name, "link", "set", dev, "up")
             _ip("-n", name, "link", "set", "lo", "up")
