@@ -3,6 +3,7 @@
     python benchmarks/incast.py --out incast.jsonl          # the default matrix (3 repetitions)
     python benchmarks/incast.py --smoke --out smoke.jsonl   # CI: 4 senders, one repetition
     python benchmarks/incast.py --device softverbs -r 1 --out softverbs.jsonl  # soft verbs rows
+    python benchmarks/incast.py --smoke --network netns --out netns.jsonl  # root: two namespaces
     tent bench verify incast.jsonl && tent bench report incast.jsonl --out incast-report
 
 See ``docs/incast.md`` for the rows, the record's fields and how to read the report.

@@ -1,9 +1,14 @@
-"""What an incast run is: the paths (direct / staged / mixed), the devices (tcp / softverbs) and
-the default matrix's rows."""
+"""What an incast run is: the paths (direct / staged / mixed), the devices (tcp / softverbs), the
+networks (loopback / netns) and the default matrix's rows."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
@@ -14,6 +19,7 @@ from tent_transport.config import load_engine_config
 from tent_transport.incast import (
     Mode,
     RunConfig,
+    _netns,
     _runner,
     default_matrix,
     full_matrix,
@@ -176,7 +182,7 @@ def test_the_tuned_window_applies_to_the_tuned_device_only(
 ) -> None:
     ran: list[RunConfig] = []
 
-    def fake_run(config: RunConfig) -> dict[str, object]:
+    def fake_run(config: RunConfig, **_kw: object) -> dict[str, object]:
         ran.append(config)
         # the tuning's best window is its largest (8): throughput grows with the window
         return {
@@ -196,3 +202,239 @@ def test_the_tuned_window_applies_to_the_tuned_device_only(
         if c.mode is Mode.FIXED and c.senders == 16 and c.slots == 8
     }
     assert fixed16 == {"tcp": 8, "softverbs": 2}  # the softverbs row keeps its own window
+
+
+# ------------------------------------------------------------------------------ networks
+
+
+@pytest.mark.parametrize("network", ["veth", "NETNS", "", "host"])
+def test_an_unknown_network_is_refused(network: str) -> None:
+    with pytest.raises(ValueError, match="network must be one of"):
+        RunConfig(row="r", mode=Mode.CREDIT, senders=4, network=network)
+
+
+def test_netns_runs_the_tcp_device_only() -> None:
+    with pytest.raises(ValueError, match="tcp device"):
+        RunConfig(row="r", mode=Mode.CREDIT, senders=4, device="softverbs", network="netns")
+    config = RunConfig(row="r", mode=Mode.CREDIT, senders=4, network="netns")
+    assert config.as_dict()["network"] == "netns"  # the record's config names the network
+    assert RunConfig(row="r", mode=Mode.CREDIT, senders=4).as_dict()["network"] == "loopback"
+
+
+def test_the_netns_rows_are_the_tcp_rows_named_by_their_network() -> None:
+    loopback = default_matrix(repetitions=1)
+    assert {c.network for c in loopback} == {"loopback"}
+    both = default_matrix(repetitions=1, networks=["loopback", "netns"])
+    netns = [c for c in both if c.network == "netns"]
+    assert [c for c in both if c.network == "loopback"] == loopback  # unchanged beside them
+    assert [(c.row, c.mode, c.path, c.lease_batch) for c in netns] == [
+        (f"{c.row} netns", c.mode, c.path, c.lease_batch) for c in loopback
+    ]
+    # a soft verbs fabric has no network: its rows run once, whatever the networks
+    mixed = default_matrix(repetitions=1, devices=["tcp", "softverbs"], networks=["netns"])
+    assert {(c.device, c.network) for c in mixed} == {("tcp", "netns"), ("softverbs", "loopback")}
+    assert {c.row for c in smoke_matrix(network="netns")} == {"4-sender smoke netns"}
+    full = full_matrix(repetitions=1, networks=["netns"])
+    assert {c.network for c in full} == {"netns"} and all(c.row.endswith(" netns") for c in full)
+
+
+@pytest.mark.parametrize(
+    ("devices", "networks", "message"),
+    [
+        (["tcp"], [], "networks must be distinct"),
+        (["tcp"], ["veth"], "networks must be distinct"),
+        (["tcp"], ["netns", "netns"], "networks must be distinct"),
+        (["softverbs"], ["netns"], "needs the tcp device"),
+    ],
+)
+def test_a_matrix_refuses_unknown_repeated_or_impossible_networks(
+    devices: list[str], networks: list[str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        default_matrix(repetitions=1, devices=devices, networks=networks)
+    with pytest.raises(ValueError, match=message):
+        full_matrix(repetitions=1, devices=devices, networks=networks)
+    if len(networks) == 1:
+        with pytest.raises(ValueError, match=message):
+            smoke_matrix(device=devices[0], network=networks[0])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--network", "veth"], "networks are loopback, netns"),
+        (["--network", "netns,netns"], "each once"),
+        (["--smoke", "--network", ","], "networks are loopback, netns"),
+        (["--smoke", "--device", "softverbs", "--network", "netns"], "tcp device only"),
+    ],
+)
+def test_the_cli_refuses_a_bad_network_before_running_anything(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "never.jsonl"
+    result = CliRunner().invoke(bench, ["incast", "--out", str(out), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ("geteuid", "needs root"),
+        ("which", "ip command"),
+        ("list", "ip netns is unavailable"),
+    ],
+)
+def test_the_cli_refuses_netns_where_namespaces_cannot_be_made(
+    patch: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not root, no ``ip``, or ``ip netns`` failing: exit 2 with the reason, no traceback,
+    nothing run and no output file."""
+    if patch == "geteuid":
+        monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    elif patch == "which":
+        monkeypatch.setattr(shutil, "which", lambda _name: None)
+    else:
+        monkeypatch.setattr(os, "geteuid", lambda: 0)
+        monkeypatch.setattr(shutil, "which", lambda _name: "/sbin/ip")
+
+        def failing(*args: str) -> str:
+            raise _netns.NetnsError(f"ip {' '.join(args)}: Operation not permitted")
+
+        monkeypatch.setattr(_netns, "_ip", failing)
+    ran: list[RunConfig] = []
+
+    def recording(config: RunConfig, **_kw: object) -> dict[str, object]:
+        ran.append(config)
+        return {}
+
+    monkeypatch.setattr(_runner, "run_one", recording)
+    out = tmp_path / "never.jsonl"
+    args = ["incast", "--smoke", "--network", "netns", "--out", str(out)]
+    result = CliRunner().invoke(bench, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    # a clean exit with a message, not an exception escaping into a traceback
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+    assert ran == [] and not out.exists()
+
+
+def test_a_matrix_makes_one_pair_for_its_netns_runs_and_none_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[_netns.NetnsPair] = []
+    removed: list[_netns.NetnsPair] = []
+    seen: list[tuple[str, object]] = []
+
+    @contextlib.contextmanager
+    def fake_pair() -> Iterator[_netns.NetnsPair]:
+        pair = _netns.NetnsPair(rx="a-rx", tx="a-tx", rx_address="10.9.0.1", tx_address="10.9.0.2")
+        made.append(pair)
+        try:
+            yield pair
+        finally:
+            removed.append(pair)
+
+    def fake_run(config: RunConfig, *, net: object = None) -> dict[str, object]:
+        seen.append((config.network, net))
+        return {"row": config.row, "mode": config.mode.value}
+
+    monkeypatch.setattr(_runner, "netns_pair", fake_pair)
+    monkeypatch.setattr(_runner, "run_one", fake_run)
+    _runner.run_matrix(smoke_matrix(), io.StringIO())
+    assert made == [] and {n for _c, n in seen} == {None}
+    seen.clear()
+    configs = smoke_matrix() + smoke_matrix(network="netns")
+    _runner.run_matrix(configs, io.StringIO())
+    assert len(made) == 1 and removed == made  # one pair, removed after the last run
+    assert {n for _c, n in seen} == {made[0]}  # handed to every run (loopback ones ignore it)
+    # a failing run still removes the pair
+    monkeypatch.setattr(_runner, "run_one", lambda c, **kw: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        _runner.run_matrix(smoke_matrix(network="netns"), io.StringIO())
+    assert len(removed) == 2
+
+
+def test_a_netns_run_tells_each_side_its_namespace_and_address() -> None:
+    config = RunConfig(row="r", mode=Mode.CREDIT, senders=4, network="netns")
+    pair = _netns.NetnsPair(rx="n-rx", tx="n-tx", rx_address="10.9.0.1", tx_address="10.9.0.2")
+    spec = _runner._spec(config, 5000, 0, "", pair)
+    assert (spec["netns_rx"], spec["rx_address"]) == ("n-rx", "10.9.0.1")
+    assert (spec["netns_tx"], spec["tx_address"]) == ("n-tx", "10.9.0.2")
+    plain = _runner._spec(attrs.evolve(config, network="loopback"), 5000, 0)
+    assert (plain["netns_rx"], plain["netns_tx"]) == ("", "")
+    assert plain["rx_address"] == plain["tx_address"] == "127.0.0.1"
+
+
+def test_entering_a_missing_namespace_is_a_typed_error() -> None:
+    with pytest.raises(_netns.NetnsError, match="no network namespace"):
+        _netns.enter_netns("tent-incast-no-such-namespace")
+
+
+def test_a_failed_setup_removes_the_namespaces_it_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        _netns.check_available()
+    except _netns.NetnsUnavailable as exc:
+        pytest.skip(str(exc))  # the one allowed skip: no ip netns on this machine
+    real = _netns._ip
+    added: list[str] = []
+
+    def failing_link(*args: str) -> str:
+        if args[:2] == ("link", "add"):
+            raise _netns.NetnsError("ip link add: refused (test)")
+        if args[:2] == ("netns", "add"):
+            added.append(args[2])
+        return real(*args)
+
+    monkeypatch.setattr(_netns, "_ip", failing_link)
+    with pytest.raises(_netns.NetnsError, match="refused"), _netns.netns_pair():
+        pass
+    assert len(added) == 2
+    assert not set(added) & set(_netns.list_namespaces())
+
+
+def test_a_new_pair_removes_namespaces_a_killed_runner_left_and_no_live_ones() -> None:
+    try:
+        _netns.check_available()
+    except _netns.NetnsUnavailable as exc:
+        pytest.skip(str(exc))  # the one allowed skip: no ip netns on this machine
+    gone = subprocess.Popen(["true"])  # a pid that has exited (and been reaped)
+    gone.wait(10)
+    stale = f"{_netns.PREFIX}{gone.pid}-0-rx"
+    live = f"{_netns.PREFIX}{os.getppid()}-99-rx"  # a live process's (our parent's) is kept
+    for name in (stale, live):
+        _netns._ip("netns", "add", name)
+    try:
+        with _netns.netns_pair() as pair:
+            names = set(_netns.list_namespaces())
+            assert {pair.rx, pair.tx, live} <= names
+            assert stale not in names
+    finally:
+        for name in (stale, live):
+            with contextlib.suppress(_netns.NetnsError):
+                _netns._ip("netns", "del", name)
+
+
+def test_the_default_matrix_over_netns_tunes_its_own_16_sender_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tent_transport.incast import _cli
+
+    seen: dict[str, object] = {}
+
+    def fake_matrix(configs: list[RunConfig], _out: object, **kw: object) -> list[object]:
+        seen.update(configs=configs, tune=kw["tune"])
+        return []
+
+    monkeypatch.setattr(_cli, "check_available", lambda: None)
+    monkeypatch.setattr(_cli, "run_matrix", fake_matrix)
+    args = ["incast", "--network", "netns,loopback", "-r", "1", "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(bench, args)
+    assert result.exit_code == 0, result.output
+    tune = seen["tune"]
+    assert isinstance(tune, RunConfig)
+    assert (tune.row, tune.network, tune.mode) == ("16-sender netns", "netns", Mode.FIXED)
+    configs = seen["configs"]
+    assert isinstance(configs, list)
+    assert {c.network for c in configs} == {"netns", "loopback"}

@@ -209,3 +209,16 @@ def test_a_softverbs_row_is_set_beside_the_rfc_row_it_repeats() -> None:
     assert row["row"] == "16-sender softverbs"
     assert (row["rfc"], row["rfc_throughput_delta"]) == ("22 / 14657 vs 8 / 0", "+0.41%")
     assert verify_records([fixed, credit]) == []  # a softverbs record is an ordinary record
+
+
+def test_a_netns_row_is_set_beside_the_rfc_row_it_repeats() -> None:
+    from tent_transport.incast._report import comparison, medians
+
+    fixed, credit = good("fixed"), good("credit")
+    for r in (fixed, credit):
+        r["row"] = "16-sender netns"
+        r["config"].update(senders=16, network="netns")
+    (row,) = comparison(medians([fixed, credit]))
+    assert row["row"] == "16-sender netns"
+    assert (row["rfc"], row["rfc_throughput_delta"]) == ("22 / 14657 vs 8 / 0", "+0.41%")
+    assert verify_records([fixed, credit]) == []  # a netns record is an ordinary record

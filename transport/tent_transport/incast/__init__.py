@@ -1,7 +1,9 @@
 """The RFC's incast matrix through the real engine (``tent bench incast``, issue 13).
 
 :func:`run_one` runs one :class:`RunConfig` (N sender processes, one receiver process, TCP on
-loopback or the soft verbs device, :data:`DEVICES`) and returns its JSONL record;
+loopback or across two network namespaces, :data:`NETWORKS`, or the soft verbs device,
+:data:`DEVICES`) and returns its JSONL record; :func:`netns_pair` makes (and removes) the
+namespaces a netns run uses;
 :func:`run_matrix` runs a list of them, interleaved by repetition; :func:`verify_records`
 applies the acceptance rules; :func:`write_report` writes the medians table and plots.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from ._config import (
     DEVICES,
+    NETWORKS,
     Condition,
     Mode,
     RunConfig,
@@ -19,15 +22,20 @@ from ._config import (
     smoke_matrix,
     tune_candidates,
 )
+from ._netns import NetnsError, NetnsPair, NetnsUnavailable, netns_pair
 from ._records import SCHEMA, SCHEMA_VERSION, build_record, check_schema, jain, percentile
 from ._runner import RunFailed, read_records, run_matrix, run_one, tune_window
 
 __all__ = [
     "DEVICES",
+    "NETWORKS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "Condition",
     "Mode",
+    "NetnsError",
+    "NetnsPair",
+    "NetnsUnavailable",
     "RunConfig",
     "RunFailed",
     "build_record",
@@ -36,6 +44,7 @@ __all__ = [
     "full_matrix",
     "interleave",
     "jain",
+    "netns_pair",
     "percentile",
     "read_records",
     "run_matrix",

@@ -8,9 +8,9 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import click
@@ -25,6 +25,7 @@ from rich.progress import (
 from ._config import (
     DEVICES,
     MIB,
+    NETWORKS,
     PATHS,
     Condition,
     Mode,
@@ -34,6 +35,7 @@ from ._config import (
     interleave,
     smoke_matrix,
 )
+from ._netns import NetnsError, check_available
 from ._report import write_report
 from ._runner import read_records, run_matrix
 from ._verify import verify_records
@@ -53,6 +55,23 @@ def _devices(text: str) -> list[str]:
     return devices
 
 
+def _networks(text: str, devices: Sequence[str]) -> list[str]:
+    networks = _split(text)
+    bad = [n for n in networks if n not in NETWORKS]
+    if bad or not networks or len(set(networks)) != len(networks):
+        raise click.BadParameter(f"networks are {', '.join(NETWORKS)}, each once; got {text!r}")
+    if "netns" in networks and "tcp" not in devices:
+        raise click.BadParameter("the netns network runs the tcp device only")
+    return networks
+
+
+def _suffix(device: str, network: str) -> str:
+    """A row's name after its rows' own: `` <device>`` off tcp, `` netns`` over netns."""
+    return ("" if device == "tcp" else f" {device}") + (
+        "" if network == "loopback" else f" {network}"
+    )
+
+
 def _custom(
     *,
     senders: str,
@@ -63,6 +82,7 @@ def _custom(
     reps: int,
     path: str = "direct",
     devices: Sequence[str] = ("tcp",),
+    networks: Sequence[str] = ("loopback",),
     **kw: Any,
 ) -> list[RunConfig]:
     try:
@@ -80,15 +100,18 @@ def _custom(
             raise click.BadParameter("the staged and mixed paths run on the tcp device only")
     slowdown = cond is Condition.SLOWDOWN
     rows = []
-    for device, n, b in itertools.product(devices, counts, batch_list):
+    # a network is where tcp's sockets go: the soft verbs rows run once
+    places = [(d, n) for d in devices for n in (networks if d == "tcp" else ("loopback",))]
+    for (device, network), n, b in itertools.product(places, counts, batch_list):
         try:
             row = [
                 RunConfig(
                     row=f"{n}-sender {cond.value}"
                     + ("" if path == "direct" else f" {path}")
                     + (f" batch {b}" if len(batch_list) > 1 else "")
-                    + ("" if device == "tcp" else f" {device}"),
+                    + _suffix(device, network),
                     device=device,
+                    network=network,
                     path=path,
                     mode=m,
                     senders=n,
@@ -231,6 +254,15 @@ class _Progress:
     help="Data devices, e.g. tcp,softverbs (softverbs: the direct path; in the default "
     "matrix the RFC's rows only).",
 )
+@click.option(
+    "--network",
+    "networks",
+    default="loopback",
+    show_default=True,
+    help="Where the tcp rows' sockets go, e.g. loopback,netns (netns: the receiver and the "
+    "senders in two network namespaces joined by a veth pair; needs root and ip netns; its "
+    "rows are named '<row> netns').",
+)
 @click.option("--block-mib", type=int, default=4, show_default=True)
 @click.option(
     "--blocks", type=int, default=24, show_default=True, help="Custom rows: blocks per sender."
@@ -258,17 +290,26 @@ def incast_command(
     slots: int,
     path: str,
     devices: str,
+    networks: str,
     block_mib: int,
     blocks: int,
     depth: int,
 ) -> None:
     """The RFC's incast matrix: N sender processes, one receiver, through the engine (TCP on
-    loopback, or the soft verbs device)."""
+    loopback or across two network namespaces, or the soft verbs device)."""
 
     tune_base = None
     device_list = _devices(devices)
+    network_list = _networks(networks, device_list)
+    if "netns" in network_list:
+        _refuse_unless(check_available)
     if smoke:
-        configs = [c for d in device_list for c in smoke_matrix(device=d)]
+        configs = [
+            c
+            for d in device_list
+            for n in (network_list if d == "tcp" else ["loopback"])
+            for c in smoke_matrix(device=d, network=n)
+        ]
     elif senders:
         configs = _custom(
             senders=senders,
@@ -280,29 +321,48 @@ def incast_command(
             slots=slots,
             path=path,
             devices=device_list,
+            networks=network_list,
             block=block_mib * MIB,
             blocks=blocks,
             depth=depth,
         )
     elif full:
-        configs = full_matrix(repetitions=repetitions, scale=scale, devices=device_list)
+        configs = full_matrix(
+            repetitions=repetitions, scale=scale, devices=device_list, networks=network_list
+        )
     else:
-        configs = default_matrix(repetitions=repetitions, scale=scale, devices=device_list)
-        if tune:  # on the first device's 16-sender healthy row
+        configs = default_matrix(
+            repetitions=repetitions, scale=scale, devices=device_list, networks=network_list
+        )
+        if tune:  # on the first device's (over tcp: first network's) 16-sender healthy row
             first = device_list[0]
-            row = "16-sender" if first == "tcp" else f"16-sender {first}"
+            row = "16-sender" + _suffix(first, network_list[0] if first == "tcp" else "loopback")
             base = next(c for c in configs if c.row == row and c.mode is Mode.FIXED)
             tune_base = attrs.evolve(base, repetition=0)
     progress = _Progress(len(configs))
     try:
         with out.open("a") as stream:
-            records = run_matrix(configs, stream, progress=progress, tune=tune_base)
+            records = _refuse_unless(
+                lambda: run_matrix(configs, stream, progress=progress, tune=tune_base)
+            )
     finally:
         progress.close()
     errors = sum("error" in r for r in records)
     click.echo(f"{len(records)} records appended to {out} ({errors} failed runs)")
     if errors:
         sys.exit(1)
+
+
+_T = TypeVar("_T")
+
+
+def _refuse_unless(call: Callable[[], _T]) -> _T:
+    """``call()``; a namespace that cannot be made or entered exits 2 with its message."""
+    try:
+        return call()
+    except NetnsError as exc:
+        click.echo(f"Error: the netns network: {exc}", err=True)
+        sys.exit(2)
 
 
 @click.command("verify")

@@ -18,6 +18,7 @@ import attrs
 
 __all__ = [
     "DEVICES",
+    "NETWORKS",
     "Condition",
     "Mode",
     "RunConfig",
@@ -35,6 +36,10 @@ staging pool and is moved by an inner transfer; mixed: odd sequence numbers stag
 DEVICES = ("tcp", "softverbs")
 """tcp: the engine's TCP rails on loopback; softverbs: the soft RC device (one-sided writes
 into a shared-memory fabric private to the run, admission at the write notice)."""
+NETWORKS = ("loopback", "netns")
+"""Where a tcp run's sockets go. loopback: every process on 127.0.0.1; netns: the receiver in
+one network namespace, the senders in another, joined by a veth pair (distinct addresses,
+a real link's device queues; needs root, see ``_netns``)."""
 
 
 class Mode(enum.Enum):
@@ -88,6 +93,8 @@ class RunConfig:
     """One of :data:`PATHS` (staged and mixed: credit mode only)."""
     device: str = "tcp"
     """One of :data:`DEVICES` (softverbs: the direct path only)."""
+    network: str = "loopback"
+    """One of :data:`NETWORKS` (netns: the tcp device only)."""
     timeout_s: float = 120.0
 
     def __attrs_post_init__(self) -> None:
@@ -101,6 +108,11 @@ class RunConfig:
         if self.device != "tcp" and self.path != "direct":
             # a one-sided write has no receiver code between landing and its target
             raise ValueError("the staged and mixed paths need the tcp device")
+        if self.network not in NETWORKS:
+            raise ValueError(f"network must be one of {NETWORKS}, got {self.network!r}")
+        if self.network != "loopback" and self.device != "tcp":
+            # a soft verbs fabric is shared memory: it has no network to put in a namespace
+            raise ValueError("the netns network needs the tcp device")
         if self.release_delay_ms < 0 or self.restart_after_s <= 0 or self.timeout_s <= 0:
             raise ValueError("delays and timeouts must be positive")
 
@@ -166,29 +178,57 @@ def _devices(devices: Sequence[str]) -> tuple[str, ...]:
     return out
 
 
-def _on(device: str, rows: list[list[RunConfig]]) -> list[list[RunConfig]]:
-    """``rows`` on ``device``; a row of another device than tcp is named ``<row> <device>``
-    (the report groups by row name)."""
-    if device == "tcp":
+def _networks(networks: Sequence[str], devices: Sequence[str]) -> tuple[str, ...]:
+    out = tuple(networks)
+    if not out or len(set(out)) != len(out) or any(n not in NETWORKS for n in out):
+        raise ValueError(f"networks must be distinct ones of {NETWORKS}, got {networks!r}")
+    if "netns" in out and "tcp" not in devices:
+        raise ValueError("the netns network needs the tcp device")
+    return out
+
+
+def _on(
+    device: str, rows: list[list[RunConfig]], network: str = "loopback"
+) -> list[list[RunConfig]]:
+    """``rows`` on ``device`` over ``network``; a row of another device than tcp is named
+    ``<row> <device>``, one over the netns network ``<row> netns`` (the report groups by row
+    name)."""
+    suffix = ("" if device == "tcp" else f" {device}") + (
+        "" if network == "loopback" else f" {network}"
+    )
+    if not suffix:
         return rows
-    return [[attrs.evolve(c, device=device, row=f"{c.row} {device}") for c in row] for row in rows]
+    return [
+        [attrs.evolve(c, device=device, network=network, row=f"{c.row}{suffix}") for c in row]
+        for row in rows
+    ]
 
 
 def default_matrix(
-    *, repetitions: int = 3, scale: int = 1, devices: Sequence[str] = ("tcp",)
+    *,
+    repetitions: int = 3,
+    scale: int = 1,
+    devices: Sequence[str] = ("tcp",),
+    networks: Sequence[str] = ("loopback",),
 ) -> list[RunConfig]:
     """On tcp: the RFC's rows in every mode, the staged and mixed paths (4 senders, credit),
-    and the lease-batch sweep on the 16-sender healthy row. On softverbs: the RFC's rows only
-    (a one-sided write cannot be staged; the sweep is a tcp question). Raises ValueError for
-    an unknown or repeated device.
+    and the lease-batch sweep on the 16-sender healthy row, once per network of ``networks``.
+    On softverbs: the RFC's rows only (a one-sided write cannot be staged; the sweep is a tcp
+    question), once (a fabric has no network). Raises ValueError for an unknown or repeated
+    device or network, or the netns network without the tcp device.
 
     Repetitions interleave the modes (:func:`interleave`) so that every mode sees the same
     machine load. The fixed-window tuning (``--tune``) is separate: :func:`tune_candidates`.
     """
     modes = (Mode.DISABLED, Mode.FIXED, Mode.CREDIT)
     rows: list[list[RunConfig]] = []
+    nets = _networks(networks, _devices(devices))
     for device in _devices(devices):
-        rows += _tcp_rows(modes, scale) if device == "tcp" else _on(device, _rows(modes, scale))
+        if device == "tcp":
+            for network in nets:
+                rows += _on(device, _tcp_rows(modes, scale), network)
+        else:
+            rows += _on(device, _rows(modes, scale))
     return interleave(rows, repetitions)
 
 
@@ -225,13 +265,19 @@ def _tcp_rows(modes: Sequence[Mode], scale: int) -> list[list[RunConfig]]:
 
 
 def full_matrix(
-    *, repetitions: int = 3, scale: int = 1, devices: Sequence[str] = ("tcp",)
+    *,
+    repetitions: int = 3,
+    scale: int = 1,
+    devices: Sequence[str] = ("tcp",),
+    networks: Sequence[str] = ("loopback",),
 ) -> list[RunConfig]:
-    """Every device x sender count x mode x condition x lease batch (the direct path).
-    Raises ValueError for an unknown or repeated device."""
+    """Every device (tcp: on every network) x sender count x mode x condition x lease batch
+    (the direct path). Raises ValueError as :func:`default_matrix` does."""
     rows: list[list[RunConfig]] = []
+    nets = _networks(networks, _devices(devices))
     for device in _devices(devices):
-        rows += _on(device, _full_rows(scale))
+        for network in nets if device == "tcp" else ("loopback",):
+            rows += _on(device, _full_rows(scale), network)
     return interleave(rows, repetitions)
 
 
@@ -263,11 +309,16 @@ def _full_rows(scale: int) -> list[list[RunConfig]]:
 
 
 def smoke_matrix(
-    *, block: int = MIB, blocks_per_sender: int = 8, device: str = "tcp"
+    *,
+    block: int = MIB,
+    blocks_per_sender: int = 8,
+    device: str = "tcp",
+    network: str = "loopback",
 ) -> list[RunConfig]:
-    """The CI smoke: 4 senders, one repetition of each mode, small blocks, on ``device`` (its
-    row is ``4-sender smoke``, ``4-sender smoke <device>`` off tcp). Raises ValueError for an
-    unknown device."""
+    """The CI smoke: 4 senders, one repetition of each mode, small blocks, on ``device`` over
+    ``network`` (its row is ``4-sender smoke``, ``4-sender smoke <device>`` off tcp,
+    ``4-sender smoke netns`` over netns). Raises ValueError for an unknown device or network,
+    or netns off tcp."""
     row = [
         RunConfig(
             row="4-sender smoke",
@@ -279,7 +330,8 @@ def smoke_matrix(
         )
         for m in Mode
     ]
-    return _on(_devices([device])[0], [row])[0]
+    net = _networks([network], _devices([device]))[0]
+    return _on(device, [row], net)[0]
 
 
 def interleave(rows: Sequence[Sequence[RunConfig]], repetitions: int) -> list[RunConfig]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._config import DEVICES
+from ._config import DEVICES, NETWORKS
 
 __all__ = ["RFC_FIGURES", "comparison", "medians", "write_report"]
 
@@ -71,10 +71,11 @@ def medians(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[
 
 
 def _rfc_row(row: str) -> str:
-    """The RFC row a row stands for: ``<row> <device>`` off tcp is the same experiment."""
-    for device in DEVICES[1:]:
-        if row.endswith(f" {device}"):
-            return row[: -len(device) - 1]
+    """The RFC row a row stands for: ``<row> <device>`` off tcp and ``<row> netns`` are the
+    same experiment."""
+    for place in (*DEVICES[1:], *NETWORKS[1:]):
+        if row.endswith(f" {place}"):
+            return row[: -len(place) - 1]
     return row
 
 

@@ -3,7 +3,8 @@
 Every wait on a worker is bounded; every spawned process is reaped (killed if it outlives its
 run). A soft verbs run gets a fabric folder of its own, removed with whatever a killed
 receiver left in it. The matrix runner writes each record as one JSONL line as soon as its
-run ends, so an interrupted matrix keeps what it measured.
+run ends, so an interrupted matrix keeps what it measured. A matrix with netns runs makes
+one namespace pair (``_netns``) for all of them, removed when the matrix ends however it ends.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import IO, Any
 import attrs
 
 from ._config import Condition, Mode, RunConfig, tune_candidates
+from ._netns import NetnsPair, netns_pair
 from ._records import build_record
 from ._worker import receiver_main, sender_main
 
@@ -87,13 +89,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _spec(config: RunConfig, port: int, t0_ns: int, fabric: str = "") -> dict[str, Any]:
+def _spec(
+    config: RunConfig, port: int, t0_ns: int, fabric: str = "", net: NetnsPair | None = None
+) -> dict[str, Any]:
+    """What every worker of the run gets: the config, the ports, and where each side lives
+    (``netns_rx`` / ``netns_tx``: "" for the runner's own namespace)."""
     spec = config.as_dict()
     spec.update(
         control_port=port,
         t0_ns=t0_ns,
         sender_ids=list(range(1, config.senders + 1)),
         fabric=fabric,
+        netns_rx="" if net is None else net.rx,
+        netns_tx="" if net is None else net.tx,
+        rx_address="127.0.0.1" if net is None else net.rx_address,
+        tx_address="127.0.0.1" if net is None else net.tx_address,
     )
     return spec
 
@@ -117,17 +127,23 @@ def _fabric(config: RunConfig) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_one(config: RunConfig) -> dict[str, Any]:
-    """One run: a receiver, ``senders`` sender processes, its record. Raises RunFailed (the
-    processes are reaped and a soft verbs run's fabric is removed then too)."""
+def run_one(config: RunConfig, *, net: NetnsPair | None = None) -> dict[str, Any]:
+    """One run: a receiver, ``senders`` sender processes, its record. A netns run uses
+    ``net`` (the matrix's pair), or makes a pair of its own when ``net`` is None. Raises
+    RunFailed (the processes are reaped, a soft verbs run's fabric and a pair of the run's own
+    are removed then too), or NetnsUnavailable / NetnsError when its own pair cannot be made."""
+    if config.network == "netns" and net is None:
+        with netns_pair() as own:
+            return run_one(config, net=own)
     with _fabric(config) as fabric:
-        return _run_one(config, fabric)
+        return _run_one(config, fabric, net if config.network == "netns" else None)
 
 
-def _run_one(config: RunConfig, fabric: str) -> dict[str, Any]:
+def _run_one(config: RunConfig, fabric: str, net: NetnsPair | None) -> dict[str, Any]:
+    # a fresh namespace has no listener of its own: a port free here is as good as any there
     port = _free_port()
     t0_ns = time.monotonic_ns()
-    spec = _spec(config, port, t0_ns, fabric)
+    spec = _spec(config, port, t0_ns, fabric, net)
     receivers: list[dict[str, Any]] = []
     senders: list[_Proc] = []
     receiver = _Proc(receiver_main, spec)
@@ -153,7 +169,7 @@ def _run_one(config: RunConfig, fabric: str) -> dict[str, Any]:
             receiver.kill()
             receivers[-1]["killed_ns"] = time.monotonic_ns()
             restarts += 1
-            receiver = _Proc(receiver_main, spec)
+            receiver = _Proc(receiver_main, spec)  # the same spec: the same namespace and port
             _expect(receiver.recv(60), "ready")
         reports = []
         for s in senders:
@@ -174,15 +190,18 @@ def _expect(message: Any, kind: str) -> Any:
 
 
 def tune_window(
-    base: RunConfig, *, on_run: Callable[[RunConfig, dict[str, Any]], None] | None = None
+    base: RunConfig,
+    *,
+    on_run: Callable[[RunConfig, dict[str, Any]], None] | None = None,
+    net: NetnsPair | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
     """Search the per-sender fixed window for the best throughput of ``base``'s (healthy) row,
     violations or not, so criterion 7 compares against the fastest fixed window: returns
-    (window, records)."""
+    (window, records). ``net``: as :func:`run_one`'s."""
     records = []
     for candidate in tune_candidates(base):
         try:
-            record = run_one(candidate)
+            record = run_one(candidate, net=net)
         except RunFailed as exc:
             record = {"row": candidate.row, "mode": "fixed", "error": str(exc)}
             records.append(record)
@@ -211,9 +230,28 @@ def run_matrix(
     tune: RunConfig | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``configs`` in order (with a window tuning first when ``tune`` is given: its best
-    window then replaces the fixed window of every FIXED config of the same device, sender
-    count and slot count); one JSONL line per run to ``out``. A run that fails is recorded with an
-    ``error`` field so the verifier rejects the file rather than miss it."""
+    window then replaces the fixed window of every FIXED config of the same device, network,
+    sender count and slot count); one JSONL line per run to ``out``. A run that fails is
+    recorded with an ``error`` field so the verifier rejects the file rather than miss it.
+
+    When any run is on the netns network, one namespace pair serves them all (made before
+    the first run, removed after the last). Raises NetnsUnavailable / NetnsError, before any
+    run, when it cannot be made."""
+    wanted = [*configs, *([] if tune is None else [tune])]
+    with contextlib.ExitStack() as stack:
+        net = None
+        if any(c.network == "netns" for c in wanted):
+            net = stack.enter_context(netns_pair())
+        return _run_matrix(configs, out, progress, tune, net)
+
+
+def _run_matrix(
+    configs: Sequence[RunConfig],
+    out: IO[str],
+    progress: Progress | None,
+    tune: RunConfig | None,
+    net: NetnsPair | None,
+) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     total = len(configs)
     done = 0
@@ -230,11 +268,11 @@ def run_matrix(
             if progress is not None:
                 progress(done, total, config, record)
 
-        window, _ = tune_window(tune, on_run=tuned)
+        window, _ = tune_window(tune, on_run=tuned, net=net)
+        key = (tune.device, tune.network, tune.senders, tune.slots)
         todo = [
             attrs.evolve(c, window=window, depth=max(c.depth, window))
-            if c.mode is Mode.FIXED
-            and (c.device, c.senders, c.slots) == (tune.device, tune.senders, tune.slots)
+            if c.mode is Mode.FIXED and (c.device, c.network, c.senders, c.slots) == key
             else c
             for c in configs
         ]
@@ -242,7 +280,7 @@ def run_matrix(
         if progress is not None:
             progress(done, total, config, None)
         try:
-            record = run_one(config)
+            record = run_one(config, net=net)
         except RunFailed as exc:
             record = {"row": config.row, "mode": config.mode.value, "error": str(exc)}
         done += 1

@@ -16,6 +16,11 @@ verbs receiver learns of a write only then).
 On ``softverbs`` both sides' memory comes from :meth:`Engine.allocate` (the fabric, which the
 other node's HCA reaches) and every process of a run opens its device on the run's private
 fabric (``spec["fabric"]``, made and removed by the runner).
+
+On the ``netns`` network the receiver enters ``spec["netns_rx"]`` and every sender
+``spec["netns_tx"]`` before anything else (no thread yet, no socket); each binds its control
+and rail listeners to its own namespace's address, and the senders connect to the
+receiver's (a restarted receiver is a new process: it enters the namespace again).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from ..devices.tcp import checksum
 from ..dispatch import TransferPlan, TransferRequest
 from ..engine import DataLanded, Engine, EngineOptions
 from ..segments import Access
+from ._netns import NetnsError, enter_netns
 
 __all__ = ["engine_config", "receiver_main", "sender_main", "staged"]
 
@@ -241,7 +247,22 @@ def _run(main: Any, name: str) -> None:
         profiler.dump_stats(os.path.join(folder, f"{name}.prof"))
 
 
+def _enter(conn: Connection, name: str) -> bool:
+    """Enter namespace ``name`` ("" stays); on a failure tell the runner (it expects
+    ``ready``, so the run fails with this message) and say False."""
+    if not name:
+        return True
+    try:
+        enter_netns(name)
+    except NetnsError as exc:
+        conn.send(("error", str(exc)))
+        return False
+    return True
+
+
 def receiver_main(conn: Connection, spec: dict[str, Any]) -> None:
+    if not _enter(conn, spec.get("netns_rx", "")):
+        return
     _diagnosable()
     _run(_receiver(conn, spec), f"receiver-{os.getpid()}")
 
@@ -249,11 +270,12 @@ def receiver_main(conn: Connection, spec: dict[str, Any]) -> None:
 async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     senders: list[int] = spec["sender_ids"]
     block, depth = spec["block"], spec["depth"]
+    host = spec.get("rx_address", "127.0.0.1")
     options = EngineOptions(
         peer_id=RECEIVER,
         identity=_identity(RECEIVER, senders),
-        control_address=("127.0.0.1", spec["control_port"]),
-        rail_addresses=(("127.0.0.1", 0),),
+        control_address=(host, spec["control_port"]),
+        rail_addresses=((host, 0),),
         peer_dead_after_s=30.0,
         staging_slots=spec["slots"] if spec.get("path", "direct") != "direct" else 0,
         staging_slot_bytes=block,
@@ -423,7 +445,17 @@ def _tcp_bytes(sock: socket.socket | None) -> int:
     return int(acked + received)
 
 
+def _name(sock: socket.socket | None, which: str) -> str:
+    """A socket's local or peer host ("" when unknown)."""
+    try:
+        return str(getattr(sock, which)()[0]) if sock is not None else ""
+    except OSError:
+        return ""
+
+
 def sender_main(conn: Connection, spec: dict[str, Any]) -> None:
+    if not _enter(conn, spec.get("netns_tx", "")):
+        return
     _diagnosable()
     _run(_sender(conn, spec), f"sender-{spec['peer_id']}")
 
@@ -431,11 +463,14 @@ def sender_main(conn: Connection, spec: dict[str, Any]) -> None:
 async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     me, block, depth = spec["peer_id"], spec["block"], spec["depth"]
     _use_fabric(spec)
+    host = spec.get("tx_address", "127.0.0.1")
     engine = Engine(
         load_engine_config(engine_config(spec, "sender")),
         EngineOptions(
             peer_id=me,
             identity=_identity(me, [RECEIVER]),
+            control_address=(host, 0),
+            rail_addresses=((host, 0),),
             peer_dead_after_s=30.0,
             trace=_trace(f"sender-{me}"),
             device=spec.get("device", "tcp"),
@@ -459,7 +494,8 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     for rail in engine.rails:
         hook(rail)
     await engine.start()
-    peer = await engine.connect("127.0.0.1", spec["control_port"], expect_peer=RECEIVER)
+    receiver = spec.get("rx_address", "127.0.0.1")
+    peer = await engine.connect(receiver, spec["control_port"], expect_peer=RECEIVER)
     await engine.wait_regions(peer, lambda d: bool(d.regions), timeout=60)
     pool = [body(i, block) for i in range(pool_size(depth))]
     buffers = [engine.allocate(block) for _ in range(depth)]
@@ -548,6 +584,9 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
                 "control_bytes": _tcp_bytes(sock),
                 "reconnects": link.client.statistics().reconnects,
                 "repeats_held": link.client.repeats_held,
+                # where the control connection ran (netns: the two veth addresses)
+                "control_sockname": _name(sock, "getsockname"),
+                "control_peername": _name(sock, "getpeername"),
             },
         )
     )
