@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import types
 from collections.abc import Callable, Mapping
+from typing import ClassVar, Literal
 
 import attrs
 
@@ -61,18 +62,14 @@ __all__ = [
 ]
 
 from ._gate_values import (
-    _NO_CREDIT_NEEDED,
     DEFAULT_STALL_BUCKETS_NS,
     GATE_POLICY,
     TICKET_TRANSITIONS,
     CreditStall,
     DispatchContext,
     GateAction,
-    GateBlocked,
     GateConfig,
     GatedOwner,
-    GateEligible,
-    GateRejected,
     GateStatistics,
     PickOutcome,
     RejectReason,
@@ -151,6 +148,34 @@ class GateToken:
             f"GateToken(ticket_id={self._ticket}, owner_id={self._owner_id}, "
             f"route={self._route.ident}, {kind}, state={self._state.name})"
         )
+
+
+@attrs.frozen
+class GateEligible:
+    """Dispatch the owner; ``token`` is ``None`` when it needed no credit (READ/local plan or a
+    DISABLED gate), else the :class:`GateToken` to commit or roll back."""
+
+    verdict: ClassVar[Literal["eligible"]] = "eligible"
+    token: GateToken | None
+
+
+@attrs.frozen
+class GateBlocked:
+    """Keep the owner queued in place; ``info`` says why (RFC "Backpressure API")."""
+
+    verdict: ClassVar[Literal["blocked"]] = "blocked"
+    info: BackpressureInfo
+
+
+@attrs.frozen
+class GateRejected:
+    """Fail the owner (the queue ends it FAILED: the value carries no ``status``)."""
+
+    verdict: ClassVar[Literal["rejected"]] = "rejected"
+    reason: RejectReason
+
+
+_NO_CREDIT_NEEDED = GateEligible(None)
 
 
 class _Route:

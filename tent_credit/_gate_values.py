@@ -1,8 +1,8 @@
-"""The dispatch gate's values: what it reads (:class:`GatedOwner`, :class:`DispatchContext`),
-what it answers (:class:`GateEligible`, :class:`GateBlocked`, :class:`GateRejected`), its tickets
-(their lifecycle, :class:`TicketState`), its policy table, configuration and statistics. The
-gate and its :class:`GateToken` are :mod:`._gate`; every public name here is re-exported there
-and from ``tent_credit``.
+"""The dispatch gate's values: what it reads (:class:`GatedOwner`, :class:`DispatchContext`), why
+it rejects (:class:`RejectReason`), its tickets' lifecycle (:class:`TicketState`), its policy
+table, configuration and statistics. The gate, its :class:`GateToken` and the decisions that
+carry one (:class:`GateEligible`, :class:`GateBlocked`, :class:`GateRejected`) are
+:mod:`._gate`; every public name here is re-exported there and from ``tent_credit``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import enum
 import itertools
 import types
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -24,7 +24,6 @@ from .errors import InvalidArgument
 
 if TYPE_CHECKING:  # annotations only: the gate module imports this one
     from ._endpoints import SenderEndpoint
-    from ._gate import GateToken
 
 _REMOTE_PLANS = frozenset({Plan.REMOTE_DIRECT_WRITE, Plan.REMOTE_STAGED_WRITE})
 
@@ -186,34 +185,6 @@ TICKET_TRANSITIONS: Mapping[tuple[TicketState, str], TicketState] = types.Mappin
     }
 )
 """The gate token lifecycle, the only place it is written. A missing key is misuse (IE)."""
-
-
-@attrs.frozen
-class GateEligible:
-    """Dispatch the owner; ``token`` is ``None`` when it needed no credit (READ/local plan or a
-    DISABLED gate), else the :class:`GateToken` to commit or roll back."""
-
-    verdict: ClassVar[Literal["eligible"]] = "eligible"
-    token: GateToken | None
-
-
-@attrs.frozen
-class GateBlocked:
-    """Keep the owner queued in place; ``info`` says why (RFC "Backpressure API")."""
-
-    verdict: ClassVar[Literal["blocked"]] = "blocked"
-    info: BackpressureInfo
-
-
-@attrs.frozen
-class GateRejected:
-    """Fail the owner (the queue ends it FAILED: the value carries no ``status``)."""
-
-    verdict: ClassVar[Literal["rejected"]] = "rejected"
-    reason: RejectReason
-
-
-_NO_CREDIT_NEEDED = GateEligible(None)
 
 
 # --------------------------------------------------------------------------- policy table
