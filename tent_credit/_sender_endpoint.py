@@ -753,8 +753,8 @@ class SenderEndpoint:
         deadlines: list[int] = []
         if (self._usage_dirty or self._demand_unmet()) and self._last_usage_ns is not None:
             due = self._last_usage_ns + self._usage_interval_ns
-            if self._starts_wanting():
-                due = min(due, self._now_ns)  # reported at once (_starts_wanting)
+            if due > self._now_ns and self._starts_wanting():
+                due = self._now_ns  # reported at once (_starts_wanting)
             deadlines.append(due)
         if self._awaiting_activation and self._last_offer_ns is not None:
             deadlines.append(self._last_offer_ns + self._usage_interval_ns)

@@ -198,27 +198,20 @@ def test_report_writes_the_table_and_plots(tmp_path: Path) -> None:
         write_report([{"error": "x"}], tmp_path / "none")
 
 
-def test_a_softverbs_row_is_set_beside_the_rfc_row_it_repeats() -> None:
+@pytest.mark.parametrize(
+    ("suffix", "config"),
+    [("softverbs", {"device": "softverbs"}), ("netns", {"network": "netns"})],
+)
+def test_a_device_or_network_row_is_set_beside_the_rfc_row_it_repeats(
+    suffix: str, config: dict[str, str]
+) -> None:
     from tent_transport.incast._report import comparison, medians
 
     fixed, credit = good("fixed"), good("credit")
     for r in (fixed, credit):
-        r["row"] = "16-sender softverbs"
-        r["config"].update(senders=16, device="softverbs")
+        r["row"] = f"16-sender {suffix}"
+        r["config"].update(senders=16, **config)
     (row,) = comparison(medians([fixed, credit]))
-    assert row["row"] == "16-sender softverbs"
+    assert row["row"] == f"16-sender {suffix}"
     assert (row["rfc"], row["rfc_throughput_delta"]) == ("22 / 14657 vs 8 / 0", "+0.41%")
-    assert verify_records([fixed, credit]) == []  # a softverbs record is an ordinary record
-
-
-def test_a_netns_row_is_set_beside_the_rfc_row_it_repeats() -> None:
-    from tent_transport.incast._report import comparison, medians
-
-    fixed, credit = good("fixed"), good("credit")
-    for r in (fixed, credit):
-        r["row"] = "16-sender netns"
-        r["config"].update(senders=16, network="netns")
-    (row,) = comparison(medians([fixed, credit]))
-    assert row["row"] == "16-sender netns"
-    assert (row["rfc"], row["rfc_throughput_delta"]) == ("22 / 14657 vs 8 / 0", "+0.41%")
-    assert verify_records([fixed, credit]) == []  # a netns record is an ordinary record
+    assert verify_records([fixed, credit]) == []  # such a record is an ordinary record

@@ -23,7 +23,7 @@ from tent_transport.errors import LocalProtocolError
 from tent_transport.segments import Access
 from tent_transport.verbs import VerbsRegion, decode_verbs_message, encode_verbs_message, soft
 from tent_transport.verbs.soft import _hca
-from verbs_engine import BLOCK, engines, fabric, move, write
+from verbs_engine import BLOCK, connected, engines, fabric, move, write
 
 from tent_credit import CreditResource
 from tent_sched import TaskStatus
@@ -34,15 +34,9 @@ __all__ = ["fabric"]  # the autouse fixture: a private soft-verbs fabric per tes
 def test_verbs_engine_moves_verified_bytes_and_every_credit_comes_back() -> None:
     async def scenario() -> None:
         rx, tx = engines()
-        host, port = await rx.start()
-        await tx.start()
         try:
-            peer = await tx.connect(host, port)
-            memory = rx.allocate(8 * BLOCK)
-            segment = rx.register(memory)
-            rx.expose(1, segment.segment_id, 0, 8 * BLOCK)
-            await tx.wait_regions(peer, lambda d: bool(d.regions))
-            await move(rx, tx, peer, segment.segment_id, memory, n=8)  # 8 blocks, 4 slots
+            peer, segment, memory = await connected(rx, tx, 8 * BLOCK)
+            await move(rx, tx, peer, segment, memory, n=8)  # 8 blocks, 4 slots
             assert rx.credit is not None
             await until(
                 lambda: set(rx.credit.allocator.statistics().outstanding.values()) == {0},
@@ -106,15 +100,9 @@ def test_verbs_read_of_a_readable_exposure_returns_its_bytes() -> None:
 def test_verbs_fence_completes_only_after_mrs_are_invalid_and_the_qp_is_drained() -> None:
     async def scenario() -> None:
         rx, tx = engines()
-        host, port = await rx.start()
-        await tx.start()
         try:
-            peer = await tx.connect(host, port)
-            memory = rx.allocate(8 * BLOCK)
-            segment = rx.register(memory)
-            rx.expose(1, segment.segment_id, 0, 8 * BLOCK)
-            await tx.wait_regions(peer, lambda d: bool(d.regions))
-            await move(rx, tx, peer, segment.segment_id, memory, n=2)
+            peer, segment, memory = await connected(rx, tx, 8 * BLOCK)
+            await move(rx, tx, peer, segment, memory, n=2)
             verbs = rx._verbs
             assert verbs is not None and rx.credit is not None
             old = verbs._sessions[1]
@@ -141,11 +129,11 @@ def test_verbs_fence_completes_only_after_mrs_are_invalid_and_the_qp_is_drained(
             assert seen[0] == {"live_rkeys": [], "mrs": (), "qp_live": False, "session_live": False}
             # the sender reconnects: a new session, a new QP, new rkeys; nothing hangs
             await until(lambda: tx._links[peer].sessions_started == 2, what="the new session")
-            rx.expose(1, segment.segment_id, 0, 8 * BLOCK)
+            rx.expose(1, segment, 0, 8 * BLOCK)
             await tx.wait_regions(peer, lambda d: d.session != old.ps.session and bool(d.regions))
             await until(lambda: tx.rails[0].ready(peer), what="the new QP")
             assert verbs._sessions[1] is not old
-            await move(rx, tx, peer, segment.segment_id, memory, n=4)
+            await move(rx, tx, peer, segment, memory, n=4)
             await until(
                 lambda: (
                     rx.credit is not None
@@ -332,15 +320,9 @@ def test_engines_on_the_default_fabric_leave_no_folder_behind(
     async def scenario() -> None:
         rx, tx = engines()
         assert folder.is_dir() and len(list(folder.iterdir())) == 4  # 2 engines x (tx, rx)
-        host, port = await rx.start()
-        await tx.start()
         try:
-            peer = await tx.connect(host, port)
-            memory = rx.allocate(4 * BLOCK)
-            segment = rx.register(memory)
-            rx.expose(1, segment.segment_id, 0, 4 * BLOCK)
-            await tx.wait_regions(peer, lambda d: bool(d.regions))
-            await move(rx, tx, peer, segment.segment_id, memory, n=4)
+            peer, segment, memory = await connected(rx, tx, 4 * BLOCK)
+            await move(rx, tx, peer, segment, memory, n=4)
         finally:
             await tx.close()
             assert folder.is_dir()  # the receiver's nodes are still in it

@@ -171,17 +171,19 @@ def _rows(modes: Sequence[Mode], scale: int) -> list[list[RunConfig]]:
     return rows
 
 
-def _devices(devices: Sequence[str]) -> tuple[str, ...]:
-    out = tuple(devices)
-    if not out or len(set(out)) != len(out) or any(d not in DEVICES for d in out):
-        raise ValueError(f"devices must be distinct ones of {DEVICES}, got {devices!r}")
+def _distinct(values: Sequence[str], allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    out = tuple(values)
+    if not out or len(set(out)) != len(out) or any(v not in allowed for v in out):
+        raise ValueError(f"{what} must be distinct ones of {allowed}, got {values!r}")
     return out
 
 
+def _devices(devices: Sequence[str]) -> tuple[str, ...]:
+    return _distinct(devices, DEVICES, "devices")
+
+
 def _networks(networks: Sequence[str], devices: Sequence[str]) -> tuple[str, ...]:
-    out = tuple(networks)
-    if not out or len(set(out)) != len(out) or any(n not in NETWORKS for n in out):
-        raise ValueError(f"networks must be distinct ones of {NETWORKS}, got {networks!r}")
+    out = _distinct(networks, NETWORKS, "networks")
     if "netns" in out and "tcp" not in devices:
         raise ValueError("the netns network needs the tcp device")
     return out
