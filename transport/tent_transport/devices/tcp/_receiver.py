@@ -31,7 +31,7 @@ import contextlib
 import os
 import ssl
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 import attrs
 
@@ -131,8 +131,10 @@ class _ServerProtocol(asyncio.BufferedProtocol):
     # --------------------------------------------------------------- asyncio callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # a cast, not an isinstance check: uvloop's transports are not asyncio.Transport
+        # subclasses, yet offer the same methods
+        self._transport = cast(asyncio.Transport, transport)
+        transport = self._transport
         tune_socket(transport, 0)
         self._server._stats.connections += 1
         transport.write(self._challenge)

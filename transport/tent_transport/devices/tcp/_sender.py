@@ -21,6 +21,7 @@ import contextlib
 import socket
 import ssl
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import attrs
 
@@ -86,8 +87,10 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         self._read_dest: memoryview | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # a cast, not an isinstance check: uvloop's transports are not asyncio.Transport
+        # subclasses, yet offer the same methods
+        self._transport = cast(asyncio.Transport, transport)
+        transport = self._transport
         tune_socket(transport, 0)
         sock = transport.get_extra_info("socket")
         if sock is not None and self._rail.send_buffer_bytes:
