@@ -29,7 +29,7 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
     "engine_verbs.py": ("--blocks", "--reps"),
     "incast.py": None,
     "mutants.py": None,
-    "transport.py": ("--blocks", "--small", "--tls / --no-tls"),
+    "transport.py": ("--blocks", "--small", "--tls / --no-tls", "--rounds", "--uvloop / --no-uvloop"),
     "verbs.py": ("--quick",),
 }
 

@@ -1,16 +1,20 @@
 """Benchmark of the TCP transport on loopback (``tent bench transport``; JSON).
 
-Usage: ``tent bench transport [--blocks 64] [--small 400] [--no-tls]`` or
-``python benchmarks/transport.py`` with the same options. TLS needs ``trustme`` (test extra).
+Usage: ``tent bench transport [--blocks 64] [--small 400] [--no-tls] [--rounds 1]
+[--no-uvloop]`` or ``python benchmarks/transport.py`` with the same options. TLS needs
+``trustme`` (test extra).
 
 Two processes, one sender and one receiver, every figure measured in the same run:
 
 * ``bare``: a plain ``socket.sendall`` loop into a ``recv_into`` loop moving the same 4 MiB
   blocks (the ceiling), and a 4 KiB ``sendall`` / 1-byte-ack ping-pong (µs per round trip);
+  ``checksum_ceiling``: the same loop computing every block's CRC32C at both ends, as the
+  engine's wire does, over the plain loop;
 * ``engine``: the engine with credit gating: a receiver of 8 blocks, lease batch 2 (the
   activation grants two blocks), release on landing, so credit really cycles; throughput,
   ``ratio`` against the bare loop (goal ≥ 0.9), credit stalls and control messages per
-  transfer; and ``engine_tls``, the same with the data connections under TLS;
+  transfer; ``uvloop_ratio``, the same with both processes on uvloop (when installed); and
+  ``engine_tls``, the same with the data connections under TLS;
 * ``overhead``: 4 KiB writes submitted one at a time, submit → completion, µs per transfer
   against the bare ping-pong.
 """
@@ -18,11 +22,13 @@ Two processes, one sender and one receiver, every figure measured in the same ru
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import multiprocessing
 import os
 import socket
 import ssl
+import statistics
 import tempfile
 import time
 from multiprocessing.connection import Connection
@@ -34,6 +40,7 @@ import click
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity, TlsIdentity
 from tent_transport.devices import Opcode
+from tent_transport.devices.tcp import checksum
 from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 
@@ -65,17 +72,25 @@ def engine_config(slots: int, block: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ bare loops
 
 
-def bare_receiver(conn: Connection, total: int, small: int) -> None:
+def bare_receiver(conn: Connection, total: int, small: int, verify: bool = False) -> None:
+    """Receive ``total`` bytes in whole blocks (each checksummed with ``verify``), then answer
+    ``small`` 4 KiB messages with one byte each."""
     server = socket.create_server(("127.0.0.1", 0))
     conn.send(server.getsockname()[1])
     peer, _ = server.accept()
     buffer = memoryview(bytearray(BLOCK))
     received = 0
     while received < total:
-        n = peer.recv_into(buffer[: min(BLOCK, total - received)])
-        if not n:
-            return
-        received += n
+        size = min(BLOCK, total - received)
+        filled = 0
+        while filled < size:
+            n = peer.recv_into(buffer[filled:size])
+            if not n:
+                return
+            filled += n
+        if verify:
+            checksum(buffer[:size])
+        received += size
     peer.sendall(b"k")
     small_buffer = memoryview(bytearray(SMALL))
     for _ in range(small):
@@ -86,10 +101,14 @@ def bare_receiver(conn: Connection, total: int, small: int) -> None:
     peer.close()
 
 
-def bare(blocks: int, small: int) -> dict[str, float]:
+def bare(blocks: int, small: int, *, verify: bool = False) -> dict[str, float]:
+    """The ceiling: ``sendall`` of 4 MiB blocks into ``recv_into``, and (``small`` > 0) a 4 KiB
+    ping-pong. With ``verify`` both ends compute each block's CRC32C, as the engine's wire
+    does (the sender for the header, the receiver to verify), so the loop carries that cost
+    too."""
     total = blocks * BLOCK
     parent, child = SPAWN.Pipe()
-    process = SPAWN.Process(target=bare_receiver, args=(child, total, small))
+    process = SPAWN.Process(target=bare_receiver, args=(child, total, small, verify))
     process.start()
     port = parent.recv()
     sock = socket.create_connection(("127.0.0.1", port))
@@ -97,18 +116,22 @@ def bare(blocks: int, small: int) -> dict[str, float]:
     payload = os.urandom(BLOCK)
     start = time.perf_counter()
     for _ in range(blocks):
+        if verify:
+            checksum(payload)
         sock.sendall(payload)
     assert sock.recv(1) == b"k"
     elapsed = time.perf_counter() - start
-    message = os.urandom(SMALL)
-    start = time.perf_counter()
-    for _ in range(small):
-        sock.sendall(message)
-        assert sock.recv(1) == b"k"
-    per_small = (time.perf_counter() - start) / small
+    out = {"throughput_mib_s": blocks * BLOCK / elapsed / 2**20}
+    if small:
+        message = os.urandom(SMALL)
+        start = time.perf_counter()
+        for _ in range(small):
+            sock.sendall(message)
+            assert sock.recv(1) == b"k"
+        out["us_per_4kib"] = (time.perf_counter() - start) / small * 1e6
     sock.close()
     process.join(10)
-    return {"throughput_mib_s": blocks * BLOCK / elapsed / 2**20, "us_per_4kib": per_small * 1e6}
+    return out
 
 
 # ------------------------------------------------------------------------------ engine
@@ -146,7 +169,21 @@ def _identity(peer: int, other: int, tls: dict[str, str] | None) -> PskIdentity 
     )
 
 
-def engine_receiver(conn: Connection, slots: int, block: int, tls: dict[str, str] | None) -> None:
+def _runner(use_uvloop: bool) -> asyncio.Runner:
+    if not use_uvloop:
+        return asyncio.Runner()
+    import uvloop  # noqa: PLC0415 - optional at run time; the figure is skipped without it
+
+    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+
+
+def engine_receiver(
+    conn: Connection,
+    slots: int,
+    block: int,
+    tls: dict[str, str] | None,
+    use_uvloop: bool = False,
+) -> None:
     async def run() -> None:
         options = EngineOptions(
             peer_id=2,
@@ -164,7 +201,8 @@ def engine_receiver(conn: Connection, slots: int, block: int, tls: dict[str, str
         await asyncio.get_running_loop().run_in_executor(None, conn.recv)
         await engine.close()
 
-    asyncio.run(run())
+    with _runner(use_uvloop) as runner:
+        runner.run(run())
 
 
 async def _engine_sender(
@@ -223,46 +261,97 @@ async def _engine_sender(
 
 
 def engine_run(
-    count: int, block: int, *, tls: dict[str, str] | None = None, sequential: bool = False
+    count: int,
+    block: int,
+    *,
+    tls: dict[str, str] | None = None,
+    sequential: bool = False,
+    use_uvloop: bool = False,
 ) -> dict[str, float]:
+    """One engine run: a receiver process and this process as the sender, both on the same
+    event loop implementation (asyncio's, or uvloop's with ``use_uvloop``)."""
     parent, child = SPAWN.Pipe()
-    process = SPAWN.Process(target=engine_receiver, args=(child, 8, block, tls))
+    process = SPAWN.Process(target=engine_receiver, args=(child, 8, block, tls, use_uvloop))
     process.start()
     address, segment = parent.recv()
     try:
-        return asyncio.run(
-            _engine_sender(tuple(address), segment, count, block, tls, sequential=sequential)
-        )
+        with _runner(use_uvloop) as runner:
+            return runner.run(
+                _engine_sender(tuple(address), segment, count, block, tls, sequential=sequential)
+            )
     finally:
         parent.send("exit")
         process.join(10)
 
 
-def run(*, blocks: int = 64, small: int = 400, tls: bool = True) -> dict[str, Any]:
-    """Every figure of the benchmark, measured in one run (the module docstring)."""
-    baseline = bare(blocks, small)
-    engine = engine_run(blocks, BLOCK)
+def _median_index(values: list[float]) -> int:
+    order = sorted(range(len(values)), key=values.__getitem__)
+    return order[(len(order) - 1) // 2]
+
+
+def run(
+    *,
+    blocks: int = 64,
+    small: int = 400,
+    tls: bool = True,
+    rounds: int = 1,
+    use_uvloop: bool = True,
+) -> dict[str, Any]:
+    """Every figure of the benchmark, measured in one run (the module docstring).
+
+    Each round measures its own baselines right before the engine runs it is compared with
+    (these machines are shared and noisy); ratios are per round, the reported ones medians.
+    """
+    if rounds < 1:
+        raise click.BadParameter(f"rounds must be >= 1, got {rounds}")
+    uvloop_on = use_uvloop and importlib.util.find_spec("uvloop") is not None
+    rows: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        plain = bare(blocks, 0)["throughput_mib_s"]
+        verified = bare(blocks, 0, verify=True)["throughput_mib_s"]
+        engine = engine_run(blocks, BLOCK)
+        row: dict[str, Any] = {
+            "bare_mib_s": plain,
+            "bare_verified_mib_s": verified,
+            "engine": engine,
+            "ratio": engine["throughput_mib_s"] / plain,
+            "checksum_ceiling": verified / plain,
+        }
+        if uvloop_on:
+            fast = engine_run(blocks, BLOCK, use_uvloop=True)
+            row["engine_uvloop"] = fast
+            row["uvloop_ratio"] = fast["throughput_mib_s"] / plain
+        rows.append(row)
+    middle = rows[_median_index([r["ratio"] for r in rows])]
+    ping = bare(0, small)
     out: dict[str, Any] = {
         "benchmark": "transport",
         "block_bytes": BLOCK,
         "blocks": blocks,
+        "rounds": rounds,
         "receiver_slots": 8,
         "lease_batch": 2,
-        "bare": baseline,
-        "engine": engine,
-        "ratio": engine["throughput_mib_s"] / baseline["throughput_mib_s"],
+        "bare": {"throughput_mib_s": middle["bare_mib_s"], "us_per_4kib": ping["us_per_4kib"]},
+        "engine": middle["engine"],
+        "ratio": middle["ratio"],
         "goal_ratio": 0.9,
+        # what the bare loop keeps when it also checksums every block at both ends
+        "checksum_ceiling": statistics.median(r["checksum_ceiling"] for r in rows),
     }
+    if uvloop_on:
+        out["uvloop_ratio"] = statistics.median(r["uvloop_ratio"] for r in rows)
+    if rounds > 1:
+        out["per_round"] = rows
     if tls:
         with tempfile.TemporaryDirectory() as directory:
             secured = engine_run(blocks, BLOCK, tls=_tls_files(Path(directory)))
         out["engine_tls"] = secured
-        out["tls_ratio"] = secured["throughput_mib_s"] / baseline["throughput_mib_s"]
+        out["tls_ratio"] = secured["throughput_mib_s"] / middle["bare_mib_s"]
     overhead = engine_run(small, SMALL, sequential=True)
     out["overhead"] = {
         "engine_us_per_4kib": overhead["us_per_transfer"],
-        "bare_us_per_4kib": baseline["us_per_4kib"],
-        "ratio": overhead["us_per_transfer"] / baseline["us_per_4kib"],
+        "bare_us_per_4kib": ping["us_per_4kib"],
+        "ratio": overhead["us_per_transfer"] / ping["us_per_4kib"],
     }
     return out
 
@@ -276,6 +365,15 @@ def bench() -> None:
 @click.option("--blocks", type=int, default=64, show_default=True, help="4 MiB writes per run.")
 @click.option("--small", type=int, default=400, show_default=True, help="4 KiB round trips.")
 @click.option("--tls/--no-tls", default=True, show_default=True, help="Also measure TLS data.")
-def transport_command(blocks: int, small: int, tls: bool) -> None:
+@click.option(
+    "--rounds", type=click.IntRange(min=1), default=1, show_default=True,
+    help="Interleaved rounds of baselines and engine runs (ratios: their medians).",
+)  # fmt: skip
+@click.option(
+    "--uvloop/--no-uvloop", "use_uvloop", default=True, show_default=True,
+    help="Also run the engine on uvloop (both processes), when it is installed.",
+)  # fmt: skip
+def transport_command(blocks: int, small: int, tls: bool, rounds: int, use_uvloop: bool) -> None:
     """Engine vs a bare socket loop on loopback: throughput, TLS, per-transfer overhead."""
-    click.echo(json.dumps(run(blocks=blocks, small=small, tls=tls), indent=1))
+    figures = run(blocks=blocks, small=small, tls=tls, rounds=rounds, use_uvloop=use_uvloop)
+    click.echo(json.dumps(figures, indent=1))
