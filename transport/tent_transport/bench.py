@@ -114,14 +114,16 @@ def bare(blocks: int, small: int, *, verify: bool = False) -> dict[str, float]:
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     payload = os.urandom(BLOCK)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for _ in range(blocks):
         if verify:
             checksum(payload)
         sock.sendall(payload)
     assert sock.recv(1) == b"k"
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     out = {"throughput_mib_s": blocks * BLOCK / elapsed / 2**20}
+    if blocks:
+        out["sender_cpu_us_per_block"] = cpu / blocks * 1e6
     if small:
         message = os.urandom(SMALL)
         start = time.perf_counter()
@@ -232,7 +234,7 @@ async def _engine_sender(
         )
 
     stalls = 0
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if sequential:
         for i in range(count):
             await engine.submit([request(i)]).result(30)
@@ -244,7 +246,7 @@ async def _engine_sender(
             handles.append(handle)
         for handle in handles:
             await handle.result(60)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     endpoint = engine._links[peer].endpoint
     messages = 0
     if endpoint is not None:  # None: credit off, no control messages to count
@@ -255,6 +257,7 @@ async def _engine_sender(
         "elapsed_s": elapsed,
         "throughput_mib_s": count * block / elapsed / 2**20,
         "us_per_transfer": elapsed / count * 1e6,
+        "sender_cpu_us_per_transfer": cpu / count * 1e6,
         "credit_stalls": stalls,
         "control_messages_per_transfer": messages / count,
     }
@@ -307,20 +310,21 @@ def run(
     uvloop_on = use_uvloop and importlib.util.find_spec("uvloop") is not None
     rows: list[dict[str, Any]] = []
     for _ in range(rounds):
-        plain = bare(blocks, 0)["throughput_mib_s"]
+        plain = bare(blocks, 0)
         verified = bare(blocks, 0, verify=True)["throughput_mib_s"]
         engine = engine_run(blocks, BLOCK)
         row: dict[str, Any] = {
-            "bare_mib_s": plain,
+            "bare_mib_s": plain["throughput_mib_s"],
+            "bare_sender_cpu_us_per_block": plain["sender_cpu_us_per_block"],
             "bare_verified_mib_s": verified,
             "engine": engine,
-            "ratio": engine["throughput_mib_s"] / plain,
-            "checksum_ceiling": verified / plain,
+            "ratio": engine["throughput_mib_s"] / plain["throughput_mib_s"],
+            "checksum_ceiling": verified / plain["throughput_mib_s"],
         }
         if uvloop_on:
             fast = engine_run(blocks, BLOCK, use_uvloop=True)
             row["engine_uvloop"] = fast
-            row["uvloop_ratio"] = fast["throughput_mib_s"] / plain
+            row["uvloop_ratio"] = fast["throughput_mib_s"] / plain["throughput_mib_s"]
         rows.append(row)
     middle = rows[_median_index([r["ratio"] for r in rows])]
     ping = bare(0, small)
@@ -331,7 +335,11 @@ def run(
         "rounds": rounds,
         "receiver_slots": 8,
         "lease_batch": 2,
-        "bare": {"throughput_mib_s": middle["bare_mib_s"], "us_per_4kib": ping["us_per_4kib"]},
+        "bare": {
+            "throughput_mib_s": middle["bare_mib_s"],
+            "sender_cpu_us_per_block": middle["bare_sender_cpu_us_per_block"],
+            "us_per_4kib": ping["us_per_4kib"],
+        },
         "engine": middle["engine"],
         "ratio": middle["ratio"],
         "goal_ratio": 0.9,
