@@ -12,7 +12,10 @@ best and the median are reported). CPU times (this process; the forked workers, 
 give two figures the load disturbs less: ``work_inflation`` (the parallel run's total CPU over
 the serial run's) and ``cpu_bound_speedup_estimate`` (serial CPU over one worker's share plus
 the coordinator's). The load average before and after is recorded: on a
-shared machine a ratio is only as good as the cores that were free. With ``--baseline-src``
+shared machine a ratio is only as good as the cores that were free, so each round also measures
+``machine_ceiling``: what ``--workers`` independent CPU-bound Python processes (dict updates,
+as the seen set does) get over one, in the same round; ``of_ceiling`` is the checker's speedup
+over it (1.0: the checker scales as well as work that shares nothing). With ``--baseline-src``
 (an older tree with ``models/`` and ``spec/``) the parallel runs of that tree's checker are
 interleaved too, in a subprocess.
 """
@@ -20,6 +23,7 @@ interleaved too, in a subprocess.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import resource
 import statistics
@@ -43,6 +47,29 @@ started = time.perf_counter()
 r = check(target.model(), workers={workers}, max_states={cut})
 print(json.dumps({{"states": r.distinct_states, "seconds": time.perf_counter() - started}}))
 """
+
+
+def _spin(rounds: int = 3_000_000) -> None:
+    table: dict[int, int] = {}
+    for i in range(rounds):
+        table[(i * 2654435761) & 0xFFFFF] = i
+
+
+def machine_ceiling(workers: int) -> float:
+    """``workers`` x (one process's time) / (``workers`` processes' time) for the same spin:
+    the speedup the machine gave work that shares nothing, measured now."""
+    fork = multiprocessing.get_context("fork")
+
+    def timed(count: int) -> float:
+        processes = [fork.Process(target=_spin) for _ in range(count)]
+        started = time.perf_counter()
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join()
+        return time.perf_counter() - started
+
+    return workers * timed(1) / timed(workers)
 
 
 def run(name: str, workers: int, cut: int | None) -> dict[str, Any]:
@@ -116,8 +143,10 @@ def main(
     for name in models:
         rows = []
         for _ in range(rounds):
+            before = machine_ceiling(workers)
             serial = run(name, 1, max_states)
             parallel = run(name, workers, max_states)
+            ceiling = (before + machine_ceiling(workers)) / 2
             if serial["states"] != parallel["states"]:
                 raise SystemExit(f"{name}: {serial['states']} != {parallel['states']} states")
             serial_cpu = serial["cpu_coordinator_s"]
@@ -126,6 +155,8 @@ def main(
                 "serial_s": serial["seconds"],
                 "parallel_s": parallel["seconds"],
                 "speedup": round(serial["seconds"] / parallel["seconds"], 2),
+                "machine_ceiling": round(ceiling, 2),
+                "of_ceiling": round(serial["seconds"] / parallel["seconds"] / ceiling, 2),
                 "load": round(os.getloadavg()[0], 1),
                 "serial_cpu_s": serial_cpu,
                 "parallel_cpu_workers_s": parallel["cpu_workers_s"],
@@ -152,6 +183,10 @@ def main(
             "rounds": rows,
             "best_speedup": max(speedups),
             "median_speedup": round(statistics.median(speedups), 2),
+            "median_machine_ceiling": round(
+                statistics.median(r["machine_ceiling"] for r in rows), 2
+            ),
+            "median_of_ceiling": round(statistics.median(r["of_ceiling"] for r in rows), 2),
         }
     report["load_after"] = os.getloadavg()
     print(json.dumps(report, indent=2))
