@@ -80,6 +80,7 @@ def bare_receiver(conn: Connection, total: int, small: int, verify: bool = False
     peer, _ = server.accept()
     buffer = memoryview(bytearray(BLOCK))
     received = 0
+    cpu = time.process_time()
     while received < total:
         size = min(BLOCK, total - received)
         filled = 0
@@ -92,6 +93,7 @@ def bare_receiver(conn: Connection, total: int, small: int, verify: bool = False
             checksum(buffer[:size])
         received += size
     peer.sendall(b"k")
+    conn.send(time.process_time() - cpu)
     small_buffer = memoryview(bytearray(SMALL))
     for _ in range(small):
         got = 0
@@ -121,9 +123,11 @@ def bare(blocks: int, small: int, *, verify: bool = False) -> dict[str, float]:
         sock.sendall(payload)
     assert sock.recv(1) == b"k"
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    receiver_cpu = parent.recv()
     out = {"throughput_mib_s": blocks * BLOCK / elapsed / 2**20}
     if blocks:
         out["sender_cpu_us_per_block"] = cpu / blocks * 1e6
+        out["receiver_cpu_us_per_block"] = receiver_cpu / blocks * 1e6
     if small:
         message = os.urandom(SMALL)
         start = time.perf_counter()
@@ -200,7 +204,9 @@ def engine_receiver(
         while 1 not in engine.sender_sessions():
             await asyncio.sleep(0.002)
         engine.expose(1, segment.segment_id, 0, slots * block * 2)
+        cpu = time.process_time()
         await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+        conn.send(time.process_time() - cpu)  # the waiting thread spends none of it
         await engine.close()
 
     with _runner(use_uvloop) as runner:
@@ -277,13 +283,20 @@ def engine_run(
     process = SPAWN.Process(target=engine_receiver, args=(child, 8, block, tls, use_uvloop))
     process.start()
     address, segment = parent.recv()
+    asked = False
     try:
         with _runner(use_uvloop) as runner:
-            return runner.run(
+            out = runner.run(
                 _engine_sender(tuple(address), segment, count, block, tls, sequential=sequential)
             )
-    finally:
         parent.send("exit")
+        asked = True
+        if parent.poll(30):
+            out["receiver_cpu_us_per_transfer"] = parent.recv() / count * 1e6
+        return out
+    finally:
+        if not asked:
+            parent.send("exit")
         process.join(10)
 
 
@@ -316,6 +329,7 @@ def run(
         row: dict[str, Any] = {
             "bare_mib_s": plain["throughput_mib_s"],
             "bare_sender_cpu_us_per_block": plain["sender_cpu_us_per_block"],
+            "bare_receiver_cpu_us_per_block": plain["receiver_cpu_us_per_block"],
             "bare_verified_mib_s": verified,
             "engine": engine,
             "ratio": engine["throughput_mib_s"] / plain["throughput_mib_s"],
@@ -338,6 +352,7 @@ def run(
         "bare": {
             "throughput_mib_s": middle["bare_mib_s"],
             "sender_cpu_us_per_block": middle["bare_sender_cpu_us_per_block"],
+            "receiver_cpu_us_per_block": middle["bare_receiver_cpu_us_per_block"],
             "us_per_4kib": ping["us_per_4kib"],
         },
         "engine": middle["engine"],
