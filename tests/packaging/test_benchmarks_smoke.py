@@ -29,7 +29,9 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
     "engine_verbs.py": ("--blocks", "--reps"),
     "incast.py": None,
     "mutants.py": None,
-    "transport.py": ("--blocks", "--small", "--tls / --no-tls", "--rounds", "--uvloop / --no-uvloop"),
+    "transport.py": (
+        "--blocks", "--small", "--tls / --no-tls", "--rounds", "--uvloop / --no-uvloop",
+    ),
     "verbs.py": ("--quick",),
 }
 

@@ -97,7 +97,6 @@ def test_both_engines_on_uvloop_move_a_write_and_a_read() -> None:
     """``SyncEngine(use_uvloop=True)`` carries data: uvloop's transports are not
     ``asyncio.Transport`` subclasses, and the data connections once asserted that they were
     (every slice then ended FAILED)."""
-    pytest.importorskip("uvloop")  # an optional run-time dependency of the transport extra
     config = _config({"data_bytes": 1 << 20, "request_slots": 2, "consumer_slots": 2})
     rx = SyncEngine(
         config,
