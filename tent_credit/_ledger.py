@@ -210,7 +210,7 @@ class LedgerStatistics:
 class _Entry:
     """Mutable state of one key at one epoch. Replaced (never reset) by a higher epoch."""
 
-    __slots__ = ("consumed", "epoch", "fenced", "grant", "last_sequence", "returned")
+    __slots__ = ("consumed", "epoch", "fenced", "grant", "last_sequence", "returned", "snapshot")
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch
@@ -219,6 +219,10 @@ class _Entry:
         self.consumed = [0] * _SLOTS
         self.returned = [0] * _SLOTS
         self.fenced = False
+        # the last snapshot ``entry`` made (immutable, so shared), dropped by every change of
+        # grant, consumed, returned or sequence: the dispatch path asks for it many times per
+        # transfer between changes
+        self.snapshot: LedgerEntrySnapshot | None = None
 
 
 class ReservationToken:
@@ -376,7 +380,9 @@ class SenderCreditLedger:
         e = self._entries.get(key)
         if e is None:
             raise InvalidEntry(f"no ledger entry for {key!r}")
-        return LedgerEntrySnapshot(
+        if e.snapshot is not None:
+            return e.snapshot
+        e.snapshot = LedgerEntrySnapshot(
             key=key,
             epoch=e.epoch,
             last_sequence=e.last_sequence,
@@ -386,6 +392,7 @@ class SenderCreditLedger:
             returned=_as_mapping(e.returned),
             available=self._available(e),
         )
+        return e.snapshot
 
     def available(self, key: CreditKey) -> Mapping[CreditResource, int]:
         """``grant_total − consumed − returned`` per resource; :class:`InvalidEntry` if no entry."""
@@ -480,6 +487,7 @@ class SenderCreditLedger:
         for g in grants:
             grant[g.resource] = g.amount
         e.last_sequence = sequence
+        e.snapshot = None
         self._updates_applied += 1
         if disposition is UpdateDisposition.SEQUENCE_GAP:
             self._sequence_gaps += 1
@@ -519,6 +527,7 @@ class SenderCreditLedger:
         for r, amount in parts:
             # Cannot overflow: amount <= available, so consumed + amount <= grant_total <= u64 max.
             consumed[r] += amount
+        e.snapshot = None
         token = ReservationToken(self, e, self._next_token_id, key, charge)
         token._state = _ON_RESERVE[token._state]
         self._next_token_id += 1
@@ -550,6 +559,7 @@ class SenderCreditLedger:
         after = [checked_sub(consumed[r], amount) for r, amount in parts]
         for (r, _), value in zip(parts, after, strict=True):
             consumed[r] = value
+        token._entry.snapshot = None
         token._state = nxt
         self._rollbacks += 1
 
@@ -602,6 +612,7 @@ class SenderCreditLedger:
         after = [checked_add(returned[r], amount) for r, amount in parts]
         for (r, _), value in zip(parts, after, strict=True):
             returned[r] = value
+        e.snapshot = None
         self._returns += 1
 
     # -- statistics -----------------------------------------------------------------------------

@@ -768,3 +768,40 @@ def test_backpressure_info_accepts_every_source(source: BackpressureSource) -> N
     )
     assert info.source is source
     assert BackpressureInfo(**{**VALID_INFO, "peer": U64_MAX}).peer == U64_MAX  # type: ignore[arg-type]
+
+
+# -- the entry snapshot cache ----------------------------------------------------------------
+
+
+def test_entry_snapshot_is_reused_until_the_entry_changes_and_fresh_after_every_change() -> None:
+    """``entry`` hands out one snapshot between changes; each mutation that moves a total or the
+    sequence makes the next call build a new one that shows it (a stale cached snapshot would
+    let the gate reserve against credit that is gone)."""
+    ledger = ledger_with_grant()
+    first = ledger.entry(KEY)
+    assert ledger.entry(KEY) is first  # nothing changed: the same immutable snapshot
+
+    token = token_of(ledger.try_reserve(KEY, charge(data_bytes=100, request_slots=1)))
+    reserved = ledger.entry(KEY)
+    assert reserved.available[R.DATA_BYTES] == 900 and reserved.consumed[R.REQUEST_SLOTS] == 1
+
+    ledger.commit(token)  # a state change of the token only: the totals stay
+    assert dict(ledger.entry(KEY).consumed) == dict(reserved.consumed)
+
+    rolled = token_of(ledger.try_reserve(KEY, charge(data_bytes=50)))
+    assert ledger.entry(KEY).available[R.DATA_BYTES] == 850
+    ledger.rollback(rolled)
+    assert ledger.entry(KEY).available[R.DATA_BYTES] == 900
+
+    ledger.return_credit(KEY, charge(data_bytes=200))
+    returned = ledger.entry(KEY)
+    assert returned.returned[R.DATA_BYTES] == 200 and returned.available[R.DATA_BYTES] == 700
+
+    grown = {**FULL, R.DATA_BYTES: 5000}
+    assert ledger.apply_update(KEY, update(2, grown)) is UpdateDisposition.APPLIED
+    updated = ledger.entry(KEY)
+    assert (updated.last_sequence, updated.grant_total[R.DATA_BYTES]) == (2, 5000)
+    assert updated.available[R.DATA_BYTES] == 4700
+
+    assert ledger.apply_update(KEY, update(2, grown)) is UpdateDisposition.DUPLICATE_OR_OLD
+    assert ledger.entry(KEY) is updated  # a duplicate changes nothing, not even the snapshot
