@@ -265,6 +265,11 @@ class DispatchGate:
         self._mode = config.mode
         self._routes: dict[tuple[int, int], _Route] = {}
         self._stalls: dict[int, tuple[_Route, CreditStall]] = {}
+        # Whether ``_stalls`` (insertion-ordered) is also ordered by ``since_ns``, as it is
+        # when the gate is driven with a clock that never goes back (the dispatch core's):
+        # then a receiver's oldest stall is its first one (``oldest_stall``).
+        self._stalls_in_order = True
+        self._last_stall_ns = 0
         self._unsettled: dict[int, GateToken] = {}
         self._next_ticket = 1
         self._no_credit = 0
@@ -555,6 +560,9 @@ class DispatchGate:
         if known is not None:  # still stalled: keep the first block time, refresh the reason
             self._stalls[owner_id] = (route, attrs.evolve(known[1], info=info))
             return
+        if now_ns < self._last_stall_ns:
+            self._stalls_in_order = False
+        self._last_stall_ns = max(self._last_stall_ns, now_ns)
         self._stalls[owner_id] = (
             route,
             CreditStall(
@@ -575,6 +583,9 @@ class DispatchGate:
         entry = self._stalls.pop(owner_id, None)
         if entry is None:
             return
+        if not self._stalls:  # nothing left to be out of order
+            self._stalls_in_order = True
+            self._last_stall_ns = 0
         route, stall = entry
         route.waiting = _minus(route.waiting, stall.charge)
         route.stalled_owners -= 1
@@ -697,6 +708,26 @@ class DispatchGate:
         check_u64(owner_id, "owner_id")
         entry = self._stalls.get(owner_id)
         return None if entry is None else entry[1]
+
+    def oldest_stall(self, receiver: int) -> CreditStall | None:
+        """The longest-standing stall of an owner bound for ``receiver`` (any QoS class): the
+        smallest ``since_ns``, the first recorded among equals; ``None`` if there is none.
+        Raises :class:`InvalidArgument` for a non-u64 receiver.
+
+        A connector asks this on every dispatch pass, so it does not scan every stall: while
+        the stalls were recorded in time order it returns the receiver's first one.
+        """
+        check_u64(receiver, "receiver")
+        if self._stalls_in_order:
+            for route, stall in self._stalls.values():
+                if route.receiver == receiver:
+                    return stall
+            return None
+        oldest: CreditStall | None = None
+        for route, stall in self._stalls.values():
+            if route.receiver == receiver and (oldest is None or stall.since_ns < oldest.since_ns):
+                oldest = stall
+        return oldest
 
     # ---------------------------------------------------------------- settlement
 

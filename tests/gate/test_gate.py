@@ -288,6 +288,36 @@ def test_a_stall_is_recorded_fed_as_demand_and_measured_until_dispatch() -> None
     assert rig.gate.stall(a) is None
 
 
+def test_oldest_stall_is_per_receiver_the_first_blocked_one() -> None:
+    rig = Rig()
+    rig.connect(RX)  # both exhausted
+    rig.connect(RX2)
+    a = rig.admit(RX)
+    rig.pick()  # a blocks at 1000
+    rig.now = 2_000
+    b = rig.admit(RX2)
+    c = rig.admit(RX)
+    rig.pick()  # b blocks at 2000, c behind a at 2000; a keeps its first block time
+    stalls = [rig.gate.stall(o) for o in (a, b, c)]
+    assert [s.since_ns for s in stalls if s is not None] == [1_000, 2_000, 2_000]
+    answers = [rig.gate.oldest_stall(r) for r in (RX, RX2, 99)]
+    assert answers == [stalls[0], stalls[1], None]
+    # the full scan, which the gate falls back to if stalls were ever recorded out of time
+    # order (a caller's clock going back), gives the same answers
+    rig.gate._stalls_in_order = False
+    assert [rig.gate.oldest_stall(r) for r in (RX, RX2, 99)] == answers
+    rig.queue.cancel(a)
+    rig.gate.forget(a)  # c is RX's oldest now
+    assert rig.gate.oldest_stall(RX) == stalls[2]
+    for owner in (b, c):
+        rig.queue.cancel(owner)
+        rig.gate.forget(owner)
+    assert rig.gate.oldest_stall(RX) is None and rig.gate.oldest_stall(RX2) is None
+    assert rig.gate._stalls_in_order  # nothing left to be out of order
+    with pytest.raises(InvalidArgument):
+        rig.gate.oldest_stall(-1)
+
+
 def test_dropped_canceled_and_rejected_owners_lose_their_stall_record() -> None:
     rig = Rig()
     rig.connect(RX)

@@ -423,7 +423,6 @@ class DispatchCore:
             raise InvalidArgument(f"peer must be a u64 int, got {peer!r}")
         return pressure_of(
             peer,
-            (r for r in self._by_owner.values() if r.phase is TransferPhase.QUEUED),
             self._gate,
             self._queue,
             self._config.receiver_credit.default_qos_class,

@@ -3,7 +3,7 @@ its statistics and error translation."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import attrs
 
@@ -195,7 +195,6 @@ class SliceCutter:
 
 def pressure_of(
     peer: int,
-    queued: Iterable[TransferRecord],
     gate: DispatchGate | None,
     queue: AdmissionQueue | None,
     default_qos: int,
@@ -203,13 +202,9 @@ def pressure_of(
     """What :meth:`DispatchCore.backpressure` answers: the oldest stall the gate recorded for a
     queued transfer to ``peer``; else ``LOCAL_QUEUE`` when the queue is at a capacity limit."""
     if gate is not None:
-        oldest = None
-        for record in queued:
-            if record.request.peer != peer:
-                continue
-            stall = gate.stall(record.owner_id)
-            if stall is not None and (oldest is None or stall.since_ns < oldest.since_ns):
-                oldest = stall
+        # the gate holds a stall exactly while its owner is queued (dispatch, drop, reject,
+        # cancel and route removal end it), so its oldest one for the peer is the answer
+        oldest = gate.oldest_stall(peer)
         if oldest is not None:
             return oldest.info
     if queue is not None:
