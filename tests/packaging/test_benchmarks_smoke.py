@@ -145,6 +145,32 @@ def test_checker_workers_measures_each_repeated_model() -> None:
     models = data["models"]
     assert isinstance(models, dict) and list(models) == ["adversarial/tiny", "credit/tiny"]
     assert all(len(m["rounds"]) == 1 for m in models.values())
+    for m in models.values():  # the machine's own two-process ceiling, measured in the round
+        row = m["rounds"][0]
+        assert row["machine_ceiling"] > 0
+        assert row["of_ceiling"] == pytest.approx(row["speedup"] / row["machine_ceiling"], abs=0.02)
+
+
+@pytest.mark.slow
+def test_transport_reports_rounds_uvloop_checksum_ceiling_and_both_processes_cpu() -> None:
+    data = _run(
+        str(BENCH / "transport.py"),
+        *("--blocks", "4", "--small", "5", "--rounds", "2", "--no-tls"),
+    )
+    assert (data["blocks"], data["rounds"]) == (4, 2)
+    rounds = data["per_round"]
+    assert isinstance(rounds, list) and len(rounds) == 2
+    for row in rounds:
+        assert row["bare_mib_s"] > 0 and row["bare_verified_mib_s"] > 0
+        assert row["ratio"] == pytest.approx(row["engine"]["throughput_mib_s"] / row["bare_mib_s"])
+        assert row["engine_uvloop"]["throughput_mib_s"] > 0  # the transport extra has uvloop
+        for engine in (row["engine"], row["engine_uvloop"]):
+            assert engine["sender_cpu_us_per_transfer"] > 0
+            assert engine["receiver_cpu_us_per_transfer"] > 0
+    assert data["ratio"] in [row["ratio"] for row in rounds]  # the median round's
+    assert data["uvloop_ratio"] > 0 and data["checksum_ceiling"] > 0
+    assert "engine_tls" not in data
+    assert data["overhead"]["engine_us_per_4kib"] > 0
 
 
 @pytest.mark.slow
