@@ -388,9 +388,13 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
             "fifth": fifth,
             "stream_end": stream_end,
             "stream": {s: statuses.count(s) for s in set(statuses)},
+            "stream_failures": [
+                r for r in report2["phases"][0]["results"] if r["status"] != "COMPLETED"
+            ][:3],
             "first_phase": report1["phases"][0]["results"],
             "receiver": {k: v for k, v in rx.ask("stats")[1].items() if k != "landed"},
         }
+        print(why)  # whole in the captured output of a failure (the assertion text is cut)
         assert t_release < fifth["end"] < stream_end, why
     finally:
         starved.stop()
