@@ -269,7 +269,6 @@ class DispatchGate:
         # when the gate is driven with a clock that never goes back (the dispatch core's):
         # then a receiver's oldest stall is its first one (``oldest_stall``).
         self._stalls_in_order = True
-        self._last_stall_ns = 0
         self._unsettled: dict[int, GateToken] = {}
         self._next_ticket = 1
         self._no_credit = 0
@@ -560,9 +559,8 @@ class DispatchGate:
         if known is not None:  # still stalled: keep the first block time, refresh the reason
             self._stalls[owner_id] = (route, attrs.evolve(known[1], info=info))
             return
-        if now_ns < self._last_stall_ns:
-            self._stalls_in_order = False
-        self._last_stall_ns = max(self._last_stall_ns, now_ns)
+        if self._stalls and now_ns < next(reversed(self._stalls.values()))[1].since_ns:
+            self._stalls_in_order = False  # the newest stall so far is later than this one
         self._stalls[owner_id] = (
             route,
             CreditStall(
@@ -585,7 +583,6 @@ class DispatchGate:
             return
         if not self._stalls:  # nothing left to be out of order
             self._stalls_in_order = True
-            self._last_stall_ns = 0
         route, stall = entry
         route.waiting = _minus(route.waiting, stall.charge)
         route.stalled_owners -= 1
