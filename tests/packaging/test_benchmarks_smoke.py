@@ -30,8 +30,13 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
     "incast.py": None,
     "mutants.py": None,
     "transport.py": (
-        "--blocks", "--small", "--tls / --no-tls", "--rounds", "--uvloop / --no-uvloop",
+        "--blocks",
+        "--small",
+        "--tls / --no-tls",
+        "--rounds",
+        "--uvloop / --no-uvloop",
     ),
+    "transport_writer.py": ("--pairs", "--blocks"),
     "verbs.py": ("--quick",),
 }
 
@@ -171,6 +176,22 @@ def test_transport_reports_rounds_uvloop_checksum_ceiling_and_both_processes_cpu
     assert data["uvloop_ratio"] > 0 and data["checksum_ceiling"] > 0
     assert "engine_tls" not in data
     assert data["overhead"]["engine_us_per_4kib"] > 0
+
+
+@pytest.mark.slow
+def test_transport_writer_compares_both_writers_in_each_pair() -> None:
+    data = _run(str(BENCH / "transport_writer.py"), "--pairs", "2", "--blocks", "4")
+    rows = data["per_pair"]
+    assert isinstance(rows, list) and len(rows) == 2
+    for row in rows:
+        assert row["bare_mib_s"] > 0
+        for writer in ("zero_copy", "asyncio"):
+            assert row[writer]["ratio"] > 0 and row[writer]["sender_cpu_us_per_block"] > 0
+    quotients = sorted(
+        r["zero_copy"]["sender_cpu_us_per_block"] / r["asyncio"]["sender_cpu_us_per_block"]
+        for r in rows
+    )
+    assert data["sender_cpu_zero_copy_over_asyncio"] == pytest.approx(sum(quotients) / 2)
 
 
 @pytest.mark.slow

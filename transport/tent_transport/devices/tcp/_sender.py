@@ -10,7 +10,9 @@ exactly once: a lost connection completes all of its outstanding slices as FLUSH
 Budgets (TRANSPORT rule 7): ``post_budget(peer) = min(free completion slots, max_qp_wr -
 outstanding on that connection)``, and 0 while the connection is not ready. Posted payloads are
 not copied: the connection keeps views of the callers' buffers until the bytes are sent (the
-handle holds the buffer until the acknowledgement anyway, rule 5).
+handle holds the buffer until the acknowledgement anyway, rule 5). Plaintext connections run on
+:class:`~._raw.RawSocketTransport`, which sends from those views; TLS ones on asyncio's SSL
+transport, fed in chunks while its buffer is nearly empty.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import collections
 import contextlib
 import socket
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
 import attrs
@@ -28,6 +30,7 @@ import attrs
 from ...control import BIND, CHALLENGE_BYTES, data_bind_proof, tune_socket
 from ...errors import ConnectionLost, HandshakeFailed, InvalidArgument, PostRefused
 from .._base import Opcode, SliceCompletion, SliceRequest, SliceStatus
+from ._raw import RawSocketTransport, open_raw_connection
 from ._wire import ACK, Ack, AckStatus, Flags, Request, WireOpcode, checksum
 
 __all__ = ["RailStatistics", "TcpRail"]
@@ -74,6 +77,7 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         self._small = bytearray(max(ACK.size, CHALLENGE_BYTES))
         self._filled = 0
         self._transport: asyncio.Transport | None = None
+        self._zero_copy = False
         self.challenge: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.outstanding: collections.deque[_Pending] = collections.deque()
@@ -91,6 +95,8 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         # subclasses, yet offer the same methods
         self._transport = cast(asyncio.Transport, transport)
         transport = self._transport
+        # the plaintext transport keeps views itself: no chunking, no pausing needed
+        self._zero_copy = isinstance(transport, RawSocketTransport)
         tune_socket(transport, 0)
         sock = transport.get_extra_info("socket")
         if sock is not None and self._rail.send_buffer_bytes:
@@ -204,6 +210,10 @@ class _ClientProtocol(asyncio.BufferedProtocol):
     def write(self, data: bytes | memoryview) -> None:
         """Queue ``data`` (a view is kept, not copied: the slice owns the buffer until its
         completion) and send what the socket takes now."""
+        if self._zero_copy:
+            assert self._transport is not None
+            self._transport.write(data)
+            return
         self._sendq.append(data if isinstance(data, memoryview) else memoryview(data))
         if not self.paused:
             self._pump_send()
@@ -364,16 +374,18 @@ class TcpRail:
             old.close()
         loop = asyncio.get_running_loop()
         try:
-            _transport, protocol = await asyncio.wait_for(
-                loop.create_connection(
+            connecting: Awaitable[tuple[asyncio.BaseTransport, _ClientProtocol]]
+            if self._ssl is None:  # plaintext: the zero-copy transport (see _raw)
+                connecting = open_raw_connection(lambda: _ClientProtocol(self, peer), host, port)
+            else:
+                connecting = loop.create_connection(
                     lambda: _ClientProtocol(self, peer),
                     host,
                     port,
                     ssl=self._ssl,
-                    server_hostname=None if self._ssl is None else host,
-                ),
-                timeout_s,
-            )
+                    server_hostname=host,
+                )
+            _transport, protocol = await asyncio.wait_for(connecting, timeout_s)
         except (OSError, TimeoutError) as exc:
             raise ConnectionLost(f"data connection to {host}:{port} failed: {exc!r}") from exc
         try:
