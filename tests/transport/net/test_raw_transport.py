@@ -206,3 +206,18 @@ def test_open_raw_connection_connects_or_raises_oserror(run: Any) -> None:
             await open_raw_connection(Recorder, "127.0.0.1", free_port)
 
     run(scenario())
+
+
+def test_a_protocol_failing_in_connection_made_leaves_no_open_socket(run: Any) -> None:
+    class Refuses(Recorder):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            raise RuntimeError("not today")
+
+    async def scenario() -> None:
+        client, peer = tcp_pair()
+        with pytest.raises(RuntimeError, match="not today"):
+            RawSocketTransport(asyncio.get_running_loop(), client, Refuses())
+        assert client.fileno() == -1
+        peer.close()
+
+    run(scenario())

@@ -51,7 +51,12 @@ class RawSocketTransport(asyncio.Transport):
         self._queued_bytes = 0
         self._closing = False
         self._reading = True
-        protocol.connection_made(self)
+        try:
+            protocol.connection_made(self)
+        except BaseException:
+            self._closing = True
+            sock.close()  # never leak the socket of a connection that did not start
+            raise
         if not self._closing:
             loop.add_reader(self._fd, self._read_ready)
 
