@@ -622,9 +622,8 @@ class DispatchGate:
         if not callable(owner):
             raise InvalidArgument(f"owner must resolve an owner id, got {describe(owner)}")
         skipped: list[tuple[_Route, GatedOwner, CreditCharge, BackpressureInfo]] = []
-        for owner_id in blocked:
-            if owner_id in self._stalls:
-                continue
+        stalls = self._stalls
+        for owner_id in [i for i in blocked if i not in stalls]:  # most are stalled already
             view = owner(owner_id)
             _check_owner(view)
             ctx = self._context_of(view)

@@ -469,6 +469,7 @@ class AdmissionQueue:
         blocked_keys: set[Hashable] = set()
         visited: list[tuple[int, int]] = []
         queued = OwnerState.QUEUED
+        leftovers = 0  # terminal owners visited: with none and nothing decided, no compaction
 
         self._picking = True
         try:
@@ -478,6 +479,7 @@ class AdmissionQueue:
                 while index < stop:
                     owner = entries[index]
                     if owner.state is not queued:  # terminal leftover (lazy deletion)
+                        leftovers += 1
                         index += 1
                         continue
                     view = owner.view
@@ -553,13 +555,15 @@ class AdmissionQueue:
         self._dropped += len(dropped)
         self._rejected += len(rejected)
         self._blocked += len(blocked)
-        self._remove_visited(visited)
+        if leftovers or picked or dropped or rejected:  # else every visited owner stays QUEUED
+            self._remove_visited(visited)
 
+        # list comprehensions: a blocked pick reports every owner it visited (the hot path)
         result = PickResult(
-            picked=tuple(Picked(owner.view, token) for owner, token in picked),
-            dropped=tuple(owner.view.owner_id for owner, _mlu in dropped),
-            blocked=tuple(owner.view.owner_id for owner in blocked),
-            rejected=tuple(owner.view.owner_id for owner, _status in rejected),
+            picked=tuple([Picked(owner.view, token) for owner, token in picked]),
+            dropped=tuple([owner.view.owner_id for owner, _mlu in dropped]),
+            blocked=tuple([owner.view.owner_id for owner in blocked]),
+            rejected=tuple([owner.view.owner_id for owner, _status in rejected]),
         )
         if dropped and self._hooks:
             hooks = tuple(self._hooks.values())
