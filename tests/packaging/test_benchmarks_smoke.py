@@ -93,6 +93,10 @@ def test_sched_reports_queue_depths_and_arbitration_sizes() -> None:
     arbitration = data["arbitration"]
     assert isinstance(arbitration, dict)
     assert {c["slices"] for c in arbitration["cases"]} == {16, 64, 256, 1024}
+    blocked = data["blocked_pick"]
+    assert isinstance(blocked, dict)
+    assert [c["queued"] for c in blocked["cases"]] == [128, 512, 2048]
+    assert all(c["ratio"] > 0 and c["baseline_ns_per_owner"] > 0 for c in blocked["cases"])
 
 
 @pytest.mark.slow
