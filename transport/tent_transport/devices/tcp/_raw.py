@@ -113,12 +113,8 @@ class RawSocketTransport(asyncio.Transport):
         if not view:
             return
         if not self._queue:
-            try:
-                sent = self._sock.send(view)
-            except (BlockingIOError, InterruptedError):
-                sent = 0
-            except OSError as exc:
-                self._close(exc)
+            sent = self._send(view)
+            if sent is None:
                 return
             if sent == len(view):
                 return
@@ -133,12 +129,8 @@ class RawSocketTransport(asyncio.Transport):
         queue = self._queue
         while queue:
             head = queue[0]
-            try:
-                sent = self._sock.send(head)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                self._close(exc)
+            sent = self._send(head)
+            if sent is None:
                 return
             self._queued_bytes -= sent
             if sent < len(head):
@@ -146,6 +138,17 @@ class RawSocketTransport(asyncio.Transport):
                 return
             queue.popleft()
         self._loop.remove_writer(self._fd)
+
+    def _send(self, view: memoryview) -> int | None:
+        """What the socket took of ``view`` (0: it would block); ``None``: it failed, and the
+        connection is closed."""
+        try:
+            return self._sock.send(view)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            self._close(exc)
+            return None
 
     def _read_ready(self) -> None:
         if self._closing:
