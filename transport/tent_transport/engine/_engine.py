@@ -185,6 +185,7 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pass_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_due: int | None = None  # the core's deadline the pending timer is for
         self._tasks: set[asyncio.Task[None]] = set()
         self.address: tuple[str, int] = ("", 0)
         self._closed = False
@@ -621,13 +622,20 @@ class Engine:
             self._pressure[peer] = self.core.backpressure(peer)
         if self._closed or self._loop is None:
             return
-        if self._timer is not None:
+        due = self.core.next_timer_ns()
+        if self._timer is not None and due != self._timer_due:
             self._timer.cancel()
             self._timer = None
-        due = self.core.next_timer_ns()
-        if due is not None:
+        # most passes leave the deadline where it was: keep that timer rather than cancel it
+        # and schedule an identical one (each cancelled handle stays in the loop's heap)
+        if due is not None and self._timer is None:
             delay = max(0.0, (due - time.monotonic_ns()) / 1e9)
-            self._timer = self._loop.call_later(delay, self._wake)
+            self._timer = self._loop.call_later(delay, self._on_timer)
+            self._timer_due = due
+
+    def _on_timer(self) -> None:
+        self._timer = None  # fired: the next pass schedules a new one, even for the same due
+        self._wake()
 
     # ---------------------------------------------------------------- misc
 
