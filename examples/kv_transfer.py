@@ -128,7 +128,9 @@ def main(blocks: int, block_mib: int) -> None:
     mib = blocks * block_mib
     print(f"moved {mib} MiB in {elapsed:.2f} s: {mib / elapsed:.0f} MiB/s")
     print(f"submits that met a credit stall: {stalled} of {blocks}")
-    print(f"completed: {completed}/{blocks}; verified at the receiver: {verified}/{blocks}")
+    print(
+        f"completed: {completed}/{blocks}; verified at the receiver: {verified}/{blocks}"
+    )
     ok = completed == verified == blocks
     print("every block verified" if ok else "SOME BLOCKS DID NOT VERIFY")
     sys.exit(0 if ok else 1)

@@ -172,7 +172,6 @@ class NoWriteAdmission(AdversarialCreditSpec):
     def _g_data_lands(self, state: CreditState, s: int, item: Any) -> str | None:
         return CreditSpec._g_data_lands(self, state, s, item)
 
-
 class StaleReserve(CreditSpec):
     """Reserve ignores staleness: a sender whose entry went STALE (TTL expiry, disconnect) keeps
     dispatching on the credit it still holds."""

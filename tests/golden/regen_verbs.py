@@ -32,75 +32,44 @@ VECTORS: tuple[tuple[str, VerbsEndpoint | VerbsRegion | VerbsAck], ...] = (
     (
         "endpoint_roce",
         VerbsEndpoint(
-            qp_num=0x1A2B3,
-            psn=0x55AA11,
-            gid=bytes.fromhex("fe800000000000000202c9fffe001122"),
-            lid=0,
-            port_num=1,
-            mtu=5,
-            schema=1,
+            qp_num=0x1A2B3, psn=0x55AA11, gid=bytes.fromhex("fe80000000000000" "0202c9fffe001122"),
+            lid=0, port_num=1, mtu=5, schema=1,
         ),
     ),
     (
         "endpoint_ib_maxima",
         VerbsEndpoint(
-            qp_num=(1 << 24) - 1,
-            psn=(1 << 24) - 1,
-            gid=b"\xff" * 16,
-            lid=0xFFFF,
-            port_num=255,
-            mtu=1,
-            schema=1,
+            qp_num=(1 << 24) - 1, psn=(1 << 24) - 1, gid=b"\xff" * 16, lid=0xFFFF, port_num=255,
+            mtu=1, schema=1,
         ),
     ),
     (
         "region_kv_block_write",
         VerbsRegion(
-            segment=1,
-            session=1_733_000_000_000_000,
-            offset=4 << 20,
-            length=4 << 20,
-            addr=0x7F00_1234_0000,
-            rkey=0x00A1B2,
-            readable=False,
-            schema=1,
+            segment=1, session=1_733_000_000_000_000, offset=4 << 20, length=4 << 20,
+            addr=0x7F00_1234_0000, rkey=0x00A1B2, readable=False, schema=1,
         ),
     ),
     (
         "region_read_u128_session",
         VerbsRegion(
-            segment=U64,
-            session=(1 << 128) - 1,
-            offset=0,
-            length=1,
-            addr=U64 - 1,
-            rkey=0xFFFFFFFF,
-            readable=True,
-            schema=1,
+            segment=U64, session=(1 << 128) - 1, offset=0, length=1, addr=U64 - 1,
+            rkey=0xFFFFFFFF, readable=True, schema=1,
         ),
     ),
     # Schema 2: the same messages, and the receiver's acknowledgements.
     (
         "endpoint_roce_v2",
         VerbsEndpoint(
-            qp_num=0x1A2B3,
-            psn=0x55AA11,
-            gid=bytes.fromhex("fe800000000000000202c9fffe001122"),
-            lid=0,
-            port_num=1,
-            mtu=5,
+            qp_num=0x1A2B3, psn=0x55AA11, gid=bytes.fromhex("fe80000000000000" "0202c9fffe001122"),
+            lid=0, port_num=1, mtu=5,
         ),
     ),
     (
         "region_kv_block_write_v2",
         VerbsRegion(
-            segment=1,
-            session=1_733_000_000_000_000,
-            offset=4 << 20,
-            length=4 << 20,
-            addr=0x7F00_1234_0000,
-            rkey=0x00A1B2,
-            readable=False,
+            segment=1, session=1_733_000_000_000_000, offset=4 << 20, length=4 << 20,
+            addr=0x7F00_1234_0000, rkey=0x00A1B2, readable=False,
         ),
     ),
     ("ack_admitted", VerbsAck(session=1_733_000_000_000_000, through=17)),
@@ -118,7 +87,8 @@ VECTORS: tuple[tuple[str, VerbsEndpoint | VerbsRegion | VerbsAck], ...] = (
 
 def vectors() -> list[dict[str, Any]]:
     return [
-        {"name": name, "cbor_hex": encode_verbs_message(message).hex()} for name, message in VECTORS
+        {"name": name, "cbor_hex": encode_verbs_message(message).hex()}
+        for name, message in VECTORS
     ]
 
 

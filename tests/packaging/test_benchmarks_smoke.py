@@ -30,11 +30,7 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
     "incast.py": None,
     "mutants.py": None,
     "transport.py": (
-        "--blocks",
-        "--small",
-        "--tls / --no-tls",
-        "--rounds",
-        "--uvloop / --no-uvloop",
+        "--blocks", "--small", "--tls / --no-tls", "--rounds", "--uvloop / --no-uvloop",
     ),
     "transport_writer.py": ("--pairs", "--blocks"),
     "verbs.py": ("--quick",),

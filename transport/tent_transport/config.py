@@ -180,7 +180,9 @@ class ReceiverCreditConfig:
     max_routes: int = attrs.field(default=64, validator=_int(_RC, 1))
     capacity: ResourceAmounts = attrs.field(factory=_default_capacity, converter=_capacity)
     staging_reserve: ResourceAmounts = attrs.field(factory=dict, converter=_staging_reserve)
-    max_key_outstanding: ResourceAmounts = attrs.field(factory=dict, converter=_max_key_outstanding)
+    max_key_outstanding: ResourceAmounts = attrs.field(
+        factory=dict, converter=_max_key_outstanding
+    )
     """What one sender key may hold at once per resource (docs/abuse.md; missing: no cap below
     the capacity). Bounds a key whose demand is out of proportion, e.g. every free byte for
     one request slot, which the fair split alone would hand it."""

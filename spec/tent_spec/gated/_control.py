@@ -90,7 +90,9 @@ class GatedControl(GatedCore):
         if b.activation_due:
             out.append(Activation(ACTIVATION, state.session, EPOCH))
         if b.version and (b.push_due or (refresh and b.pushed_seq)):
-            out.append(Update(UPDATE, state.session, EPOCH, b.pushed_seq + 1, b.granted, b.stalled))
+            out.append(
+                Update(UPDATE, state.session, EPOCH, b.pushed_seq + 1, b.granted, b.stalled)
+            )
         return tuple(out)
 
     def _emit(self, state: GatedState, k: int, *, refresh: bool) -> GatedState:

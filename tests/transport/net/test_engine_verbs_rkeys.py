@@ -95,10 +95,8 @@ def test_a_fenced_sessions_rkey_fails_at_the_hca_and_writes_nothing() -> None:
             tx._links[peer].client.drop_connection()
             await until(lambda: tx._links[peer].sessions_started == 2, what="the new session")
             await until(
-                lambda: (
-                    verbs._sessions.get(1) is not None
-                    and verbs._sessions[1].ps.session != old_session
-                ),
+                lambda: verbs._sessions.get(1) is not None
+                and verbs._sessions[1].ps.session != old_session,
                 what="the receiver's new session",
             )
             assert verbs.device.exposures.regions(1, old_session) == ()

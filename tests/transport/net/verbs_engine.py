@@ -22,7 +22,6 @@ from tent_sched import TaskStatus
 
 BLOCK = 64 << 10
 
-
 @pytest.fixture(autouse=True)
 def fabric(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None

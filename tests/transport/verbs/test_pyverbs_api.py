@@ -24,20 +24,8 @@ except ImportError:
 pytestmark = pytest.mark.skipif(REAL is None, reason=_PROBE.reason)
 
 CLASSES = (
-    "Context",
-    "PD",
-    "MR",
-    "CQ",
-    "QP",
-    "QPCap",
-    "QPInitAttr",
-    "QPAttr",
-    "AHAttr",
-    "GlobalRoute",
-    "GID",
-    "SGE",
-    "SendWR",
-    "RecvWR",
+    "Context", "PD", "MR", "CQ", "QP", "QPCap", "QPInitAttr", "QPAttr", "AHAttr", "GlobalRoute",
+    "GID", "SGE", "SendWR", "RecvWR",
 )
 # What the soft device has and pyverbs has not: the fabric, the step mode, the CQ callback.
 SOFT_ONLY = {
@@ -115,27 +103,12 @@ def _soft_params(func: Any) -> list[str]:
 @pytest.mark.parametrize(
     ("cls", "method"),
     [
-        ("MR", "__init__"),
-        ("MR", "write"),
-        ("MR", "read"),
-        ("CQ", "__init__"),
-        ("CQ", "poll"),
-        ("QP", "__init__"),
-        ("QP", "modify"),
-        ("QP", "to_init"),
-        ("QP", "to_rtr"),
-        ("QP", "to_rts"),
-        ("QP", "post_send"),
-        ("QP", "post_recv"),
-        ("QPCap", "__init__"),
-        ("QPInitAttr", "__init__"),
-        ("QPAttr", "__init__"),
-        ("SGE", "__init__"),
-        ("SendWR", "__init__"),
-        ("RecvWR", "__init__"),
-        ("SendWR", "set_wr_rdma"),
-        ("AHAttr", "__init__"),
-        ("GlobalRoute", "__init__"),
+        ("MR", "__init__"), ("MR", "write"), ("MR", "read"), ("CQ", "__init__"), ("CQ", "poll"),
+        ("QP", "__init__"), ("QP", "modify"), ("QP", "to_init"), ("QP", "to_rtr"),
+        ("QP", "to_rts"), ("QP", "post_send"), ("QP", "post_recv"), ("QPCap", "__init__"),
+        ("QPInitAttr", "__init__"), ("QPAttr", "__init__"), ("SGE", "__init__"),
+        ("SendWR", "__init__"), ("RecvWR", "__init__"), ("SendWR", "set_wr_rdma"),
+        ("AHAttr", "__init__"), ("GlobalRoute", "__init__"),
     ],
 )
 def test_soft_arguments_are_a_prefix_of_pyverbs_arguments(cls: str, method: str) -> None:
@@ -161,16 +134,9 @@ def test_attribute_objects_construct_without_a_device_as_the_device_builds_them(
     attr = b.QPAttr(port_num=1)
     for field, value in [
         ("qp_access_flags", e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE),
-        ("path_mtu", e.IBV_MTU_1024),
-        ("dest_qp_num", 0x1234),
-        ("rq_psn", 7),
-        ("sq_psn", 9),
-        ("max_dest_rd_atomic", 16),
-        ("max_rd_atomic", 16),
-        ("min_rnr_timer", 12),
-        ("timeout", 14),
-        ("retry_cnt", 7),
-        ("rnr_retry", 7),
+        ("path_mtu", e.IBV_MTU_1024), ("dest_qp_num", 0x1234), ("rq_psn", 7), ("sq_psn", 9),
+        ("max_dest_rd_atomic", 16), ("max_rd_atomic", 16), ("min_rnr_timer", 12),
+        ("timeout", 14), ("retry_cnt", 7), ("rnr_retry", 7),
     ]:
         setattr(attr, field, value)
         assert getattr(attr, field) == value, field
@@ -187,14 +153,8 @@ def test_attribute_objects_construct_without_a_device_as_the_device_builds_them(
     address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
     sge = b.SGE(address, 64, 0x55)
     assert (sge.addr, sge.length, sge.lkey) == (address, 64, 0x55)
-    first = b.SendWR(
-        wr_id=1,
-        opcode=e.IBV_WR_RDMA_WRITE_WITH_IMM,
-        num_sge=1,
-        sg=[sge],
-        imm_data=socket.htonl(5),
-        send_flags=e.IBV_SEND_SIGNALED,
-    )
+    first = b.SendWR(wr_id=1, opcode=e.IBV_WR_RDMA_WRITE_WITH_IMM, num_sge=1, sg=[sge],
+                     imm_data=socket.htonl(5), send_flags=e.IBV_SEND_SIGNALED)
     first.set_wr_rdma(0x77, 0x1000)
     second = b.SendWR(wr_id=2, opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[sge])
     first.next_wr = second  # set only: reading next_wr back raises in pyverbs 44

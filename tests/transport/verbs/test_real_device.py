@@ -45,9 +45,8 @@ def _device_round_trip(backend: VerbsBackend, device: str) -> None:
     from tent_transport.verbs import VerbsDevice, VerbsDeviceConfig
 
     gid_index = int(os.environ.get("TENT_RDMA_GID_INDEX", "0"))
-    config = VerbsDeviceConfig(
-        device_name=device, gid_index=gid_index, cq_depth=64, max_send_wr=16, max_recv_wr=16
-    )
+    config = VerbsDeviceConfig(device_name=device, gid_index=gid_index, cq_depth=64,
+                               max_send_wr=16, max_recv_wr=16)
     tx = VerbsDevice(backend, config, name="tx")
     rx = VerbsDevice(backend, config, name="rx")
 
@@ -63,62 +62,25 @@ def _device_round_trip(backend: VerbsBackend, device: str) -> None:
         tx.connect(2, b)
         rx.connect(1, a)
         segment = rx.allocate(1 << 16)
-        tx.add_region(
-            2, rx.exposures.expose(1, 5, 9, segment, offset=0, length=1 << 16, readable=True)
-        )
+        tx.add_region(2, rx.exposures.expose(1, 5, 9, segment, offset=0, length=1 << 16,
+                                              readable=True))
         payload = os.urandom(4096)
-        tx.post(
-            [
-                SliceRequest(
-                    wr_id=1,
-                    opcode=Opcode.WRITE,
-                    peer=2,
-                    local=memoryview(bytearray(payload)),
-                    remote_segment=9,
-                    remote_offset=0,
-                    length=4096,
-                    write_id=0x01020304,
-                )
-            ],
-            0,
-        )
+        tx.post([SliceRequest(wr_id=1, opcode=Opcode.WRITE, peer=2,
+                              local=memoryview(bytearray(payload)), remote_segment=9,
+                              remote_offset=0, length=4096, write_id=0x01020304)], 0)
         assert [c.status for c in drain(1)] == [SliceStatus.SUCCESS]  # type: ignore[attr-defined]
         assert bytes(segment[:4096]) == payload
         arrivals = rx.poll_arrivals(4)
         assert [(x.peer, x.write_id, x.length) for x in arrivals] == [(1, 0x01020304, 4096)]
         sink = bytearray(4096)
-        tx.post(
-            [
-                SliceRequest(
-                    wr_id=2,
-                    opcode=Opcode.READ,
-                    peer=2,
-                    local=memoryview(sink),
-                    remote_segment=9,
-                    remote_offset=0,
-                    length=4096,
-                )
-            ],
-            0,
-        )
+        tx.post([SliceRequest(wr_id=2, opcode=Opcode.READ, peer=2, local=memoryview(sink),
+                              remote_segment=9, remote_offset=0, length=4096)], 0)
         assert [c.status for c in drain(1)] == [SliceStatus.SUCCESS]  # type: ignore[attr-defined]
         assert bytes(sink) == payload
         assert rx.exposures.fence(1, 5) == 1
-        tx.post(
-            [
-                SliceRequest(
-                    wr_id=3,
-                    opcode=Opcode.WRITE,
-                    peer=2,
-                    local=memoryview(bytearray(64)),
-                    remote_segment=9,
-                    remote_offset=8192,
-                    length=64,
-                    write_id=3,
-                )
-            ],
-            0,
-        )
+        tx.post([SliceRequest(wr_id=3, opcode=Opcode.WRITE, peer=2,
+                              local=memoryview(bytearray(64)), remote_segment=9,
+                              remote_offset=8192, length=64, write_id=3)], 0)
         statuses = [c.status for c in drain(1)]  # type: ignore[attr-defined]
         assert statuses == [SliceStatus.REMOTE_ACCESS_ERROR]
         assert bytes(segment[8192:8256]) == bytes(64)

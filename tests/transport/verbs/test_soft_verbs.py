@@ -84,10 +84,7 @@ def test_write_with_imm_consumes_a_receive_and_keeps_network_byte_order(fabric: 
         assert len(wcs) == 1
         wc = wcs[0]
         assert (wc.wr_id, wc.status, wc.opcode, wc.byte_len) == (
-            41,
-            e.IBV_WC_SUCCESS,
-            e.IBV_WC_RECV_RDMA_WITH_IMM,
-            128,
+            41, e.IBV_WC_SUCCESS, e.IBV_WC_RECV_RDMA_WITH_IMM, 128
         )
         assert wc.imm_data == socket.htonl(0x01020304)  # delivered as posted: big-endian
         assert socket.ntohl(wc.imm_data) == 0x01020304
@@ -145,22 +142,16 @@ def test_completions_are_asynchronous_and_in_order_per_send_queue(fabric: Path) 
         dst2 = peer.mr(4096, ALL)
         src2 = other.mr(4096, e.IBV_ACCESS_LOCAL_WRITE)
         for wr_id in (1, 2, 3):
-            pair.init.qp.post_send(
-                write_wr(pair.backend, wr_id, pair.src, 8, pair.dst.rkey, pair.dst.buf + 8 * wr_id)
-            )
+            pair.init.qp.post_send(write_wr(pair.backend, wr_id, pair.src, 8, pair.dst.rkey,
+                                            pair.dst.buf + 8 * wr_id))
             other.qp.post_send(write_wr(pair.backend, 10 + wr_id, src2, 8, dst2.rkey, dst2.buf))
         assert pair.init.scq.poll(8) == (0, [])  # posted, not executed: asynchronous
         assert pair.dst.read(32, 0) == b"\0" * 32
         seen: list[int] = []
         # release the second queue first, then interleave: order holds within each queue
-        for qp, cq in [
-            (other.qp, other.scq),
-            (pair.init.qp, pair.init.scq),
-            (other.qp, other.scq),
-            (pair.init.qp, pair.init.scq),
-            (pair.init.qp, pair.init.scq),
-            (other.qp, other.scq),
-        ]:
+        for qp, cq in [(other.qp, other.scq), (pair.init.qp, pair.init.scq),
+                       (other.qp, other.scq), (pair.init.qp, pair.init.scq),
+                       (pair.init.qp, pair.init.scq), (other.qp, other.scq)]:
             assert qp.context.release(qp)
             n, wcs = cq.poll(8)
             assert n == 1  # exactly the released one became visible
@@ -179,9 +170,8 @@ def test_err_flushes_every_outstanding_wr_in_order(fabric: Path) -> None:
     pair = _step_pair(fabric)
     try:
         for wr_id in range(1, 6):
-            pair.init.qp.post_send(
-                write_wr(pair.backend, wr_id, pair.src, 8, pair.dst.rkey, pair.dst.buf)
-            )
+            pair.init.qp.post_send(write_wr(pair.backend, wr_id, pair.src, 8, pair.dst.rkey,
+                                            pair.dst.buf))
         assert pair.init.ctx.release(pair.init.qp)
         post_recv(pair.init, 77, pair.init.mr(8, e.IBV_ACCESS_LOCAL_WRITE))
         pair.init.qp.modify(soft.QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
@@ -218,9 +208,8 @@ def test_rnr_retry_waits_for_a_receive_then_gives_up(fabric: Path) -> None:
     # rnr_retry 3: the fourth unanswered attempt fails the WR
     pair = _step_pair(fabric, rnr_retry=3)
     try:
-        pair.init.qp.post_send(
-            write_wr(pair.backend, 1, pair.src, 16, pair.dst.rkey, pair.dst.buf, imm=5)
-        )
+        pair.init.qp.post_send(write_wr(pair.backend, 1, pair.src, 16, pair.dst.rkey,
+                                        pair.dst.buf, imm=5))
         results = [pair.init.ctx.release(pair.init.qp) for _ in range(4)]
         assert results == [False, False, False, True]
         _, wcs = pair.init.scq.poll(2)
@@ -290,9 +279,8 @@ def _fault_run(fabric: Path, seed: int) -> list[tuple[int, int]]:
         for wr_id in range(32):
             if pair.init.qp.qp_state != e.IBV_QPS_RTS:
                 connect_again(pair)
-            pair.init.qp.post_send(
-                write_wr(pair.backend, wr_id, pair.src, 8, pair.dst.rkey, pair.dst.buf)
-            )
+            pair.init.qp.post_send(write_wr(pair.backend, wr_id, pair.src, 8, pair.dst.rkey,
+                                            pair.dst.buf))
             pair.init.ctx.release(pair.init.qp)
             _, wcs = pair.init.scq.poll(4)
             outcome.extend((w.wr_id, w.status) for w in wcs)
@@ -339,9 +327,8 @@ def test_seeded_delays_keep_per_queue_order(fabric: Path) -> None:
 def test_chained_post_over_max_send_wr_posts_the_prefix(fabric: Path) -> None:
     pair = _step_pair(fabric, max_send_wr=3)
     try:
-        wrs = [
-            write_wr(pair.backend, i, pair.src, 8, pair.dst.rkey, pair.dst.buf) for i in range(5)
-        ]
+        wrs = [write_wr(pair.backend, i, pair.src, 8, pair.dst.rkey, pair.dst.buf)
+               for i in range(5)]
         for a, b in itertools.pairwise(wrs):
             a.next_wr = b
         bad = write_wr(pair.backend, 999, pair.src, 8, 0, 0)
@@ -399,9 +386,8 @@ def test_completion_callback_is_one_shot_until_rearmed(fabric: Path) -> None:
     try:
         pair.init.scq.set_notify(lambda: calls.append(1))  # installing arms it
         for wr_id in (1, 2, 3):
-            pair.init.qp.post_send(
-                write_wr(pair.backend, wr_id, pair.src, 8, pair.dst.rkey, pair.dst.buf)
-            )
+            pair.init.qp.post_send(write_wr(pair.backend, wr_id, pair.src, 8, pair.dst.rkey,
+                                            pair.dst.buf))
         assert calls == []  # nothing completed yet
         assert pair.init.ctx.release()
         assert pair.init.ctx.release()
@@ -422,9 +408,8 @@ def test_incast_of_three_sender_processes_into_a_stopped_target(fabric: Path) ->
     senders, length = 3, 1 << 20
     spawn = multiprocessing.get_context("spawn")
     t_parent, t_child = spawn.Pipe()
-    target = spawn.Process(
-        target=incast_target_main, args=(t_child, str(fabric), senders, length), daemon=True
-    )
+    target = spawn.Process(target=incast_target_main, args=(t_child, str(fabric), senders,
+                                                            length), daemon=True)
     target.start()
     procs: list[multiprocessing.process.BaseProcess] = [target]
     try:
@@ -433,9 +418,8 @@ def test_incast_of_three_sender_processes_into_a_stopped_target(fabric: Path) ->
         pipes = []
         for i, info in enumerate(infos):
             parent, child = spawn.Pipe()
-            proc = spawn.Process(
-                target=incast_sender_main, args=(child, str(fabric), info, i, length), daemon=True
-            )
+            proc = spawn.Process(target=incast_sender_main,
+                                 args=(child, str(fabric), info, i, length), daemon=True)
             proc.start()
             procs.append(proc)
             pipes.append(parent)

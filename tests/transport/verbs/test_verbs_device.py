@@ -48,20 +48,10 @@ class Rig:
             got.extend(self.tx.poll(count - len(got), 0))
         return got
 
-    def expose(
-        self,
-        session: int = SESSION,
-        offset: int = 0,
-        length: int = SEG_BYTES,
-        readable: bool = False,
-    ) -> None:
+    def expose(self, session: int = SESSION, offset: int = 0, length: int = SEG_BYTES,
+               readable: bool = False) -> None:
         region = self.rx.exposures.expose(
-            SENDER,
-            session,
-            SEGMENT,
-            self.segment,
-            offset=offset,
-            length=length,
+            SENDER, session, SEGMENT, self.segment, offset=offset, length=length,
             readable=readable,
         )
         # the region travels over the control connection as CBOR
@@ -72,9 +62,8 @@ class Rig:
 
 def _connect(tx: VerbsDevice, rx: VerbsDevice) -> None:
     a, b = tx.endpoint(RECEIVER), rx.endpoint(SENDER)
-    a_wire, b_wire = (
-        decode_verbs_message(encode_verbs_message(a)),
-        decode_verbs_message(encode_verbs_message(b)),
+    a_wire, b_wire = decode_verbs_message(encode_verbs_message(a)), decode_verbs_message(
+        encode_verbs_message(b)
     )
     tx.connect(RECEIVER, b_wire)  # type: ignore[arg-type]
     rx.connect(SENDER, a_wire)  # type: ignore[arg-type]
@@ -98,13 +87,8 @@ def rig(fabric: Path) -> Iterator[Rig]:
 
 def _write(wr_id: int, data: bytes, offset: int, write_id: int | None = None) -> SliceRequest:
     return SliceRequest(
-        wr_id=wr_id,
-        opcode=Opcode.WRITE,
-        peer=RECEIVER,
-        local=memoryview(bytearray(data)),
-        remote_segment=SEGMENT,
-        remote_offset=offset,
-        length=len(data),
+        wr_id=wr_id, opcode=Opcode.WRITE, peer=RECEIVER, local=memoryview(bytearray(data)),
+        remote_segment=SEGMENT, remote_offset=offset, length=len(data),
         write_id=write_id if write_id is not None else wr_id,
     )
 
@@ -119,20 +103,16 @@ def test_writes_land_complete_in_order_and_arrive_with_their_write_id(rig: Rig) 
     chunks = [os.urandom(1000 + i) for i in range(3)]
     offsets = [0, 4096, 9000]
     # given order, not wr_id order: completions follow the posting order
-    slices = [
-        _write(30 - i, c, o, write_id=0xF0000000 + i)
-        for i, (c, o) in enumerate(zip(chunks, offsets, strict=True))
-    ]
+    slices = [_write(30 - i, c, o, write_id=0xF0000000 + i)
+              for i, (c, o) in enumerate(zip(chunks, offsets, strict=True))]
     rig.tx.post(slices, 0)
     assert rig.tx.poll(8, 0) == []  # asynchronous: nothing executed yet (step mode)
     done = rig.drain(3)
-    assert [(c.wr_id, c.status) for c in done] == [
-        (30, SliceStatus.SUCCESS),
-        (29, SliceStatus.SUCCESS),
-        (28, SliceStatus.SUCCESS),
-    ]
+    assert [(c.wr_id, c.status) for c in done] == [(30, SliceStatus.SUCCESS),
+                                                    (29, SliceStatus.SUCCESS),
+                                                    (28, SliceStatus.SUCCESS)]
     for chunk, offset in zip(chunks, offsets, strict=True):
-        assert bytes(rig.segment[offset : offset + len(chunk)]) == chunk
+        assert bytes(rig.segment[offset:offset + len(chunk)]) == chunk
     arrivals = rig.rx.poll_arrivals(8)
     assert [(a.peer, a.write_id, a.length) for a in arrivals] == [
         (SENDER, 0xF0000000 + i, len(c)) for i, c in enumerate(chunks)
@@ -143,15 +123,8 @@ def test_read_needs_a_readable_region(rig: Rig) -> None:
     rig.segment[100:110] = b"0123456789"
     rig.expose(readable=False)
     sink = bytearray(10)
-    read = SliceRequest(
-        wr_id=1,
-        opcode=Opcode.READ,
-        peer=RECEIVER,
-        local=memoryview(sink),
-        remote_segment=SEGMENT,
-        remote_offset=100,
-        length=10,
-    )
+    read = SliceRequest(wr_id=1, opcode=Opcode.READ, peer=RECEIVER, local=memoryview(sink),
+                        remote_segment=SEGMENT, remote_offset=100, length=10)
     with pytest.raises(PostRefused) as info:
         rig.tx.post([read], 0)
     assert info.value.ready
@@ -209,16 +182,8 @@ def test_posts_are_refused_until_connected_and_for_mixed_or_duplicate_batches(
 def test_an_unregistrable_local_buffer_refuses_the_whole_post(rig: Rig) -> None:
     rig.expose()
     strided = memoryview(bytearray(32))[::2]  # 16 bytes, not contiguous
-    bad = SliceRequest(
-        wr_id=2,
-        opcode=Opcode.WRITE,
-        peer=RECEIVER,
-        local=strided,
-        remote_segment=SEGMENT,
-        remote_offset=64,
-        length=16,
-        write_id=2,
-    )
+    bad = SliceRequest(wr_id=2, opcode=Opcode.WRITE, peer=RECEIVER, local=strided,
+                       remote_segment=SEGMENT, remote_offset=64, length=16, write_id=2)
     with pytest.raises(PostRefused) as info:
         rig.tx.post([_write(1, b"first", 0), bad], 0)
     assert info.value.ready
@@ -246,7 +211,7 @@ def test_a_liar_cannot_write_beyond_its_region(rig: Rig) -> None:
     rig.expose(offset=0, length=4096)
     rig.tx.post([_write(1, b"L" * 256, 4096 - 128)], 0)  # starts inside, runs 128 bytes past
     assert [c.status for c in rig.drain(1)] == [SliceStatus.REMOTE_ACCESS_ERROR]
-    assert bytes(rig.segment[4096 - 128 : 4096 + 128]) == b"\0" * 256
+    assert bytes(rig.segment[4096 - 128:4096 + 128]) == b"\0" * 256
 
 
 def test_retiring_a_peer_flushes_its_outstanding_slices(rig: Rig) -> None:
@@ -284,28 +249,13 @@ def test_close_flushes_outstanding_slices(fabric: Path) -> None:
 
 def test_read_only_sources_and_registered_local_memory_both_post(rig: Rig) -> None:
     rig.expose()
-    ro = SliceRequest(
-        wr_id=1,
-        opcode=Opcode.WRITE,
-        peer=RECEIVER,
-        local=memoryview(b"readonly"),
-        remote_segment=SEGMENT,
-        remote_offset=0,
-        length=8,
-        write_id=1,
-    )
+    ro = SliceRequest(wr_id=1, opcode=Opcode.WRITE, peer=RECEIVER, local=memoryview(b"readonly"),
+                      remote_segment=SEGMENT, remote_offset=0, length=8, write_id=1)
     big = bytearray(os.urandom(4096))
     rig.tx.register_local(memoryview(big))
-    inside = SliceRequest(
-        wr_id=2,
-        opcode=Opcode.WRITE,
-        peer=RECEIVER,
-        local=memoryview(big)[1024:2048],
-        remote_segment=SEGMENT,
-        remote_offset=1024,
-        length=1024,
-        write_id=2,
-    )
+    inside = SliceRequest(wr_id=2, opcode=Opcode.WRITE, peer=RECEIVER,
+                          local=memoryview(big)[1024:2048], remote_segment=SEGMENT,
+                          remote_offset=1024, length=1024, write_id=2)
     rig.tx.post([ro, inside], 0)
     assert [c.status for c in rig.drain(2)] == [SliceStatus.SUCCESS] * 2
     assert bytes(rig.segment[0:8]) == b"readonly"
@@ -340,15 +290,11 @@ def test_two_processes_exchange_over_cbor_write_and_fence(fabric: Path) -> None:
 
     spawn = multiprocessing.get_context("spawn")
     parent, child = spawn.Pipe()
-    proc = spawn.Process(
-        target=receiver_device_main, args=(child, str(fabric), SEG_BYTES), daemon=True
-    )
+    proc = spawn.Process(target=receiver_device_main, args=(child, str(fabric), SEG_BYTES),
+                         daemon=True)
     proc.start()
-    tx = VerbsDevice(
-        soft_backend(fabric),
-        VerbsDeviceConfig(device_name="soft0", cq_depth=64, max_send_wr=32, max_recv_wr=8),
-        name="tx",
-    )
+    tx = VerbsDevice(soft_backend(fabric), VerbsDeviceConfig(device_name="soft0", cq_depth=64,
+                     max_send_wr=32, max_recv_wr=8), name="tx")
     try:
         assert parent.poll(POLL_TIMEOUT_S * 3)
         remote = decode_verbs_message(parent.recv())
@@ -356,22 +302,12 @@ def test_two_processes_exchange_over_cbor_write_and_fence(fabric: Path) -> None:
         tx.connect(RECEIVER, remote)  # type: ignore[arg-type]
         tx.add_region(RECEIVER, decode_verbs_message(parent.recv()))  # type: ignore[arg-type]
         payload = os.urandom(SEG_BYTES)
-        tx.post(
-            [
-                SliceRequest(
-                    wr_id=i,
-                    opcode=Opcode.WRITE,
-                    peer=RECEIVER,
-                    local=memoryview(payload)[i * 4096 : (i + 1) * 4096],
-                    remote_segment=9,
-                    remote_offset=i * 4096,
-                    length=4096,
-                    write_id=100 + i,
-                )
-                for i in range(SEG_BYTES // 4096)
-            ],
-            0,
-        )
+        tx.post([
+            SliceRequest(wr_id=i, opcode=Opcode.WRITE, peer=RECEIVER,
+                         local=memoryview(payload)[i * 4096:(i + 1) * 4096], remote_segment=9,
+                         remote_offset=i * 4096, length=4096, write_id=100 + i)
+            for i in range(SEG_BYTES // 4096)
+        ], 0)
         rig = Rig(tx=tx, rx=tx, segment=memoryview(b""), step=False)
         done = rig.drain(SEG_BYTES // 4096)
         assert [c.status for c in done] == [SliceStatus.SUCCESS] * (SEG_BYTES // 4096)
@@ -401,33 +337,23 @@ def test_a_peer_cannot_grow_the_region_table_without_bound(rig: Rig) -> None:
     from tent_transport.verbs.device import MAX_REGIONS_PER_PEER
 
     for i in range(MAX_REGIONS_PER_PEER):
-        rig.tx.add_region(
-            RECEIVER,
-            VerbsRegion(
-                segment=1000 + i, session=1, offset=0, length=1, addr=0, rkey=0, readable=False
-            ),
-        )
+        rig.tx.add_region(RECEIVER, VerbsRegion(segment=1000 + i, session=1, offset=0, length=1,
+                                                addr=0, rkey=0, readable=False))
     with pytest.raises(TooManyRequests):
-        rig.tx.add_region(
-            RECEIVER,
-            VerbsRegion(segment=1, session=1, offset=0, length=1, addr=0, rkey=0, readable=False),
-        )
+        rig.tx.add_region(RECEIVER, VerbsRegion(segment=1, session=1, offset=0, length=1,
+                                                addr=0, rkey=0, readable=False))
     rig.tx.drop_regions(RECEIVER)
     rig.expose()  # room again after the peer's regions were dropped
     with pytest.raises(InvalidEntry):
-        rig.tx.add_region(
-            12345,
-            VerbsRegion(segment=1, session=1, offset=0, length=1, addr=0, rkey=0, readable=False),
-        )
+        rig.tx.add_region(12345, VerbsRegion(segment=1, session=1, offset=0, length=1, addr=0,
+                                             rkey=0, readable=False))
 
 
 def test_another_peers_rkey_is_useless_through_this_peers_qp(rig: Rig, fabric: Path) -> None:
     """Each peer has its own PD: a stolen or guessed rkey fails with a remote access error."""
-    other = VerbsDevice(
-        soft_backend(fabric, soft.SoftConfig(step_mode=True)),
-        VerbsDeviceConfig(device_name="soft0", cq_depth=64, max_send_wr=8, max_recv_wr=16),
-        name="other",
-    )
+    other = VerbsDevice(soft_backend(fabric, soft.SoftConfig(step_mode=True)),
+                        VerbsDeviceConfig(device_name="soft0", cq_depth=64, max_send_wr=8,
+                                          max_recv_wr=16), name="other")
     try:
         a, b = other.endpoint(RECEIVER), rig.rx.endpoint(3)
         other.connect(RECEIVER, b)
@@ -463,16 +389,10 @@ def test_a_provider_refusal_mid_chain_keeps_posting_order(fabric: Path) -> None:
                 raise soft.PyverbsRDMAError("Failed to post send", errno_module.ENOMEM)
 
     backend = attrs.evolve(soft_backend(fabric, soft.SoftConfig(step_mode=True)), QP=PrefixQP)
-    tx = VerbsDevice(
-        backend,
-        VerbsDeviceConfig(device_name="soft0", cq_depth=64, max_send_wr=8, max_recv_wr=8),
-        name="tx",
-    )
-    rx = VerbsDevice(
-        soft_backend(fabric),
-        VerbsDeviceConfig(device_name="soft0", cq_depth=64, max_send_wr=8, max_recv_wr=8),
-        name="rx",
-    )
+    tx = VerbsDevice(backend, VerbsDeviceConfig(device_name="soft0", cq_depth=64,
+                     max_send_wr=8, max_recv_wr=8), name="tx")
+    rx = VerbsDevice(soft_backend(fabric), VerbsDeviceConfig(device_name="soft0", cq_depth=64,
+                     max_send_wr=8, max_recv_wr=8), name="rx")
     try:
         _connect(tx, rx)
         r = Rig(tx=tx, rx=rx, segment=rx.allocate(SEG_BYTES), step=True)

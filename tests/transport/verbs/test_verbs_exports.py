@@ -7,61 +7,21 @@ from tent_transport.verbs import soft
 
 
 def test_verbs_exports_are_pinned() -> None:
-    assert sorted(verbs.__all__) == sorted(
-        [
-            "ENUM_NAMES",
-            "MAX_VERBS_MESSAGE_BYTES",
-            "VERBS_SCHEMA",
-            "AckOutcome",
-            "Exposures",
-            "ProbeResult",
-            "VerbsAck",
-            "VerbsBackend",
-            "VerbsDevice",
-            "VerbsDeviceConfig",
-            "VerbsEndpoint",
-            "VerbsMessageError",
-            "VerbsRegion",
-            "WriteArrival",
-            "decode_verbs_message",
-            "encode_verbs_message",
-            "load_pyverbs",
-            "probe",
-            "soft_backend",
-        ]
-    )
+    assert sorted(verbs.__all__) == sorted([
+        "ENUM_NAMES", "MAX_VERBS_MESSAGE_BYTES", "VERBS_SCHEMA", "AckOutcome", "Exposures",
+        "ProbeResult", "VerbsAck", "VerbsBackend",
+        "VerbsDevice", "VerbsDeviceConfig", "VerbsEndpoint", "VerbsMessageError", "VerbsRegion",
+        "WriteArrival", "decode_verbs_message", "encode_verbs_message", "load_pyverbs", "probe",
+        "soft_backend",
+    ])
     assert all(hasattr(verbs, name) for name in verbs.__all__)
 
 
 def test_soft_exports_are_pinned() -> None:
-    assert sorted(soft.__all__) == sorted(
-        [
-            "CQ",
-            "GID",
-            "MR",
-            "PD",
-            "QP",
-            "SGE",
-            "TRANSITIONS",
-            "WC",
-            "AHAttr",
-            "Context",
-            "DeviceAttr",
-            "GlobalRoute",
-            "PortAttr",
-            "PyverbsError",
-            "PyverbsRDMAError",
-            "PyverbsUserError",
-            "QPAttr",
-            "QPCap",
-            "QPInitAttr",
-            "RecvWR",
-            "SendWR",
-            "SoftConfig",
-            "SoftDevice",
-            "default_fabric",
-            "enums",
-            "get_device_list",
-        ]
-    )
+    assert sorted(soft.__all__) == sorted([
+        "CQ", "GID", "MR", "PD", "QP", "SGE", "TRANSITIONS", "WC", "AHAttr", "Context",
+        "DeviceAttr", "GlobalRoute", "PortAttr", "PyverbsError", "PyverbsRDMAError",
+        "PyverbsUserError", "QPAttr", "QPCap", "QPInitAttr", "RecvWR", "SendWR", "SoftConfig",
+        "SoftDevice", "default_fabric", "enums", "get_device_list",
+    ])
     assert all(hasattr(soft, name) for name in soft.__all__)

@@ -101,7 +101,9 @@ def test_a_mutated_field_is_refused_or_still_valid(
 ) -> None:
     fields = cbor2.loads(encode_verbs_message(endpoint))
     index %= len(fields)
-    values = st.one_of(st.integers(-5, 1 << 70), st.booleans(), st.binary(min_size=15, max_size=17))
+    values = st.one_of(
+        st.integers(-5, 1 << 70), st.booleans(), st.binary(min_size=15, max_size=17)
+    )
     fields[index] = data.draw(values)
     raw = cbor2.dumps(fields, canonical=True)
     try:
@@ -166,7 +168,5 @@ def test_newer_pyverbs_enum_classes_flatten_into_one_namespace() -> None:
     old.IBV_WC_SUCCESS = 0  # type: ignore[attr-defined]
     flat = _flat_enums(old, new)
     assert (flat.IBV_ACCESS_LOCAL_WRITE, flat.IBV_ACCESS_REMOTE_WRITE, flat.IBV_WC_SUCCESS) == (
-        1,
-        2,
-        0,
+        1, 2, 0
     )

@@ -63,7 +63,8 @@ class Side:
         self.ctx.close()
 
 
-def rts_attr(backend: VerbsBackend, remote_gid: Any, remote_qpn: int, *, rnr_retry: int = 7) -> Any:
+def rts_attr(backend: VerbsBackend, remote_gid: Any, remote_qpn: int, *,
+             rnr_retry: int = 7) -> Any:
     """The RTR+RTS attributes of rdma-core's ``RCResources.to_rts`` (GRH route, RNR timers)."""
     e = backend.enums
     attr = backend.QPAttr(port_num=1)
@@ -102,16 +103,8 @@ def poll_until(cq: Any, count: int, timeout_s: float = POLL_TIMEOUT_S) -> list[A
 
 
 def write_wr(  # noqa: PLR0917 (a WR's fields, in verbs order)
-    backend: VerbsBackend,
-    wr_id: int,
-    src: Any,
-    length: int,
-    rkey: int,
-    raddr: int,
-    *,
-    imm: int | None = None,
-    read: bool = False,
-) -> Any:
+    backend: VerbsBackend, wr_id: int, src: Any, length: int, rkey: int, raddr: int,
+             *, imm: int | None = None, read: bool = False) -> Any:
     """A signaled one-SGE RDMA WRITE (with immediate if ``imm``) or READ."""
     e = backend.enums
     if read:
@@ -122,11 +115,7 @@ def write_wr(  # noqa: PLR0917 (a WR's fields, in verbs order)
         opcode = e.IBV_WR_RDMA_WRITE
     sge = backend.SGE(src.buf, length, src.lkey)
     wr = backend.SendWR(
-        wr_id=wr_id,
-        opcode=opcode,
-        num_sge=1,
-        sg=[sge],
-        send_flags=e.IBV_SEND_SIGNALED,
+        wr_id=wr_id, opcode=opcode, num_sge=1, sg=[sge], send_flags=e.IBV_SEND_SIGNALED,
         imm_data=socket.htonl(imm) if imm is not None else 0,
     )
     wr.set_wr_rdma(rkey, raddr)
@@ -209,8 +198,7 @@ def _register_all() -> None:
         return p.one(write_wr(p.backend, 1, p.src, 64, p.dst.rkey, p.dst.buf))
 
     SCENARIOS["write_without_remote_write_access"] = _with_pair(
-        no_remote_write,
-        target_access=1,  # IBV_ACCESS_LOCAL_WRITE only
+        no_remote_write, target_access=1  # IBV_ACCESS_LOCAL_WRITE only
     )
 
     def after_dereg(p: Pair) -> int:
@@ -235,8 +223,7 @@ def _register_all() -> None:
         return p.one(write_wr(p.backend, 1, sink, 64, p.dst.rkey, p.dst.buf, read=True))
 
     SCENARIOS["read_without_remote_read_access"] = _with_pair(
-        read_no_remote_read,
-        target_access=3,  # LOCAL_WRITE | REMOTE_WRITE, no REMOTE_READ
+        read_no_remote_read, target_access=3  # LOCAL_WRITE | REMOTE_WRITE, no REMOTE_READ
     )
 
     def bad_local(p: Pair) -> int:
@@ -437,11 +424,8 @@ def receiver_device_main(conn: Any, fabric: str, segment_bytes: int) -> None:
         soft_backend,
     )
 
-    rx = VerbsDevice(
-        soft_backend(Path(fabric)),
-        VerbsDeviceConfig(device_name="soft0", cq_depth=64, max_send_wr=8, max_recv_wr=32),
-        name="rx",
-    )
+    rx = VerbsDevice(soft_backend(Path(fabric)), VerbsDeviceConfig(device_name="soft0",
+                     cq_depth=64, max_send_wr=8, max_recv_wr=32), name="rx")
     segment = rx.allocate(segment_bytes)
     conn.send(encode_verbs_message(rx.endpoint(1)))
     rx.connect(1, decode_verbs_message(conn.recv()))  # type: ignore[arg-type]
@@ -450,12 +434,10 @@ def receiver_device_main(conn: Any, fabric: str, segment_bytes: int) -> None:
     while (command := conn.recv()) != "exit":
         if command == "arrivals":
             arrivals = rx.poll_arrivals(64)
-            conn.send(
-                (
-                    [(a.write_id, a.length) for a in arrivals],
-                    hashlib.sha256(bytes(segment)).hexdigest(),
-                )
-            )
+            conn.send((
+                [(a.write_id, a.length) for a in arrivals],
+                hashlib.sha256(bytes(segment)).hexdigest(),
+            ))
         elif command == "fence":
             conn.send(rx.exposures.fence(1, 5))
     rx.close()
@@ -473,12 +455,8 @@ def incast_target_main(conn: Any, fabric: str, senders: int, length: int) -> Non
     sides = [Side(backend, "soft0") for _ in range(senders)]
     access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
     mrs = [side.mr(length, access) for side in sides]
-    conn.send(
-        [
-            (s.ctx.query_gid(1, 0).gid, s.qp.qp_num, m.rkey, m.buf)
-            for s, m in zip(sides, mrs, strict=True)
-        ]
-    )
+    conn.send([(s.ctx.query_gid(1, 0).gid, s.qp.qp_num, m.rkey, m.buf) for s, m in zip(
+        sides, mrs, strict=True)])
     for side, (gid, qpn) in zip(sides, conn.recv(), strict=True):
         side.qp.to_rts(rts_attr(backend, backend.GID(gid), qpn))
     conn.send("ready")
@@ -488,9 +466,8 @@ def incast_target_main(conn: Any, fabric: str, senders: int, length: int) -> Non
         side.close()
 
 
-def incast_sender_main(
-    conn: Any, fabric: str, target: tuple[str, int, int, int], seed: int, length: int
-) -> None:
+def incast_sender_main(conn: Any, fabric: str, target: tuple[str, int, int, int], seed: int,
+                       length: int) -> None:
     """One sender: connects to its target QP, then on "go" writes its region in 64 KiB WRs and
     answers (statuses, digest of what it wrote)."""
     import hashlib

@@ -391,8 +391,8 @@ class VerbsRail:
         if message.session != link.session:
             return True  # an older session's region or ack: ignored
         if isinstance(message, VerbsAck):
-            return (
-                link.remote is not None and link.remote.done() and self._acknowledged(link, message)
+            return link.remote is not None and link.remote.done() and self._acknowledged(
+                link, message
             )
         if message.segment == NOTICE_SEGMENT:
             if message.length < NOTICE.size or link.ring is not None:

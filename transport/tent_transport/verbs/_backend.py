@@ -166,7 +166,6 @@ def load_pyverbs() -> VerbsBackend:
 
 def soft_backend(fabric: Path | None = None, config: Any = None) -> VerbsBackend:
     """The soft device on ``fabric`` (default :func:`soft.default_fabric`) with ``config``."""
-
     def open_context(name: str) -> Any:
         return soft.Context(name, fabric=fabric, config=config)
 
@@ -235,7 +234,9 @@ def probe(loader: Callable[[], VerbsBackend] = load_pyverbs) -> ProbeResult:
             devices=(),
             reason=f"no RDMA device: get_device_list() failed ({exc}); is ib_uverbs loaded?",
         )
-    names = tuple(d.name.decode() if isinstance(d.name, bytes) else str(d.name) for d in devices)
+    names = tuple(
+        d.name.decode() if isinstance(d.name, bytes) else str(d.name) for d in devices
+    )
     if not names:
         return ProbeResult(
             found=False, devices=(), reason="no RDMA device: get_device_list() returned none"

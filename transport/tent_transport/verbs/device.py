@@ -542,3 +542,4 @@ class VerbsDevice:
             e.IBV_WC_LOC_PROT_ERR: "IBV_WC_LOC_PROT_ERR",
         }
         return SliceStatus.TRANSPORT_ERROR, names.get(wc_status, f"wc status {wc_status}")
+
