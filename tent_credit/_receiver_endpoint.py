@@ -124,6 +124,12 @@ class ReceiverEndpoint:
         return self._epoch
 
     @property
+    def version(self) -> int:
+        """The negotiated protocol version; 0 until the sender's offer was accepted. The data
+        path reads it for every write it admits, so it is a property, not a statistics read."""
+        return self._version
+
+    @property
     def stalled(self) -> bool:
         """The sender asked for more than could be granted; a push follows when capacity frees."""
         return self._stalled

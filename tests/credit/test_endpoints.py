@@ -91,6 +91,17 @@ def test_activation_then_grant_then_reserve_commit_complete() -> None:
     assert avail[R.REQUEST_SLOTS] == rx.allocator.key_totals(7, 0, 1).granted[R.REQUEST_SLOTS] - 1
 
 
+def test_receiver_endpoint_version_is_zero_until_negotiated_then_the_selected_one() -> None:
+    rx = receiver()
+    ep = rx.accept(7)
+    assert ep.version == 0 == ep.statistics().version  # no offer yet: nothing negotiated
+    tx = SenderEndpoint(sender_peer=7)
+    tx.connect(0)
+    pump(tx, rx, 0)
+    assert tx.state is NegotiationState.ACTIVE
+    assert ep.version == ep.statistics().version == 1
+
+
 def test_identity_is_bound_and_payload_naming_another_class_is_a_violation() -> None:
     rx = receiver()
     ep = rx.accept(7, qos_class=0)

@@ -142,7 +142,7 @@ class ReceiverSide:
         if ps is None or ps.session != session:
             return "no live control session"
         credit = self.credit
-        negotiated = ps.endpoint is not None and ps.endpoint.statistics().version != 0
+        negotiated = ps.endpoint is not None and ps.endpoint.version != 0
         if not request.flags & Flags.CREDITED:
             return "an uncredited write in a credit session" if negotiated else None
         if credit is None or not negotiated:
