@@ -51,10 +51,14 @@ class Recorder(asyncio.BufferedProtocol):
         self.lost.set_result(exc)
 
 
-def tcp_pair() -> tuple[socket.socket, socket.socket]:
+def tcp_pair(sndbuf: int = 0) -> tuple[socket.socket, socket.socket]:
+    """A connected loopback pair; ``sndbuf`` > 0 shrinks the client's send buffer so that the
+    kernel takes only part of a large write."""
     with socket.create_server(("127.0.0.1", 0)) as server:
         client = socket.create_connection(server.getsockname())
         peer, _ = server.accept()
+    if sndbuf:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
     return client, peer
 
 
@@ -74,9 +78,8 @@ async def read_in_thread(peer: socket.socket, count: int) -> bytes:
 
 def test_a_partial_write_keeps_a_view_of_the_callers_buffer_not_a_copy(run: Any) -> None:
     async def scenario() -> None:
-        client, peer = tcp_pair()
         # a small send buffer and a peer not reading yet: the kernel takes only a part
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        client, peer = tcp_pair(sndbuf=4096)
         protocol = Recorder()
         transport = RawSocketTransport(asyncio.get_running_loop(), client, protocol)
         payload = bytearray(b"a" * (1 << 20))
@@ -98,8 +101,7 @@ def test_a_partial_write_keeps_a_view_of_the_callers_buffer_not_a_copy(run: Any)
 
 def test_writes_arrive_whole_and_in_order_across_partial_sends(run: Any) -> None:
     async def scenario() -> None:
-        client, peer = tcp_pair()
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+        client, peer = tcp_pair(sndbuf=8192)
         protocol = Recorder()
         transport = RawSocketTransport(asyncio.get_running_loop(), client, protocol)
         parts = [bytes([i]) * (1000 + 3011 * i) for i in range(24)]
@@ -138,8 +140,7 @@ def test_received_bytes_land_in_the_protocols_buffer_and_eof_ends_the_connection
 
 def test_close_drops_unsent_bytes_ends_once_and_later_writes_are_ignored(run: Any) -> None:
     async def scenario() -> None:
-        client, peer = tcp_pair()
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        client, peer = tcp_pair(sndbuf=4096)
         protocol = Recorder()
         transport = RawSocketTransport(asyncio.get_running_loop(), client, protocol)
         transport.write(bytes(4 << 20))
