@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 
@@ -204,8 +205,12 @@ def test_lying_write_is_refused_before_memory_and_quarantined(
     run(scenario())
 
 
-def _raw_connect(port: int) -> tuple[socket.socket, bytes]:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+def _raw_connect(port: int, receive_buffer: int = 0) -> tuple[socket.socket, bytes]:
+    sock = socket.socket()
+    sock.settimeout(5)
+    if receive_buffer:  # before connecting: the window is negotiated at the handshake
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", port))
     challenge = b""
     while len(challenge) < CHALLENGE_BYTES:
         challenge += sock.recv(CHALLENGE_BYTES - len(challenge))
@@ -266,6 +271,93 @@ def test_unbound_data_connection_is_closed_before_any_header_is_read() -> None:
         await server.close()
 
     run(scenario())
+
+
+def test_a_peer_that_never_reads_its_answers_cannot_fill_the_receiver() -> None:
+    """READ answers carry up to max_write_bytes each; a bound peer that sends READ headers and
+    never reads must be throttled (its requests stop being read), not buffered without end."""
+    requests, length = 1024, 1 << 15  # 32 MiB of answers asked for
+
+    async def scenario() -> None:
+        server, rail, memory, seg, port = await _setup(Plane())
+        memory[: 1 << 15] = os.urandom(1 << 15)
+        headers = b"".join(
+            Request(
+                opcode=WireOpcode.READ,
+                flags=Flags.NONE,
+                qos_class=0,
+                write_id=0,
+                request=i,
+                segment=seg,
+                offset=0,
+                length=length,
+                session=SESSION,
+                lease_session=0,
+                epoch=0,
+                checksum=0,
+                charge=(0, 0, 0, 0),
+            ).pack()
+            for i in range(requests)
+        )
+        await until(lambda: server.connections(SENDER, SESSION) == 1, what="the rail's bind")
+        honest = set(server._sessions[(SENDER, SESSION)])  # the rail's own connection
+        sock, challenge = await asyncio.to_thread(_raw_connect, port, 1 << 16)
+        sock.sendall(data_bind_proof(KEY, challenge, SENDER, 0))
+        sock.setblocking(False)
+        await until(lambda: server.connections(SENDER, SESSION) == 2, what="the attack's bind")
+        (protocol,) = server._sessions[(SENDER, SESSION)] - honest
+        sent = 0
+
+        def pushed_or_throttled() -> bool:
+            # send what the kernel takes, without ever reading an answer
+            nonlocal sent
+            with contextlib.suppress(BlockingIOError):
+                while sent < len(headers):
+                    sent += sock.send(headers[sent:])
+            paused = getattr(protocol, "reading_paused", False)
+            return paused or server.statistics().reads_served == requests
+
+        await until(pushed_or_throttled, what="every READ served or the peer throttled")
+        assert protocol._transport is not None
+        buffered = protocol._transport.get_write_buffer_size()
+        served = server.statistics().reads_served
+        # at most one answer past asyncio's high-water mark (64 KiB), not the 32 MiB asked for
+        assert buffered <= (1 << 16) + length + ACK.size, (buffered, served)
+        assert served < requests
+
+        # once the peer reads, it gets every answer, whole and in order
+        answers = 0
+
+        def drain() -> None:
+            nonlocal answers
+            while answers < requests:
+                ack = Ack.unpack(_recv_exact(sock, ACK.size))
+                assert ack is not None and ack.status is AckStatus.OK
+                assert ack.request == answers and ack.length == length
+                assert _recv_exact(sock, length) == memory[:length]
+                answers += 1
+
+        sock.settimeout(20)
+        # the rest of the headers go out while the answers are read (a peer that reads)
+        await asyncio.gather(
+            asyncio.to_thread(sock.sendall, headers[sent:]), asyncio.to_thread(drain)
+        )
+        assert server.statistics().reads_served == requests
+        sock.close()
+        rail.close()
+        await server.close()
+
+    run(scenario(), timeout=60)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return bytes(out)
 
 
 def test_checksum_mismatch_fails_the_write() -> None:

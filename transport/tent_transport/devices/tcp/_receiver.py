@@ -19,6 +19,11 @@ Per data connection, in order (TRANSPORT rules 2–4):
    the write (INTEGRITY ack, its charge released by the transport since no consumer will see
    it). Success is acknowledged and reported to :meth:`DataPlane.landed`.
 
+6. **Flow control.** A peer that does not read its answers (a READ's payload, the
+   acknowledgements) stops being read once the transport's buffer passes its high-water mark,
+   until it drains: what one connection can make the receiver buffer stays bounded by one
+   answer (at most ``max_write_bytes``) past the mark.
+
 A connection lost in the middle of a payload reports :meth:`DataPlane.aborted` for that write
 (its bytes may be partial: never announced as landed).
 """
@@ -127,6 +132,8 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         self._acks: collections.deque[_Reply] = collections.deque()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._bind_timer: asyncio.TimerHandle | None = None
+        self.reading_paused = False
+        """Reading stopped because the peer is not taking its answers (flow control)."""
 
     # --------------------------------------------------------------- asyncio callbacks
 
@@ -167,6 +174,20 @@ class _ServerProtocol(asyncio.BufferedProtocol):
             if self._filled == len(self._dest):
                 self._filled = 0
                 self._on_payload()
+
+    def pause_writing(self) -> None:
+        # The peer is not reading its answers (a READ's payload, acknowledgements): stop
+        # reading its requests until it does. Otherwise every READ header would copy up to
+        # max_write_bytes into the transport's buffer, and a peer that never reads could fill
+        # the receiver's memory; paused, the buffer holds at most one answer past the mark.
+        self.reading_paused = True
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.reading_paused = False
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         return None  # close
