@@ -207,6 +207,52 @@ def test_garbage_before_the_handshake_is_closed_undecoded() -> None:
     run(scenario())
 
 
+def test_pending_handshakes_are_bounded_and_an_honest_peer_gets_in_after() -> None:
+    async def scenario() -> None:
+        hooks = _Hooks()
+        server = ControlServer(
+            psk(2, p1=KEY_12),
+            credit=None,
+            rails=lambda: [("127.0.0.1", 9)],
+            hooks=hooks,
+            max_pending_handshakes=2,
+        )
+        _, port = await server.listen("127.0.0.1", 0)
+        # two connections that never send a hello hold both handshake places
+        idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+        await until(lambda: server.pending_handshakes == 2, what="two pending handshakes")
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await reader.read() == b""  # a third is closed unread
+        assert server.statistics().handshakes_refused_busy == 1
+        assert server.pending_handshakes == 2
+        writer.close()
+        for _, idle_writer in idle:
+            idle_writer.close()
+        await until(lambda: server.pending_handshakes == 0, what="the idle ones to go")
+        client = ControlClient(
+            psk(1, p2=KEY_12), "127.0.0.1", port, endpoint=None, hooks=_SenderHooks()
+        )
+        await client.start()
+        await until(lambda: len(hooks.opened) == 1, what="the honest session")
+        assert server.statistics().handshakes_refused_busy == 1
+        await client.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_a_bad_pending_handshake_bound_is_refused() -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError):
+            ControlServer(
+                psk(2, p1=KEY_12),
+                credit=None,
+                rails=lambda: [],
+                hooks=_Hooks(),
+                max_pending_handshakes=bad,  # type: ignore[arg-type]
+            )
+
+
 def _tls(ca: trustme.CA, local: int, name: str, names: dict[int, str]) -> TlsIdentity:
     cert = ca.issue_cert(name)
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

@@ -360,6 +360,42 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(out)
 
 
+def test_unbound_connections_are_bounded_and_a_bind_after_them_works() -> None:
+    async def scenario() -> None:
+        plane = Plane()
+        table = SegmentTable()
+        memory = bytearray(4096)
+        segment = table.register(memory)
+        table.expose(
+            SENDER,
+            SESSION,
+            segment_id=segment.segment_id,
+            offset=0,
+            length=4096,
+            access=Access.WRITE,
+        )
+        server = TcpDataServer(rail=0, segments=table, plane=plane, max_unbound=2)
+        _, port = await server.listen("127.0.0.1", 0)
+        idle = [await asyncio.to_thread(_raw_connect, port) for _ in range(2)]  # never bind
+        over = await asyncio.to_thread(socket.create_connection, ("127.0.0.1", port), 5)
+        assert await asyncio.to_thread(_recv_upto, over, CHALLENGE_BYTES) == b""  # unread
+        assert server.statistics().binds_refused == 1
+        for sock, _ in idle:
+            sock.close()
+        await until(lambda: not server._unbound, what="the idle connections to go")
+        rail = TcpRail("tcp0")
+        await rail.attach(
+            SENDER + 100, "127.0.0.1", port, local_peer=SENDER, session=SESSION, data_key=KEY
+        )
+        rail.post([_write(1, b"ok", segment.segment_id, 0)], 0)
+        (done,) = await _completions(rail, 1)
+        assert done.status is SliceStatus.SUCCESS and memory[:2] == b"ok"
+        rail.close()
+        await server.close()
+
+    run(scenario())
+
+
 def test_checksum_mismatch_fails_the_write() -> None:
     async def scenario() -> None:
         plane = Plane()

@@ -53,6 +53,8 @@ class _Timer:
 class ServiceStatistics:
     connections_accepted: int
     handshakes_failed: int
+    handshakes_refused_busy: int
+    """Connections closed unread because ``max_pending_handshakes`` were already pending."""
     reconnects: int
     protocol_violations: int
     unsupported_frames: int
@@ -63,6 +65,7 @@ class _Counters:
     def __init__(self) -> None:
         self.accepted = 0
         self.handshakes_failed = 0
+        self.handshakes_busy = 0
         self.reconnects = 0
         self.violations = 0
         self.unsupported = 0
@@ -72,6 +75,7 @@ class _Counters:
         return ServiceStatistics(
             connections_accepted=self.accepted,
             handshakes_failed=self.handshakes_failed,
+            handshakes_refused_busy=self.handshakes_busy,
             reconnects=self.reconnects,
             protocol_violations=self.violations,
             unsupported_frames=self.unsupported,

@@ -104,8 +104,13 @@ class ControlServer:
         faults: FaultFactory | None = None,
         handshake_timeout_s: float = 5.0,
         max_queued: int = 256,
+        max_pending_handshakes: int = 64,
         clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
+        if type(max_pending_handshakes) is not int or max_pending_handshakes < 1:
+            raise ValueError(
+                f"max_pending_handshakes must be an int >= 1: {max_pending_handshakes!r}"
+            )
         self._identity = identity
         self._credit = credit
         self._rails = rails
@@ -114,6 +119,8 @@ class ControlServer:
         self._faults = faults
         self._timeout = handshake_timeout_s
         self._max_queued = max_queued
+        self._max_pending = max_pending_handshakes
+        self._pending = 0
         self._clock = clock
         self._sessions: dict[int, PeerSession] = {}
         # session numbers grow across restarts too (microseconds of wall clock at start), so
@@ -127,7 +134,11 @@ class ControlServer:
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Start listening; returns the bound address."""
         ssl_ctx = self._identity.server_context if isinstance(self._identity, TlsIdentity) else None
-        self._server = await asyncio.start_server(self._on_connect, host, port, ssl=ssl_ctx)
+        # TLS runs its own handshake before _on_connect: it gets the same deadline
+        timeout = None if ssl_ctx is None else self._timeout
+        self._server = await asyncio.start_server(
+            self._on_connect, host, port, ssl=ssl_ctx, ssl_handshake_timeout=timeout
+        )
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
@@ -147,7 +158,19 @@ class ControlServer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    @property
+    def pending_handshakes(self) -> int:
+        """Connections accepted whose handshake has not finished yet."""
+        return self._pending
+
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._pending >= self._max_pending:
+            # a flood of connections that never finish their handshake: bounded, like sshd's
+            # MaxStartups, instead of holding a socket and a task for each until its timeout
+            self._counters.handshakes_busy += 1
+            writer.close()
+            return
+        self._pending += 1
         try:
             auth = await asyncio.wait_for(
                 server_handshake(reader, writer, self._identity), self._timeout
@@ -157,6 +180,8 @@ class ControlServer:
             self._counters.handshakes_failed += 1
             writer.close()
             return
+        finally:
+            self._pending -= 1
         if not self._hooks.admit_peer(auth.peer):
             self._counters.handshakes_failed += 1
             writer.close()

@@ -118,6 +118,11 @@ class TransportCollector(Collector):
             value=control.handshakes_failed,
         )
         yield CounterMetricFamily(
+            "tent_transport_handshakes_refused_busy",
+            "Control connections closed unread: too many handshakes were pending",
+            value=control.handshakes_refused_busy,
+        )
+        yield CounterMetricFamily(
             "tent_transport_control_protocol_violations",
             "Peer faults on control connections",
             value=control.protocol_violations,

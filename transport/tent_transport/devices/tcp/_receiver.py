@@ -142,8 +142,15 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         # subclasses, yet offer the same methods
         self._transport = cast(asyncio.Transport, transport)
         transport = self._transport
+        server = self._server
+        if len(server._unbound) > server.max_unbound:  # this one is counted in it already
+            # a flood of connections that never bind: closed unread, as the control
+            # listener's pending handshakes are bounded
+            server._stats.binds_refused += 1
+            self._fail("too many unbound connections")
+            return
         tune_socket(transport, 0)
-        self._server._stats.connections += 1
+        server._stats.connections += 1
         transport.write(self._challenge)
         self._bind_timer = asyncio.get_running_loop().call_later(
             self._server.bind_timeout_s, self._fail, "bind timed out"
@@ -364,8 +371,13 @@ class TcpDataServer:
         max_write_bytes: int = 64 << 20,
         ssl_context: ssl.SSLContext | None = None,
         bind_timeout_s: float = 5.0,
+        max_unbound: int = 64,
     ) -> None:
+        if type(max_unbound) is not int or max_unbound < 1:
+            raise ValueError(f"max_unbound must be an int >= 1: {max_unbound!r}")
         self.rail = rail
+        self.max_unbound = max_unbound
+        """Data connections that may wait for their bind at once; more are closed unread."""
         self.segments = segments
         self.plane = plane
         self.max_write_bytes = max_write_bytes
@@ -380,7 +392,10 @@ class TcpDataServer:
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
         factory: Callable[[], _ServerProtocol] = lambda: self._track(_ServerProtocol(self))  # noqa: E731
-        self._server = await loop.create_server(factory, host, port, ssl=self._ssl)
+        timeout = None if self._ssl is None else self.bind_timeout_s  # TLS's own handshake
+        self._server = await loop.create_server(
+            factory, host, port, ssl=self._ssl, ssl_handshake_timeout=timeout
+        )
         name = self._server.sockets[0].getsockname()
         self.address = (str(name[0]), int(name[1]))
         return self.address
