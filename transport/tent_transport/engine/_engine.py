@@ -138,6 +138,7 @@ class Engine:
             credit=self.credit,
             segments=self.segments,
             release_on_landing=options.release_on_landing,
+            max_pending_landed=options.max_pending_landed,
         )
         transport = build_transport(
             options,

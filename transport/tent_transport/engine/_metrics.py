@@ -111,6 +111,11 @@ class TransportCollector(Collector):
             "Landed credited writes awaiting release",
             value=receiver.unreleased,
         )
+        yield CounterMetricFamily(
+            "tent_transport_landed_notifications_dropped",
+            "Data-landed notifications dropped: max_pending_landed were waiting unread",
+            value=receiver.notifications_dropped,
+        )
         control = self._control()
         yield CounterMetricFamily(
             "tent_transport_handshakes_failed",

@@ -46,6 +46,11 @@ class EngineOptions:
     13. ``device``: the data transport of every rail: ``tcp`` (sockets), ``softverbs`` (the
         soft RC device, tests) or ``verbs`` (pyverbs on ``verbs_device``, e.g. ``mlx5_0``).
         Verbs needs exactly one rail; its receiver memory comes from :meth:`Engine.allocate`.
+    14. ``max_pending_landed``: data-landed notifications kept for :meth:`Engine.next_landed`
+        (default 65,536). Past it, a notification with nothing to release (an uncredited
+        write, or one released on landing) is dropped and counted
+        (``notifications_dropped``); one whose charge is held is always kept, since its
+        release needs it and the receiver's credit capacity bounds how many exist.
     11. ``credit_session``: this receiver's credit session id (default: minted from the wall
         clock, so a restart gets a larger one; a fixed value is for traces and tests).
     """
@@ -70,8 +75,11 @@ class EngineOptions:
         default="tcp", validator=attrs.validators.in_(("tcp", "softverbs", "verbs"))
     )
     verbs_device: str = ""
+    max_pending_landed: int = 65_536
 
     def __attrs_post_init__(self) -> None:
+        if type(self.max_pending_landed) is not int or self.max_pending_landed < 1:
+            raise ValueError("max_pending_landed must be an int >= 1")
         if self.identity.local_peer != self.peer_id:
             raise ValueError("identity.local_peer must equal peer_id")
         if self.data_tls and not isinstance(self.identity, TlsIdentity):

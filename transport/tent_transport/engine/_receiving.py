@@ -67,6 +67,9 @@ class ReceiverStatistics:
     refused: int
     quarantined: tuple[int, ...]
     unreleased: int
+    notifications_dropped: int = 0
+    """Landed-write notifications not queued because ``max_pending_landed`` were waiting
+    (only ones with nothing to release: uncredited, or released on landing)."""
 
 
 @attrs.define
@@ -88,7 +91,12 @@ class ReceiverSide:
         segments: SegmentTable,
         release_on_landing: bool = False,
         on_landed: Callable[[DataLanded], None] | None = None,
+        max_pending_landed: int = 65_536,
     ) -> None:
+        if type(max_pending_landed) is not int or max_pending_landed < 1:
+            raise ValueError(f"max_pending_landed must be an int >= 1: {max_pending_landed!r}")
+        self._max_pending = max_pending_landed
+        self._dropped = 0
         self.credit = credit
         self.segments = segments
         self.control: ControlServer | None = None
@@ -188,6 +196,12 @@ class ReceiverSide:
             self.release(event)
         if self._on_landed is not None:
             self._on_landed(event)
+        elif len(self._queue) >= self._max_pending and landed_id not in self._held:
+            # An application that never takes its notifications (or a peer's flood of tiny
+            # uncredited writes) must not grow this queue without end. An event whose charge
+            # is still held is always queued: the consumer needs it to release, and the
+            # receiver's credit capacity already bounds how many of those exist.
+            self._dropped += 1
         else:
             self._queue.append(event)
             self._queue_event.set()
@@ -274,4 +288,5 @@ class ReceiverSide:
             refused=self._refused,
             quarantined=tuple(sorted(self._quarantined)),
             unreleased=len(self._held),
+            notifications_dropped=self._dropped,
         )
