@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,8 +13,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from tent_models import Witness
 from tent_models.checker import CheckResult, check
-from toy_models import Counter, CreditToy, Mutex
+from toy_models import IDLE, WAITING, Counter, CreditToy, Mutex
 
 
 def comparable(result: CheckResult) -> CheckResult:
@@ -90,3 +92,35 @@ def test_one_initial_state_gives_the_serial_result_and_a_split_seen_set() -> Non
     assert comparable(parallel) == comparable(serial)
     assert sum(parallel.shard_states) == serial.distinct_states
     assert all(size < serial.distinct_states for size in parallel.shard_states)
+
+
+class _CountedMutex(Mutex):
+    """A witness that counts its evaluations in memory the forked workers share."""
+
+    def __init__(self, processes: int, calls: Any) -> None:
+        super().__init__(processes)
+        self.calls = calls
+
+    def witnesses(self) -> Any:
+        calls = self.calls
+
+        def one_waiting(state: tuple[int, ...]) -> bool:  # true only on the first level
+            with calls.get_lock():
+                calls.value += 1
+            return sorted(state) == [IDLE] * (self.processes - 1) + [WAITING]
+
+        return [Witness("OneWaiting", one_waiting)]
+
+
+def test_a_worker_stops_evaluating_a_witness_it_has_met() -> None:
+    calls = multiprocessing.get_context("fork").Value("q", 0)
+    serial = check(_CountedMutex(7, calls), symmetry=False)
+    serial_calls = calls.value
+    calls.value = 0
+    parallel = check(_CountedMutex(7, calls), symmetry=False, workers=2)
+    assert comparable(parallel) == comparable(serial)
+    assert parallel.witnesses == serial.witnesses  # the same shortest witness
+    # each shard evaluates it until its own first hit, as the serial loop does until its one
+    # (a checker per level re-evaluated it on every later state: 575 of the 576)
+    assert serial_calls == 2  # the initial state, then the first state of level 1
+    assert calls.value <= serial_calls + 2, (calls.value, serial.distinct_states)

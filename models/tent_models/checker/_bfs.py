@@ -28,7 +28,7 @@ import sys
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -118,17 +118,32 @@ def new_exploration(model: SpecModel[Any]) -> Exploration:
     )
 
 
-def new_state_checker(model: SpecModel[Any], record: Exploration) -> Callable[[int, Any], None]:
+def new_state_checker(
+    model: SpecModel[Any],
+    record: Exploration,
+    *,
+    met_invariants: Collection[str] = (),
+    met_witnesses: Collection[str] = (),
+) -> Callable[[int, Any], None]:
     """A callback recording, for a new state, the invariants it breaks and witnesses it meets.
 
     Only the first (smallest index) hit per name is kept: BFS order makes it the shallowest.
     Callers pass increasing indices, so a name is dropped from this callback's pending list
     once hit and not evaluated again; a hit recorded earlier (by another callback on the same
-    record) is never overwritten.
+    record) is never overwritten. Names in ``met_invariants`` / ``met_witnesses`` (hit elsewhere:
+    another shard) are not evaluated at all.
     """
     invariant_hits, witness_hits = record.invariant_hits, record.witness_hits
-    invariants = [(i.name, i.holds) for i in model.invariants() if i.name not in invariant_hits]
-    witnesses = [(w.name, w.holds) for w in model.witnesses() if w.name not in witness_hits]
+    invariants = [
+        (i.name, i.holds)
+        for i in model.invariants()
+        if i.name not in invariant_hits and i.name not in met_invariants
+    ]
+    witnesses = [
+        (w.name, w.holds)
+        for w in model.witnesses()
+        if w.name not in witness_hits and w.name not in met_witnesses
+    ]
 
     # A model may offer the conjunction of its invariants as one cheap pre-check; the named
     # invariants are then evaluated only on a state where it fails.

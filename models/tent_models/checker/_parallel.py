@@ -326,7 +326,8 @@ def _run_levels(
     while has_frontier and not truncated:
         if record.invariant_hits or record.deadlock is not None:
             break
-        reports: list[LevelReport] = call("expand", [None] * workers)
+        met = (tuple(record.invariant_hits), tuple(record.witness_hits))  # not evaluated again
+        reports: list[LevelReport] = call("expand", [met] * workers)
         for worker, report in enumerate(reports):
             for instance in report.new_actions:
                 aid = action_index.get(instance)

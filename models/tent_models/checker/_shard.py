@@ -111,11 +111,29 @@ class Worker:
         self.fixup_fps: list[array[int]] = [array("Q") for _ in range(self.count)]
         self.fixup_indices: list[array[int]] = [array("q") for _ in range(self.count)]
         self.incoming: list[tuple[int, int, int, Any]] = []
+        # As in the serial loop, an invariant or witness met once is not evaluated again: not
+        # the ones this shard met (its checker drops them), nor the ones any shard or the
+        # initial states met (the coordinator names them with each level). A fresh checker
+        # per level had re-evaluated every witness met so far on every new state. A shard's
+        # first hit in a level is its smallest index there; the coordinator keeps the
+        # smallest over shards and levels.
+        self._checked = new_exploration(model)
+        self._met: tuple[set[str], set[str]] = (set(), set())  # invariants, witnesses
+        self._on_new = new_state_checker(model, self._checked)
 
     def _send(self, target: int, tag: str, payload: Any) -> None:
         self.inboxes[target].put((tag, self.level, self.me, payload))
 
-    def expand(self) -> LevelReport:
+    def expand(self, met: tuple[Sequence[str], Sequence[str]] = ((), ())) -> LevelReport:
+        """Expand this shard's frontier; ``met``: the invariants and witnesses any shard (or
+        an initial state) has hit already."""
+        invariants, witnesses = self._met
+        if not (invariants.issuperset(met[0]) and witnesses.issuperset(met[1])):
+            invariants.update(met[0])
+            witnesses.update(met[1])
+            self._on_new = new_state_checker(
+                self.model, self._checked, met_invariants=invariants, met_witnesses=witnesses
+            )
         model, count, seen = self.model, self.count, self.seen
         expand = expander(model, symmetry=self.options.symmetry)
         recovered, faults = model.recovered, model.fault_actions()
@@ -254,8 +272,7 @@ class Worker:
 
     def _report(self, transitions: int, deadlock: int | None) -> LevelReport:
         model = self.model
-        scratch = new_exploration(model)
-        on_new = new_state_checker(model, scratch)
+        on_new, checked = self._on_new, self._checked
         keys, codes, out_of_bounds = array("Q"), array("Q"), bytearray()
         self.new_level = []
         for position, (key, fp, code, state) in enumerate(self.incoming):
@@ -272,13 +289,21 @@ class Worker:
             keys=keys.tobytes(),
             codes=codes.tobytes(),
             out_of_bounds=bytes(out_of_bounds),
-            invariant_hits=scratch.invariant_hits,
-            witness_hits=scratch.witness_hits,
+            invariant_hits=self._take(checked.invariant_hits, self._met[0]),
+            witness_hits=self._take(checked.witness_hits, self._met[1]),
             new_actions=new_actions,
             transitions=transitions,
             deadlock=deadlock,
             storage_bytes=self.storage(),
         )
+
+    def _take(self, hits: dict[str, int], met: set[str]) -> dict[str, int]:
+        """This level's hits (positions in the level), leaving the dict empty for the next
+        level; the checker holding it has dropped those names already."""
+        out = dict(hits)
+        hits.clear()
+        met.update(out)
+        return out
 
     def assign(self, indices_bytes: bytes) -> int:
         """Number this level's new states (those this shard generated and won); drop the
@@ -361,7 +386,7 @@ class Worker:
     def handle(self, command: str, payload: Any) -> Any:
         """Run one coordinator command (``_drive``) and return its reply."""
         if command == "expand":
-            return self.expand()
+            return self.expand(payload or ((), ()))
         if command == "assign":
             return self.assign(payload)
         if command == "balance":
