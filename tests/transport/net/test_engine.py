@@ -148,6 +148,45 @@ def test_metrics_are_served_over_http_from_real_completions() -> None:
         rx.close()
 
 
+def test_the_metrics_endpoint_is_local_by_default_and_closes_with_the_engine() -> None:
+    def engine(port: int) -> SyncEngine:
+        config = load_engine_config(credit_config("required", slots=2, block=BLOCK, batch=1))
+        identity = PskIdentity(local_peer=2, keys={1: KEY})
+        return SyncEngine(config, EngineOptions(peer_id=2, identity=identity, metrics_port=port))
+
+    first = engine(0)  # any free port
+    first.start()
+    assert first.engine.metrics_address is not None
+    host, port = first.engine.metrics_address
+    assert host == "127.0.0.1" and port > 0  # not every interface unless asked
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        assert b"tent_transport_" in reply.read()
+    first.close()
+    # closed with the engine: the port is free, and a restarted engine serves on it again
+    second = engine(port)
+    second.start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            assert reply.status == 200
+    finally:
+        second.close()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"metrics_port": -1},
+        {"metrics_port": 70000},
+        {"metrics_port": "9100"},
+        {"metrics_address": ""},
+    ],
+)
+def test_bad_metrics_options_are_refused(bad: dict[str, object]) -> None:
+    identity = PskIdentity(local_peer=2, keys={1: KEY})
+    with pytest.raises(ValueError, match="metrics_"):
+        EngineOptions(peer_id=2, identity=identity, **bad)  # type: ignore[arg-type]
+
+
 def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:
     rx, tx, peer = _pair("required", slots=4)
     try:

@@ -18,6 +18,7 @@ import os
 import ssl
 import time
 from collections.abc import Callable, Sequence
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
 
@@ -189,6 +190,9 @@ class Engine:
         self._timer_due: int | None = None  # the core's deadline the pending timer is for
         self._tasks: set[asyncio.Task[None]] = set()
         self.address: tuple[str, int] = ("", 0)
+        self.metrics_address: tuple[str, int] | None = None
+        """Where the metrics are served once started (``metrics_port``), else ``None``."""
+        self._metrics: WSGIServer | None = None
         self._closed = False
 
     def _data_ssl(self) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
@@ -207,8 +211,12 @@ class Engine:
         ):
             await server.listen(host, port)
         self.address = await self.control.listen(*self.options.control_address)
-        if self.options.metrics_port is not None:
-            start_http_server(self.options.metrics_port, registry=self.registry)
+        if self.options.metrics_port is not None and self._metrics is None:
+            self._metrics, _ = start_http_server(
+                self.options.metrics_port, addr=self.options.metrics_address, registry=self.registry
+            )
+            bound = self._metrics.server_address
+            self.metrics_address = (str(bound[0]), int(bound[1]))
         return self.address
 
     def _bind_driver(self) -> None:
@@ -245,6 +253,11 @@ class Engine:
             await server.close()
         if self._verbs is not None:
             self._verbs.close()
+        if self._metrics is not None:
+            # its port is free again once this returns (a restarted engine can bind it)
+            metrics, self._metrics = self._metrics, None
+            await asyncio.to_thread(metrics.shutdown)
+            metrics.server_close()
         for task in list(self._tasks):
             task.cancel()
         self._run_pass()

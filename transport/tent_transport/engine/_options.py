@@ -39,7 +39,10 @@ class EngineOptions:
        dead: its unposted slices fail (queued transfers keep waiting, visibly stalled).
     8. ``control_faults``: a fault channel per peer for control frames (tests).
     9. ``trace``: a ``tent_credit`` trace sink for the credit endpoints (``tent trace``).
-    10. ``metrics_port``: serve the engine's registry over HTTP (``prometheus_client``).
+    10. ``metrics_port``: serve the engine's registry over HTTP (``prometheus_client``; 0:
+        any free port, see :attr:`Engine.metrics_address`), on ``metrics_address`` (default
+        ``127.0.0.1``: the metrics name peers and quarantines, so they reach other hosts only
+        when asked to, e.g. ``0.0.0.0`` for a remote scraper). Closed with the engine.
     12. ``staging_slots`` / ``staging_slot_bytes``: the receiver's staging pool for staged
         writes (0 slots: no staging; needs receiver credit, and the slot count should equal the
         STAGING_SLOTS capacity). A staged write must fit one slot and one dispatch slice.
@@ -68,6 +71,7 @@ class EngineOptions:
     control_faults: FaultFactory | None = None
     trace: TraceSink | None = None
     metrics_port: int | None = None
+    metrics_address: str = "127.0.0.1"
     credit_session: int | None = None
     staging_slots: int = 0
     staging_slot_bytes: int = 4 << 20
@@ -78,6 +82,11 @@ class EngineOptions:
     max_pending_landed: int = 65_536
 
     def __attrs_post_init__(self) -> None:
+        port = self.metrics_port
+        if port is not None and (type(port) is not int or not 0 <= port <= 0xFFFF):
+            raise ValueError(f"metrics_port must be None or a port number: {port!r}")
+        if type(self.metrics_address) is not str or not self.metrics_address:
+            raise ValueError(f"metrics_address must be a host: {self.metrics_address!r}")
         if type(self.max_pending_landed) is not int or self.max_pending_landed < 1:
             raise ValueError("max_pending_landed must be an int >= 1")
         if self.identity.local_peer != self.peer_id:
