@@ -13,7 +13,7 @@ from tent_transport.control import PskIdentity
 from tent_transport.devices import Opcode
 from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import EngineOptions, SyncEngine
-from tent_transport.errors import LocalProtocolError, TransferFailed
+from tent_transport.errors import InvalidArgument, LocalProtocolError, TransferFailed
 from tent_transport.segments import Access
 
 from tent_credit import BackpressureSource, CreditResource
@@ -185,6 +185,41 @@ def test_bad_metrics_options_are_refused(bad: dict[str, object]) -> None:
     identity = PskIdentity(local_peer=2, keys={1: KEY})
     with pytest.raises(ValueError, match="metrics_"):
         EngineOptions(peer_id=2, identity=identity, **bad)  # type: ignore[arg-type]
+
+
+def test_misuse_of_the_facade_is_refused_typed_and_a_closed_engine_says_so() -> None:
+    rx, tx, peer = _pair("required", slots=2)
+    try:
+        memory = bytearray(BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        one = _write(peer, segment.segment_id, 0, b"x" * 64)
+        with pytest.raises(InvalidArgument):
+            tx.submit(one)  # type: ignore[arg-type]  # a request, not a batch
+        with pytest.raises(InvalidArgument):
+            tx.submit_nowait(iter([one]))  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument):
+            rx.release("not an event")  # type: ignore[arg-type]
+        for host, port in (("127.0.0.1", 70000), ("127.0.0.1", 0), ("", 1), (None, 1)):
+            with pytest.raises(InvalidArgument):
+                tx.connect(host, port)  # type: ignore[arg-type]
+        assert tx.engine.core.statistics().submitted_total == 0  # nothing was submitted
+        tx.submit([one]).result(10)  # and the engine still works
+        assert rx.release(rx.next_landed(10))
+    finally:
+        tx.close()
+        rx.close()
+    tx.close()  # a second close does nothing
+    for call in (
+        lambda: tx.submit([one]),
+        lambda: tx.submit_nowait([one]),
+        lambda: tx.connect("127.0.0.1", 1),
+        lambda: rx.register(bytearray(8)),
+        lambda: rx.next_landed(1),
+    ):
+        with pytest.raises(LocalProtocolError, match="closed"):
+            call()
 
 
 def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:

@@ -279,7 +279,17 @@ class Engine:
     async def connect(self, host: str, port: int, *, expect_peer: int | None = None) -> int:
         """Open the control session to the engine at ``host:port`` and its data connections;
         returns its authenticated peer id. Raises ``HandshakeFailed`` or ``OSError``.
-        Needs no :meth:`start` first (a pure sender opens no listener)."""
+        Needs no :meth:`start` first (a pure sender opens no listener). Raises
+        :class:`InvalidArgument` for a malformed address and :class:`LocalProtocolError` once
+        the engine is closed, before anything is opened."""
+        if type(host) is not str or not host:
+            raise InvalidArgument(f"host must be a non-empty str, got {host!r}")
+        if type(port) is not int or not 0 < port <= 0xFFFF:
+            raise InvalidArgument(f"port must be an int in [1, 65535], got {port!r}")
+        if expect_peer is not None and (type(expect_peer) is not int or expect_peer < 0):
+            raise InvalidArgument(f"expect_peer must be None or a peer id, got {expect_peer!r}")
+        if self._closed:
+            raise LocalProtocolError("the engine is closed")
         self._bind_driver()
         credit = self.config.receiver_credit
         endpoint = None
@@ -499,6 +509,12 @@ class Engine:
         and the dispatch core's typed errors (InvalidArgument, InvalidEntry, TooManyRequests);
         nothing is submitted then.
         """
+        if not isinstance(requests, list | tuple):
+            raise InvalidArgument(
+                f"submit takes a list or tuple of TransferRequest, got {type(requests).__name__}"
+            )
+        if self._closed:
+            raise LocalProtocolError("the engine is closed")
         batch = tuple(requests)
         for request in batch:
             if not isinstance(request, TransferRequest):
@@ -593,7 +609,11 @@ class Engine:
         self.receiver.publish_descriptors(exposure.peer)
 
     def release(self, event: DataLanded) -> bool:
-        """The consumer is done with a landed write: its credit goes back to the allocator."""
+        """The consumer is done with a landed write: its credit goes back to the allocator.
+        ``False`` for one already released (or uncredited); :class:`InvalidArgument` for
+        anything but a :class:`DataLanded` this engine handed out."""
+        if not isinstance(event, DataLanded):
+            raise InvalidArgument(f"release takes a DataLanded, got {type(event).__name__}")
         return self.receiver.release(event)
 
     async def landed(self) -> DataLanded:

@@ -20,7 +20,7 @@ from tent_sched import TaskStatus
 
 from ..config import EngineConfig
 from ..dispatch import TransferRequest
-from ..errors import TransferFailed
+from ..errors import InvalidArgument, LocalProtocolError, TransferFailed
 from ..segments import Access, Exposure, Segment, SegmentDescriptors
 from ._engine import Engine
 from ._handle import HandleState, TransferHandle
@@ -101,6 +101,7 @@ class SyncEngine:
         else:
             loop = asyncio.new_event_loop()
         self._loop = loop
+        self._closed = False
         self._thread = threading.Thread(target=loop.run_forever, name="tent-engine", daemon=True)
         self._thread.start()
         self.engine: Engine = self._run(self._make(config, options), 30)
@@ -110,6 +111,9 @@ class SyncEngine:
         return Engine(config, options)  # built in the loop: its events bind to it
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 30) -> T:
+        if self._closed:
+            coro.close()  # never awaited: no "was never awaited" warning
+            raise LocalProtocolError("the engine is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     def _call(self, fn: Callable[[], T], timeout: float | None = 30) -> T:
@@ -124,9 +128,14 @@ class SyncEngine:
         return self._run(self.engine.start())
 
     def close(self) -> None:
+        """Close the engine and stop its loop thread; a second call does nothing. Every other
+        call after it raises :class:`LocalProtocolError`."""
+        if self._closed:
+            return
         try:
             self._run(self.engine.close())
         finally:
+            self._closed = True
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
             self._loop.close()
@@ -144,7 +153,15 @@ class SyncEngine:
         return self._run(self.engine.connect(host, port, expect_peer=expect_peer))
 
     def submit_nowait(self, requests: Sequence[TransferRequest]) -> SyncHandle:
-        """Schedule a submit on the engine's loop; never blocks. Thread-safe."""
+        """Schedule a submit on the engine's loop; never blocks. Thread-safe. Raises
+        :class:`InvalidArgument` for anything but a list or tuple (checked here, in the
+        caller's thread) and :class:`LocalProtocolError` once the engine is closed."""
+        if not isinstance(requests, list | tuple):
+            raise InvalidArgument(
+                f"submit takes a list or tuple of TransferRequest, got {type(requests).__name__}"
+            )
+        if self._closed:
+            raise LocalProtocolError("the engine is closed")
         batch = tuple(requests)
         future: concurrent.futures.Future[TransferHandle] = concurrent.futures.Future()
 
@@ -192,7 +209,10 @@ class SyncEngine:
 
     def next_landed(self, timeout: float | None = None) -> DataLanded:
         """Block for the next data-landed notification; raises TimeoutError."""
-        return self._run(asyncio.wait_for(self.engine.landed(), timeout), None)
+        async def take() -> DataLanded:  # the engine's coroutine is made only in the loop
+            return await asyncio.wait_for(self.engine.landed(), timeout)
+
+        return self._run(take(), None)
 
     def release(self, event: DataLanded) -> bool:
         return self._call(lambda: self.engine.release(event))
