@@ -13,6 +13,7 @@ from net_helpers import run, until
 from tent_transport.control import (
     AuthenticatedPeer,
     ControlClient,
+    ControlConnection,
     ControlServer,
     FrameDecoder,
     FrameError,
@@ -69,6 +70,44 @@ def test_frame_length_is_bounded_before_allocation() -> None:
 def test_zero_length_and_unknown_kind_are_refused(header: bytes) -> None:
     with pytest.raises(FrameError):
         FrameDecoder().feed(header + b"x")
+
+
+def test_a_failing_frame_handler_closes_the_connection_instead_of_killing_its_reader() -> None:
+    async def scenario() -> None:
+        accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+        accepted = asyncio.get_running_loop().create_future()
+
+        async def on_connect(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            accepted.set_result((r, w))
+
+        listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        _, peer_writer = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await accepted
+        closed: list[str] = []
+        handled: list[FrameKind] = []
+
+        def on_frame(kind: FrameKind, payload: bytes) -> None:
+            handled.append(kind)
+            raise KeyError("a defect reached by a peer's frame")
+
+        connection = ControlConnection(
+            reader,
+            writer,
+            AuthenticatedPeer(peer=1, data_key=b"k" * 32),
+            on_frame=on_frame,
+            on_closed=lambda: closed.append(connection.close_reason),
+        )
+        connection.start()
+        peer_writer.write(encode_frame(FrameKind.CREDIT, b"x") * 2)
+        await until(lambda: bool(closed), what="the connection to close")
+        assert closed == [connection.close_reason]  # once
+        assert connection.close_reason.startswith("handler failed: KeyError")
+        assert handled == [FrameKind.CREDIT]  # nothing after the failure was handled
+        peer_writer.close()
+        listener.close()
+
+    run(scenario())
 
 
 # ----------------------------------------------------------------------------- harness

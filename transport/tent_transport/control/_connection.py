@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import Callable
@@ -37,6 +38,8 @@ __all__ = [
     "ControlStatistics",
     "tune_socket",
 ]
+
+_log = logging.getLogger("tent_transport.control")
 
 CONTROL_SO_PRIORITY = 6
 """The highest ``SO_PRIORITY`` an unprivileged socket may set; data sockets keep 0."""
@@ -195,6 +198,14 @@ class ControlConnection:
             self.close(f"frame error: {exc}")
         except (ConnectionError, OSError) as exc:
             self.close(f"read failed: {exc}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # A handler failed on something this peer sent (a defect of ours, not a typed
+            # refusal): close the connection, as for any peer fault, rather than let the
+            # task die and leave a session nobody reads. Logged: it is a bug to fix.
+            _log.exception("control frame handler failed; closing the connection")
+            self.close(f"handler failed: {type(exc).__name__}: {exc}")
 
     def close(self, reason: str = "closed locally") -> None:
         """Close the socket and stop the tasks; ``on_closed`` runs once. Idempotent. Frames
