@@ -66,7 +66,7 @@ def _session(_inst: object, _attr: attrs.Attribute[SessionId], value: object) ->
         raise InvalidArgument(f"expected a SessionId, got {type(value).__name__}")
 
 
-@attrs.frozen(order=True)
+@attrs.frozen(order=True, cache_hash=True)  # a dict key on every credit call: hashed once
 class SessionId:
     """A peer session id: u128, never zero. A restart of the receiver mints a new, *larger* one
     (e.g. a boot counter in the high 64 bits), so a sender can tell a dead incarnation's late
@@ -83,7 +83,7 @@ class SessionId:
         return self.value
 
 
-@attrs.frozen(kw_only=True, order=True)
+@attrs.frozen(kw_only=True, order=True, cache_hash=True)  # the ledger's key, hashed once
 class CreditKey:
     """The ledger key: (receiver session, sender peer, QoS class) (RFC ``struct CreditKey``).
 
