@@ -396,6 +396,35 @@ def test_unbound_connections_are_bounded_and_a_bind_after_them_works() -> None:
     run(scenario())
 
 
+def test_a_session_cannot_bind_more_than_its_share_of_data_connections() -> None:
+    async def scenario() -> None:
+        plane = Plane()
+        table = SegmentTable()
+        server = TcpDataServer(rail=0, segments=table, plane=plane, max_session_connections=2)
+        _, port = await server.listen("127.0.0.1", 0)
+
+        def bind() -> socket.socket:
+            sock, challenge = _raw_connect(port)
+            sock.sendall(data_bind_proof(KEY, challenge, SENDER, 0))
+            return sock
+
+        held = [await asyncio.to_thread(bind) for _ in range(2)]
+        await until(lambda: server.connections(SENDER, SESSION) == 2, what="two binds")
+        extra = await asyncio.to_thread(bind)  # a valid proof, one connection too many
+        assert await asyncio.to_thread(_recv_upto, extra, 1) == b""  # closed
+        assert server.statistics().binds_refused == 1
+        assert server.connections(SENDER, SESSION) == 2
+        held[0].close()
+        await until(lambda: server.connections(SENDER, SESSION) == 1, what="one to go")
+        again = await asyncio.to_thread(bind)  # room again
+        await until(lambda: server.connections(SENDER, SESSION) == 2, what="the new bind")
+        for sock in (*held, again):
+            sock.close()
+        await server.close()
+
+    run(scenario())
+
+
 def test_checksum_mismatch_fails_the_write() -> None:
     async def scenario() -> None:
         plane = Plane()

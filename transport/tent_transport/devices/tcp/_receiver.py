@@ -237,6 +237,9 @@ class _ServerProtocol(asyncio.BufferedProtocol):
             or rail != server.rail
             or server.plane.quarantined(peer)
             or not check_bind(bound[1], self._challenge, peer, rail, mac)
+            # a sender needs one data connection per rail; a few more cover a reconnect that
+            # overlaps its predecessor's close, not a flood of bound sockets
+            or server.connections(peer, bound[0]) >= server.max_session_connections
         ):
             server._stats.binds_refused += 1
             self._fail("bind refused")
@@ -372,12 +375,20 @@ class TcpDataServer:
         ssl_context: ssl.SSLContext | None = None,
         bind_timeout_s: float = 5.0,
         max_unbound: int = 64,
+        max_session_connections: int = 4,
     ) -> None:
-        if type(max_unbound) is not int or max_unbound < 1:
-            raise ValueError(f"max_unbound must be an int >= 1: {max_unbound!r}")
+        for name, value in (
+            ("max_unbound", max_unbound),
+            ("max_session_connections", max_session_connections),
+        ):
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be an int >= 1: {value!r}")
         self.rail = rail
         self.max_unbound = max_unbound
         """Data connections that may wait for their bind at once; more are closed unread."""
+        self.max_session_connections = max_session_connections
+        """Bound data connections one (peer, session) may hold on this rail; a bind past it is
+        refused like a bad one."""
         self.segments = segments
         self.plane = plane
         self.max_write_bytes = max_write_bytes
