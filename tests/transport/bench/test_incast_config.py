@@ -161,6 +161,30 @@ def test_the_cli_refuses_a_bad_device_before_running_anything(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--scale", "0"], "--scale"),
+        (["--repetitions", "0"], "--repetitions"),
+        (["--senders", "4", "--window", "-1"], "--window"),
+        (["--senders", "4", "--blocks", "0"], "--blocks"),
+        (["--mode", "bogus"], "--mode: custom-row options, used only with --senders"),
+        (["--lease-batch", "0", "--window", "3"], "--lease-batch, --window: custom-row"),
+        (["--smoke", "--senders", "4"], "--smoke and --senders select different matrices"),
+        (["--full", "--smoke"], "select different matrices"),
+        (["--senders", "4", "--mode", "bogus"], "bogus"),
+    ],
+)
+def test_the_cli_refuses_bad_or_ignored_options_before_running_anything(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "never.jsonl"
+    result = CliRunner().invoke(bench, ["incast", "--out", str(out), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not out.exists()
+
+
 def test_a_softverbs_run_gets_a_private_fabric_removed_afterwards() -> None:
     tcp = RunConfig(row="r", mode=Mode.CREDIT, senders=4)
     with _runner._fabric(tcp) as folder:

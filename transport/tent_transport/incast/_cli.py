@@ -190,7 +190,7 @@ class _Progress:
 @click.option(
     "--repetitions",
     "-r",
-    type=int,
+    type=click.IntRange(min=1),
     default=3,
     show_default=True,
     help="Interleaved repetitions of every row.",
@@ -208,7 +208,11 @@ class _Progress:
     help="Search the 16-sender healthy fixed window first (default matrix).",
 )
 @click.option(
-    "--scale", type=int, default=1, show_default=True, help="Multiply the default per-run volume."
+    "--scale",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Multiply the default per-run volume.",
 )
 @click.option(
     "--senders", default="", help="Custom rows: sender counts, e.g. 4,16 (instead of the matrix)."
@@ -225,6 +229,7 @@ class _Progress:
     type=click.Choice([c.value for c in Condition]),
     default="normal",
     show_default=True,
+    help="Custom rows: the receiver's condition.",
 )
 @click.option(
     "--lease-batch",
@@ -234,10 +239,17 @@ class _Progress:
     help="Custom rows: grant chunks, e.g. 1,2,4,8.",
 )
 @click.option(
-    "--window", type=int, default=2, show_default=True, help="Custom rows: fixed per-sender window."
+    "--window",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Custom rows: fixed per-sender window.",
 )
 @click.option(
-    "--slots", type=int, default=0, help="Custom rows: receiver capacity (0: 8, 64 for slowdown)."
+    "--slots",
+    type=click.IntRange(min=0),
+    default=0,
+    help="Custom rows: receiver capacity (0: 8, 64 for slowdown).",
 )
 @click.option(
     "--path",
@@ -263,13 +275,23 @@ class _Progress:
     "senders in two network namespaces joined by a veth pair; needs root and ip netns; its "
     "rows are named '<row> netns').",
 )
-@click.option("--block-mib", type=int, default=4, show_default=True)
 @click.option(
-    "--blocks", type=int, default=24, show_default=True, help="Custom rows: blocks per sender."
+    "--block-mib",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Custom rows: block size in MiB.",
+)
+@click.option(
+    "--blocks",
+    type=click.IntRange(min=1),
+    default=24,
+    show_default=True,
+    help="Custom rows: blocks per sender.",
 )
 @click.option(
     "--depth",
-    type=int,
+    type=click.IntRange(min=1),
     default=4,
     show_default=True,
     help="Custom rows: submits each sender keeps outstanding.",
@@ -298,6 +320,7 @@ def incast_command(
     """The RFC's incast matrix: N sender processes, one receiver, through the engine (TCP on
     loopback or across two network namespaces, or the soft verbs device)."""
 
+    _check_selection(click.get_current_context(), senders=senders, full=full, smoke=smoke)
     tune_base = None
     device_list = _devices(devices)
     network_list = _networks(networks, device_list)
@@ -351,6 +374,43 @@ def incast_command(
     click.echo(f"{len(records)} records appended to {out} ({errors} failed runs)")
     if errors:
         sys.exit(1)
+
+
+_CUSTOM_ONLY = (
+    "modes",
+    "condition",
+    "batches",
+    "window",
+    "slots",
+    "path",
+    "block_mib",
+    "blocks",
+    "depth",
+)
+
+
+def _check_selection(ctx: click.Context, *, senders: str, full: bool, smoke: bool) -> None:
+    """One selection (``--smoke``, ``--full``, ``--senders`` or the default matrix), and the
+    custom-row options only with ``--senders``: given elsewhere they would be ignored."""
+    chosen = [
+        name for name, on in (("--smoke", smoke), ("--full", full), ("--senders", senders)) if on
+    ]
+    if len(chosen) > 1:
+        raise click.UsageError(f"{' and '.join(chosen)} select different matrices: give one")
+    if senders:
+        return
+    given = [
+        name
+        for name in _CUSTOM_ONLY
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]
+    if given:
+        flags = ", ".join(
+            next(o for o in p.opts if o.startswith("--"))
+            for p in ctx.command.params
+            if p.name in given
+        )
+        raise click.UsageError(f"{flags}: custom-row options, used only with --senders")
 
 
 _T = TypeVar("_T")
