@@ -159,8 +159,8 @@ def fingerprint_costs(model: Any) -> dict[str, float]:
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.option("--model", default="credit/ci", show_default=True)
-@click.option("--workers", type=int, default=2, show_default=True)
-@click.option("--max-states", type=int, default=None)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--max-states", type=click.IntRange(min=1), default=None)
 @click.option("--skip-symmetry-off", is_flag=True)
 def main(model: str, workers: int, max_states: int | None, skip_symmetry_off: bool) -> None:
     factory, source = load_model(model)

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "model
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 @click.argument("model")
-@click.option("--max-states", type=int, default=None)
-@click.option("--bitstate", type=int, default=None)
+@click.option("--max-states", type=click.IntRange(min=1), default=None)
+@click.option("--bitstate", type=click.IntRange(10, 40), default=None)
 @click.option("--tables", is_flag=True, help="the model's memo tables after the run")
 def main(model: str, max_states: int | None, bitstate: int | None, tables: bool) -> None:
     from tent_models.checker import check

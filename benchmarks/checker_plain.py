@@ -125,8 +125,8 @@ def baseline(source: Path, credit_states: int) -> dict[str, Any]:
     help=(__doc__ or "").replace("\n\n", "\n\n\b\n"),
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-@click.option("--rounds", type=int, default=2, show_default=True)
-@click.option("--credit-states", type=int, default=150_000, show_default=True)
+@click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--credit-states", type=click.IntRange(min=1), default=150_000, show_default=True)
 @click.option(
     "--baseline-src", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None
 )

@@ -120,9 +120,9 @@ def run_baseline(source: Path, name: str, workers: int, cut: int | None) -> dict
     show_default=True,
     help="a model to measure (repeatable)",
 )
-@click.option("--workers", type=int, default=2, show_default=True)
-@click.option("--rounds", type=int, default=2, show_default=True)
-@click.option("--max-states", type=int, default=None)
+@click.option("--workers", type=click.IntRange(min=2), default=2, show_default=True)
+@click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--max-states", type=click.IntRange(min=1), default=None)
 @click.option(
     "--baseline-src", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None
 )

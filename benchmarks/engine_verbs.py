@@ -112,8 +112,20 @@ async def _run(device: str, blocks: int) -> float:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--blocks", type=int, default=32, show_default=True, help="4 MiB writes per run.")
-@click.option("--reps", type=int, default=3, show_default=True, help="Interleaved runs per device.")
+@click.option(
+    "--blocks",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="4 MiB writes per run.",
+)
+@click.option(
+    "--reps",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Interleaved runs per device.",
+)
 def main(blocks: int, reps: int) -> None:
     """The engine over soft verbs against the engine over TCP, same load; prints JSON."""
     fabric = tempfile.mkdtemp(

@@ -426,9 +426,9 @@ def _hypothesis_fuzz(runs: int, seed: int) -> dict[str, Any]:
 @click.command(
     help=(__doc__ or "").splitlines()[0], context_settings={"help_option_names": ["-h", "--help"]}
 )
-@click.option("--inputs", type=int, default=1_000_000, show_default=True)
+@click.option("--inputs", type=click.IntRange(min=1), default=1_000_000, show_default=True)
 @click.option("--seed", type=int, default=2519, show_default=True)
-@click.option("--atheris-runs", type=int, default=0, show_default=True)
+@click.option("--atheris-runs", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--quick", is_flag=True, help="20,000 inputs, 2,000 guided runs")
 def cli(inputs: int, seed: int, atheris_runs: int, quick: bool) -> None:
     guided = atheris_runs

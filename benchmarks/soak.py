@@ -66,9 +66,9 @@ def _summary(report: SoakReport, cpu_s: float) -> dict[str, object]:
 @click.command(
     help=(__doc__ or "").splitlines()[0], context_settings={"help_option_names": ["-h", "--help"]}
 )
-@click.option("--rounds", type=int, default=60, show_default=True)
-@click.option("--ticks-per-round", type=int, default=100, show_default=True)
-@click.option("--warmup-rounds", type=int, default=6, show_default=True)
+@click.option("--rounds", type=click.IntRange(min=1), default=60, show_default=True)
+@click.option("--ticks-per-round", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--warmup-rounds", type=click.IntRange(min=0), default=6, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 def main(rounds: int, ticks_per_round: int, warmup_rounds: int, seed: int) -> None:
     hostile = SoakConfig(

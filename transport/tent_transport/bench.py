@@ -381,8 +381,16 @@ def bench() -> None:
 
 
 @bench.command("transport", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--blocks", type=int, default=64, show_default=True, help="4 MiB writes per run.")
-@click.option("--small", type=int, default=400, show_default=True, help="4 KiB round trips.")
+@click.option(
+    "--blocks",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="4 MiB writes per run.",
+)
+@click.option(
+    "--small", type=click.IntRange(min=1), default=400, show_default=True, help="4 KiB round trips."
+)
 @click.option("--tls/--no-tls", default=True, show_default=True, help="Also measure TLS data.")
 @click.option(
     "--rounds", type=click.IntRange(min=1), default=1, show_default=True,

@@ -462,3 +462,10 @@ def test_the_default_matrix_over_netns_tunes_its_own_16_sender_row(
     configs = seen["configs"]
     assert isinstance(configs, list)
     assert {c.network for c in configs} == {"netns", "loopback"}
+
+
+@pytest.mark.parametrize("args", [["--blocks", "0"], ["--small", "-1"], ["--rounds", "0"]])
+def test_the_transport_benchmark_refuses_counts_below_one(args: list[str]) -> None:
+    result = CliRunner().invoke(bench, ["transport", *args])
+    assert result.exit_code == 2, result.output  # a usage error, not a ZeroDivisionError
+    assert "is not in the range x>=1" in result.output
