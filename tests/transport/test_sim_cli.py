@@ -77,6 +77,9 @@ def test_sim_deadline_reads_a_workload_file(tmp_path: Path) -> None:
         (["--workload", "no-such-thing"], "neither a workload file nor a name"),
         (["--workload", "single-flow", "--theta", "x"], "comma-separated"),
         (["--workload", "single-flow", "--arbitration", "maybe"], "on, off"),
+        (["--workload", "single-flow", "--theta", "nan"], "finite numbers >= 0"),
+        (["--workload", "single-flow", "--theta", "1,1e400"], "finite numbers >= 0"),
+        (["--workload", "single-flow", "--theta", "-1"], "finite numbers >= 0"),
         ([], "--workload FILE|NAME is required"),
     ],
 )

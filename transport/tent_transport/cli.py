@@ -8,6 +8,7 @@ checker never imports the I/O layer. ``tent sim deadline`` runs the deadline sim
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,8 @@ def _floats(text: str) -> list[float]:
         values = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise click.BadParameter(f"not a comma-separated list of numbers: {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise click.BadParameter("θ values are numbers >= 0 (0 = drop off)")
+    if not values or any(not math.isfinite(v) or v < 0 for v in values):
+        raise click.BadParameter("θ values are finite numbers >= 0 (0 = drop off)")
     return values
 
 
