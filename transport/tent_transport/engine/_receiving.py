@@ -9,8 +9,9 @@ transport's part of a lease (TRANSPORT "Leases"):
    connection's control session, and its DATA_BYTES must be exactly its length (the lease
    covers the bytes that will land); then ``admit_write`` decides.
 2. An uncredited write is admitted only where no credit protocol was negotiated for the
-   session (credit off here, or the legacy fallback): a sender that negotiated credit and
-   then writes around it is refused like any other liar.
+   session (credit off here, or the legacy fallback), and never staged (the staging pool is
+   leased: a credited staged write charges exactly one STAGING_SLOTS, a direct one none): a
+   sender that negotiated credit and then writes around it is refused like any other liar.
 3. A landed write's charge (DATA_BYTES, CONSUMER_SLOTS and its REQUEST_SLOTS) comes back only
    when the application calls :meth:`ReceiverSide.release` (its consumer is done): landed
    data holds its request until it is consumed, as the spec's ``consumer_release`` frees all
@@ -151,7 +152,12 @@ class ReceiverSide:
             return "no live control session"
         credit = self.credit
         negotiated = ps.endpoint is not None and ps.endpoint.version != 0
+        staged = bool(request.flags & Flags.STAGED)
         if not request.flags & Flags.CREDITED:
+            if staged:
+                # the staging pool is leased: a slot taken without STAGING_SLOTS credit is one
+                # a credited staged write was promised, and its sender would be refused
+                return "a staged write without a lease"
             return "an uncredited write in a credit session" if negotiated else None
         if credit is None or not negotiated:
             return "a credited write where no credit was negotiated"
@@ -160,6 +166,8 @@ class ReceiverSide:
         amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
         if amounts.get(_R.DATA_BYTES) != request.length:
             return "the lease's DATA_BYTES differ from the write's length"
+        if amounts.get(_R.STAGING_SLOTS, 0) != (1 if staged else 0):
+            return "a staged write leases exactly one staging slot, a direct one none"
         admission = credit.admit_write(peer, request.qos_class, request.epoch, amounts)
         if not admission.accepted:
             assert admission.reason is not None
