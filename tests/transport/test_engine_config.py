@@ -98,6 +98,28 @@ def test_capacities_and_grant_policy_build_the_allocator() -> None:
     assert allocator.retry_after_us == 50
 
 
+@pytest.mark.parametrize(("pool", "granted"), [(0, 0), (4, 4), (64, 16), (None, 16)])
+def test_credit_never_promises_more_staging_slots_than_the_pool_has(
+    pool: int | None, granted: int
+) -> None:
+    config = load_engine_config(
+        {
+            "enable_runtime_queue": True,
+            "receiver_credit": {
+                "enabled": True,
+                "mode": "required",
+                "capacity": {"staging_slots": 16},
+                "grant": {"max_grant": {"staging_slots": 8}},
+            },
+        }
+    )
+    allocator = config.receiver_credit.allocator_config(staging_slots=pool)
+    assert allocator.capacity[CreditResource.STAGING_SLOTS] == granted
+    assert allocator.max_grant[CreditResource.STAGING_SLOTS] == max(1, min(8, granted))
+    alloc = ReceiverCreditAllocator(allocator, SessionId(1))
+    assert alloc.free(CreditResource.STAGING_SLOTS) == granted  # what grants can carve
+
+
 def test_dispatch_section_is_strict() -> None:
     assert (
         load_engine_config({"dispatch": {"slice_bytes": 1 << 20}}).dispatch.slice_bytes == 1 << 20

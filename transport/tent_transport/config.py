@@ -180,9 +180,7 @@ class ReceiverCreditConfig:
     max_routes: int = attrs.field(default=64, validator=_int(_RC, 1))
     capacity: ResourceAmounts = attrs.field(factory=_default_capacity, converter=_capacity)
     staging_reserve: ResourceAmounts = attrs.field(factory=dict, converter=_staging_reserve)
-    max_key_outstanding: ResourceAmounts = attrs.field(
-        factory=dict, converter=_max_key_outstanding
-    )
+    max_key_outstanding: ResourceAmounts = attrs.field(factory=dict, converter=_max_key_outstanding)
     """What one sender key may hold at once per resource (docs/abuse.md; missing: no cap below
     the capacity). Bounds a key whose demand is out of proportion, e.g. every free byte for
     one request slot, which the fair split alone would hand it."""
@@ -215,12 +213,22 @@ class ReceiverCreditConfig:
         assert self.mode is not None
         return self.mode
 
-    def allocator_config(self) -> AllocatorConfig:
-        """The receiver's :class:`tent_credit.AllocatorConfig`; raises ConfigError if invalid."""
-        max_grant = {**self.capacity, **self.grant.max_grant}  # missing: the capacity
+    def allocator_config(self, *, staging_slots: int | None = None) -> AllocatorConfig:
+        """The receiver's :class:`tent_credit.AllocatorConfig`; raises ConfigError if invalid.
+
+        ``staging_slots`` (the receiver's staging pool, when known) caps the STAGING_SLOTS
+        capacity: credit never promises a slot the pool does not have (a staged write granted
+        one would be refused at landing, and its sender quarantined)."""
+        capacity = dict(self.capacity)
+        max_grant = {**capacity, **self.grant.max_grant}  # missing: the capacity
+        staging = CreditResource.STAGING_SLOTS
+        if staging_slots is not None and staging in capacity:
+            capacity[staging] = min(capacity[staging], staging_slots)
+            # a grant is at least 1 slot (the allocator's rule), never more than there are
+            max_grant[staging] = max(1, min(max_grant.get(staging, 1), capacity[staging]))
         try:
             return AllocatorConfig(
-                capacity=self.capacity,
+                capacity=capacity,
                 staging_reserve=self.staging_reserve,
                 control_slots=self.control_slots,
                 max_grant=max_grant,

@@ -122,7 +122,8 @@ class Engine:
         self.credit: CreditReceiver | None = None
         if credit.enabled:
             self.credit = CreditReceiver(
-                credit.allocator_config(),
+                # the staging pool bounds the STAGING_SLOTS credit can promise
+                credit.allocator_config(staging_slots=options.staging_slots),
                 _new_session()
                 if options.credit_session is None
                 else SessionId(options.credit_session),

@@ -44,8 +44,10 @@ class EngineOptions:
         ``127.0.0.1``: the metrics name peers and quarantines, so they reach other hosts only
         when asked to, e.g. ``0.0.0.0`` for a remote scraper). Closed with the engine.
     12. ``staging_slots`` / ``staging_slot_bytes``: the receiver's staging pool for staged
-        writes (0 slots: no staging; needs receiver credit, and the slot count should equal the
-        STAGING_SLOTS capacity). A staged write must fit one slot and one dispatch slice.
+        writes (0 slots: no staging; needs receiver credit). The receiver's STAGING_SLOTS
+        capacity is capped at the slot count, so credit never promises a slot the pool lacks
+        (a staged write to a receiver without a pool then waits, visibly, on STAGING_SLOTS).
+        A staged write must fit one slot and one dispatch slice.
     13. ``device``: the data transport of every rail: ``tcp`` (sockets), ``softverbs`` (the
         soft RC device, tests) or ``verbs`` (pyverbs on ``verbs_device``, e.g. ``mlx5_0``).
         Verbs needs exactly one rail; its receiver memory comes from :meth:`Engine.allocate`.
