@@ -6,12 +6,13 @@ import os
 import time
 import urllib.request
 
+import attrs
 import pytest
 from procs import KEY, credit_config, free_ports
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
 from tent_transport.devices import Opcode
-from tent_transport.dispatch import TransferRequest
+from tent_transport.dispatch import TransferPlan, TransferRequest
 from tent_transport.engine import EngineOptions, SyncEngine
 from tent_transport.errors import InvalidArgument, LocalProtocolError, TransferFailed
 from tent_transport.segments import Access
@@ -220,6 +221,34 @@ def test_misuse_of_the_facade_is_refused_typed_and_a_closed_engine_says_so() -> 
     ):
         with pytest.raises(LocalProtocolError, match="closed"):
             call()
+
+
+def test_a_staged_write_to_a_receiver_without_a_staging_pool_waits_and_nobody_is_quarantined() -> (
+    None
+):
+    rx, tx, peer = _pair("required", slots=4)  # capacity names 4 STAGING_SLOTS; no pool
+    try:
+        memory = bytearray(BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        staged = attrs.evolve(
+            _write(peer, segment.segment_id, 0, os.urandom(4096)), plan=TransferPlan.STAGED
+        )
+        handle = tx.submit([staged])
+        state = handle.wait(1)
+        # credit never promised a slot the receiver lacks: the write waits, typed
+        assert state.status is TaskStatus.PENDING
+        assert state.backpressure is not None
+        assert CreditResource.STAGING_SLOTS in state.backpressure.exhausted
+        assert rx.engine.receiver.statistics().quarantined == ()
+        # the sender was not punished: once the staged write is withdrawn, a direct one lands
+        assert handle.cancel()
+        tx.submit([_write(peer, segment.segment_id, 0, b"ok" * 32)]).result(10)
+        assert memory[:64] == b"ok" * 32
+    finally:
+        tx.close()
+        rx.close()
 
 
 def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:
