@@ -20,6 +20,9 @@ transport's part of a lease (TRANSPORT "Leases"):
    since no consumer will ever see it.
 4. A refused write quarantines the sender: its data connections and its control connection
    are closed, and it cannot connect again (``admit_peer``) until the engine is restarted.
+   Not a write of a session that is no longer the sender's current one (bytes sent before a
+   reconnect or a restart, still arriving while the old session is retired): that one is
+   refused and its connection closed, but it is stale, not a lie.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ class ReceiverStatistics:
     refused: int
     quarantined: tuple[int, ...]
     unreleased: int
+    stale_refused: int = 0
+    """Refused writes of a session no longer current (not quarantined; counted in ``refused``)."""
     notifications_dropped: int = 0
     """Landed-write notifications not queued because ``max_pending_landed`` were waiting
     (only ones with nothing to release: uncredited, or released on landing)."""
@@ -111,7 +116,7 @@ class ReceiverSide:
         self._ids = itertools.count(1)
         self._queue: collections.deque[DataLanded] = collections.deque()
         self._queue_event = asyncio.Event()
-        self._landed = self._released = self._aborted = self._refused = 0
+        self._landed = self._released = self._aborted = self._refused = self._stale = 0
 
     # ---------------------------------------------------------------- ReceiverHooks
 
@@ -176,10 +181,17 @@ class ReceiverSide:
 
     def refused(self, peer: int, session: int, request: Request | None, reason: str) -> None:
         self._refused += 1
-        self._quarantined.add(peer)
         ps = None if self.control is None else self.control.session_of(peer)
-        if ps is not None:
-            ps.connection.close(f"quarantined: {reason}")  # retires the session's data too
+        if ps is None or ps.session != session:
+            # A data connection of a session already superseded or closed: its retirement (a
+            # task) has not closed it yet, and bytes the sender sent before it reconnected or
+            # restarted still arrive. Refused all the same (the connection closes, nothing
+            # lands), but stale, not a lie: quarantining would shut out the sender's new,
+            # honest session.
+            self._stale += 1
+            return
+        self._quarantined.add(peer)
+        ps.connection.close(f"quarantined: {reason}")  # retires the session's data too
 
     def landed(self, peer: int, session: int, request: Request) -> None:
         amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
@@ -296,5 +308,6 @@ class ReceiverSide:
             refused=self._refused,
             quarantined=tuple(sorted(self._quarantined)),
             unreleased=len(self._held),
+            stale_refused=self._stale,
             notifications_dropped=self._dropped,
         )
