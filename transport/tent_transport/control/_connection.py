@@ -198,9 +198,7 @@ class ControlConnection:
             self.close(f"frame error: {exc}")
         except (ConnectionError, OSError) as exc:
             self.close(f"read failed: {exc}")
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # not CancelledError (a BaseException): close() cancels us
             # A handler failed on something this peer sent (a defect of ours, not a typed
             # refusal): close the connection, as for any peer fault, rather than let the
             # task die and leave a session nobody reads. Logged: it is a bug to fix.

@@ -102,6 +102,17 @@ class _Link:
         self.attach_failures = 0  # consecutive sessions whose data connection failed
 
 
+def submit_batch(requests: object) -> tuple[TransferRequest, ...]:
+    """A submit's batch as a tuple (a copy: the caller may reuse its list); raises
+    :class:`InvalidArgument` for anything but a list or tuple. Its items are checked by
+    :meth:`Engine.submit`."""
+    if not isinstance(requests, list | tuple):
+        raise InvalidArgument(
+            f"submit takes a list or tuple of TransferRequest, got {type(requests).__name__}"
+        )
+    return tuple(requests)
+
+
 class Engine:
     """One TENT engine: sender and receiver at once (``await start()`` to receive; a pure
     sender may only ``await connect()``).
@@ -510,13 +521,9 @@ class Engine:
         and the dispatch core's typed errors (InvalidArgument, InvalidEntry, TooManyRequests);
         nothing is submitted then.
         """
-        if not isinstance(requests, list | tuple):
-            raise InvalidArgument(
-                f"submit takes a list or tuple of TransferRequest, got {type(requests).__name__}"
-            )
+        batch = submit_batch(requests)
         if self._closed:
             raise LocalProtocolError("the engine is closed")
-        batch = tuple(requests)
         for request in batch:
             if not isinstance(request, TransferRequest):
                 raise InvalidArgument("submit takes TransferRequest values")

@@ -20,9 +20,9 @@ from tent_sched import TaskStatus
 
 from ..config import EngineConfig
 from ..dispatch import TransferRequest
-from ..errors import InvalidArgument, LocalProtocolError, TransferFailed
+from ..errors import LocalProtocolError, TransferFailed
 from ..segments import Access, Exposure, Segment, SegmentDescriptors
-from ._engine import Engine
+from ._engine import Engine, submit_batch
 from ._handle import HandleState, TransferHandle
 from ._options import EngineOptions
 from ._receiving import DataLanded
@@ -156,13 +156,9 @@ class SyncEngine:
         """Schedule a submit on the engine's loop; never blocks. Thread-safe. Raises
         :class:`InvalidArgument` for anything but a list or tuple (checked here, in the
         caller's thread) and :class:`LocalProtocolError` once the engine is closed."""
-        if not isinstance(requests, list | tuple):
-            raise InvalidArgument(
-                f"submit takes a list or tuple of TransferRequest, got {type(requests).__name__}"
-            )
+        batch = submit_batch(requests)
         if self._closed:
             raise LocalProtocolError("the engine is closed")
-        batch = tuple(requests)
         future: concurrent.futures.Future[TransferHandle] = concurrent.futures.Future()
 
         def submit() -> None:
@@ -209,6 +205,7 @@ class SyncEngine:
 
     def next_landed(self, timeout: float | None = None) -> DataLanded:
         """Block for the next data-landed notification; raises TimeoutError."""
+
         async def take() -> DataLanded:  # the engine's coroutine is made only in the loop
             return await asyncio.wait_for(self.engine.landed(), timeout)
 
