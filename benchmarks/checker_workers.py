@@ -8,16 +8,16 @@ Usage::
 
 Each round runs every model once serially and once with ``--workers`` processes, alternating,
 so both see the same load; the speedup is serial seconds over parallel seconds per round (the
-best and the median are reported). CPU times (this process; the forked workers, once joined)
-give two figures the load disturbs less: ``work_inflation`` (the parallel run's total CPU over
-the serial run's) and ``cpu_bound_speedup_estimate`` (serial CPU over one worker's share plus
-the coordinator's). The load average before and after is recorded: on a
-shared machine a ratio is only as good as the cores that were free, so each round also measures
-``machine_ceiling``: what ``--workers`` independent CPU-bound Python processes (dict updates,
-as the seen set does) get over one, in the same round; ``of_ceiling`` is the checker's speedup
-over it (1.0: the checker scales as well as work that shares nothing). With ``--baseline-src``
-(an older tree with ``models/`` and ``spec/``) the parallel runs of that tree's checker are
-interleaved too, in a subprocess.
+best and the median are reported). Every run is a fresh process. CPU times (its own; the
+forked workers', once joined) give two figures the load disturbs less: ``work_inflation``
+(the parallel run's total CPU over the serial run's) and ``cpu_bound_speedup_estimate``
+(serial CPU over one worker's share plus the coordinator's). The load average before and
+after is recorded: on a shared machine a ratio is only as good as the cores that were free, so
+each round also measures ``machine_ceiling``: what ``--workers`` independent CPU-bound Python
+processes (dict updates, as the seen set does) get over one, in the same round;
+``of_ceiling`` is the checker's speedup over it (1.0: the checker scales as well as work that
+shares nothing). With ``--baseline-src`` (an older tree with ``models/`` and ``spec/``) the
+parallel runs of that tree's checker are interleaved too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,17 +34,26 @@ from typing import Any
 
 import click
 
-RUSAGE_CHILDREN = resource.RUSAGE_CHILDREN  # the forked workers, once joined
-
-BASELINE = """
-import json, sys, time
-sys.path[:0] = [{models!r}, {spec!r}]
+# One measured run, in a fresh interpreter: the serial run must not inherit the memory (or
+# the heap's fragmentation) of the runs before it in this process. The CPU figures are that
+# process's own (the coordinator) and its children's (the forked workers, once joined).
+RUN = """
+import json, resource, sys, time
+sys.path[:0] = {paths!r}
 from tent_models.registry import catalogue
 from tent_models.checker import check
 target = next(t for t in catalogue() if t.name == {name!r})
+model = target.model()
 started = time.perf_counter()
-r = check(target.model(), workers={workers}, max_states={cut})
-print(json.dumps({{"states": r.distinct_states, "seconds": time.perf_counter() - started}}))
+r = check(model, workers={workers}, max_states={cut})
+seconds = time.perf_counter() - started
+me = resource.getrusage(resource.RUSAGE_SELF)
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({{
+    "states": r.distinct_states, "ok": r.ok, "seconds": round(seconds, 2),
+    "cpu_coordinator_s": round(me.ru_utime + me.ru_stime, 2),
+    "cpu_workers_s": round(kids.ru_utime + kids.ru_stime, 2),
+}}))
 """
 
 
@@ -72,39 +80,12 @@ def machine_ceiling(workers: int) -> float:
     return workers * timed(1) / timed(workers)
 
 
-def run(name: str, workers: int, cut: int | None) -> dict[str, Any]:
-    from tent_models.checker import check
-    from tent_models.registry import catalogue
-
-    target = next(t for t in catalogue() if t.name == name)
-    model = target.model()
-    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    result = check(model, workers=workers, max_states=cut)
-    seconds = time.perf_counter() - started
-    me_after = resource.getrusage(resource.RUSAGE_SELF)
-    children_after = resource.getrusage(RUSAGE_CHILDREN)
-    own = me_after.ru_utime + me_after.ru_stime - me.ru_utime - me.ru_stime
-    forked = (
-        children_after.ru_utime + children_after.ru_stime - children.ru_utime - children.ru_stime
-    )
-    return {
-        "states": result.distinct_states,
-        "ok": result.ok,
-        "seconds": round(seconds, 2),
-        "cpu_coordinator_s": round(own, 2),
-        "cpu_workers_s": round(forked, 2),
-    }
-
-
-def run_baseline(source: Path, name: str, workers: int, cut: int | None) -> dict[str, Any]:
-    script = BASELINE.format(
-        models=str(source / "models"), spec=str(source / "spec"), name=name, workers=workers,
-        cut=cut,
-    )  # fmt: skip
+def run(name: str, workers: int, cut: int | None, source: Path | None = None) -> dict[str, Any]:
+    """One check of ``name`` in a fresh process: this tree's checker, or ``source``'s."""
+    paths = [] if source is None else [str(source / "models"), str(source / "spec")]
+    script = RUN.format(paths=paths, name=name, workers=workers, cut=cut)
     out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True)
     value: dict[str, Any] = json.loads(out.stdout)
-    value["seconds"] = round(value["seconds"], 2)
     return value
 
 
@@ -172,7 +153,7 @@ def main(
                 ),
             }
             if baseline_src is not None:
-                old = run_baseline(baseline_src, name, workers, max_states)
+                old = run(name, workers, max_states, baseline_src)
                 row["baseline_parallel_s"] = old["seconds"]
                 row["baseline_speedup"] = round(serial["seconds"] / old["seconds"], 2)
             rows.append(row)

@@ -194,7 +194,7 @@ def balance_plan(
     deficits. Per worker: ``(sends as (target, count), sources it receives from)``.
     """
     total, workers = sum(sizes), len(sizes)
-    if workers < 2 or max(sizes) - min(sizes) <= max(64, total // 8):
+    if workers < 2 or max(sizes) - min(sizes) <= max(64, total // 32):
         return None
     target = total // workers
     donors = sorted(

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import sys
 from array import array
+from collections import Counter
 from collections.abc import Sequence
+from itertools import compress
 from typing import Any
 
 import attrs
+import numpy as np
 
 from tent_models.checker._bfs import (
     _KEY_OBJECT_BYTES,
@@ -70,8 +73,43 @@ class _Mailbox:
         return {key[2]: self.pending.pop(key) for key in wanted}
 
 
+REMOTE = -2  # a seen entry for another shard's fingerprint (see Worker.seen)
+
+
+class _Candidates:
+    """One level's candidates in discovery (key) order, as parallel arrays."""
+
+    def __init__(self) -> None:
+        self.fps = array("Q")
+        self.keys = array("Q")
+        self.aids = array("I")  # local action ids
+        self.states: list[Any] = []
+
+
+@attrs.define
+class _Won:
+    """The new states a shard generated and won in one level, in key order."""
+
+    fps: np.ndarray[Any, Any]
+    keys: np.ndarray[Any, Any]
+    codes: np.ndarray[Any, Any]  # local action id * W + this worker
+    states: list[Any]
+    out_of_bounds: bytearray = attrs.field(factory=bytearray)
+
+    @classmethod
+    def empty(cls) -> _Won:
+        nothing = np.empty(0, dtype=np.uint64)
+        return cls(fps=nothing, keys=nothing, codes=nothing, states=[])
+
+
 class Worker:
-    """One shard: its part of the seen set, its frontier, its coverage counters."""
+    """One shard: its part of the seen set, its frontier, its coverage counters.
+
+    Per successor the hot loop does what the serial one does (one lookup in ``seen``, one in
+    this level's candidates); everything per new state or per edge between the phases runs
+    on numpy arrays (profiled on ``credit/ci``: the per-item Python loops of the exchange,
+    the numbering and the edge resolution had been ≈ 15 % of the two workers' CPU).
+    """
 
     def __init__(
         self,
@@ -93,7 +131,12 @@ class Worker:
         self.inboxes = inboxes
         self.mailbox = _Mailbox(inboxes[me] if inbox is None else inbox)
         self.others = [w for w in range(self.count) if w != me]
+        # fingerprint -> index for the states this shard owns (-1: won, numbered by the
+        # coordinator, the generator tells us with its next batch); REMOTE for another
+        # shard's fingerprints offered before: after that level their owner has every one
+        # of them, so later levels need not offer them again. One lookup serves both.
         self.seen = seen
+        self.remote = 0  # REMOTE entries in seen
         self.frontier = frontier
         self.level = 0
         self.action_index: dict[ActionInstance, int] = {}
@@ -103,14 +146,13 @@ class Worker:
         self.enabled = dict.fromkeys(names, 0)
         self.fired = dict.fromkeys(names, 0)
         self.recovered_indices = array("I")
-        self.edge_src: list[array[int]] = [array("I") for _ in range(self.count)]
-        self.edge_fp: list[array[int]] = [array("Q") for _ in range(self.count)]
-        self.new_level: list[tuple[int, Any, bool]] = []  # (fp, state, in bounds), key order
-        self.known_remote: set[int] = set()  # other shards' fingerprints offered before
+        self.edge_src = array("I")  # recoverability edges: source index, target fingerprint
+        self.edge_fp = array("Q")
         # indices of states this shard generated but another owns, sent with the next batch
-        self.fixup_fps: list[array[int]] = [array("Q") for _ in range(self.count)]
-        self.fixup_indices: list[array[int]] = [array("q") for _ in range(self.count)]
-        self.incoming: list[tuple[int, int, int, Any]] = []
+        self.fixups: list[list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]] = [
+            [] for _ in range(self.count)
+        ]
+        self.won = _Won.empty()  # this level's new states (generated here), in key order
         # As in the serial loop, an invariant or witness met once is not evaluated again: not
         # the ones this shard met (its checker drops them), nor the ones any shard or the
         # initial states met (the coordinator names them with each level). A fresh checker
@@ -134,133 +176,158 @@ class Worker:
             self._on_new = new_state_checker(
                 self.model, self._checked, met_invariants=invariants, met_witnesses=witnesses
             )
-        model, count, seen = self.model, self.count, self.seen
+        model, seen = self.model, self.seen
         expand = expander(model, symmetry=self.options.symmetry)
         recovered, faults = model.recovered, model.fault_actions()
         check_recoverability = self.options.check_recoverability
-        pending: dict[int, tuple[int, int, Any]] = {}  # fp -> (key, local action id, state)
-        known_remote = self.known_remote
+        check_deadlock, quiescent_by_bound = self.options.check_deadlock, model.quiescent_by_bound
+        # this level's candidates: the first successor per fingerprint not seen, in key order
+        pending: set[int] = set()
+        candidates = _Candidates()
+        add_fp, add_key = candidates.fps.append, candidates.keys.append
+        add_aid, add_state = candidates.aids.append, candidates.states.append
+        edge_src, edge_fp = self.edge_src.append, self.edge_fp.append
         action_index, action_table = self.action_index, self.action_table
-        transitions = 0
+        level_fired: list[str] = []  # as the serial loop: counted by Counter at the end
+        level_enabled: list[str] = []
+        fire = level_fired.append
         deadlock: int | None = None
         for src, src_fp, state in self.frontier:
             src_recovered = check_recoverability and recovered(state)
             if src_recovered:
                 self.recovered_indices.append(src)
             record_edges = check_recoverability and not src_recovered
-            names: dict[str, int] = {}
+            first = len(level_fired)
             position = 0
             base = src << SHIFT
             for name, args, nxt, fp in expand(state):
-                names[name] = names.get(name, 0) + 1
-                owner = fp % count
+                fire(name)
                 if record_edges and fp != src_fp and name not in faults:
-                    self.edge_src[owner].append(src)
-                    self.edge_fp[owner].append(fp)
-                if fp not in pending and not (
-                    fp in seen if owner == self.me else fp in known_remote
-                ):
+                    edge_src(src)
+                    edge_fp(fp)
+                if fp not in seen and fp not in pending:
+                    pending.add(fp)
                     instance = (name, args)
                     aid = action_index.get(instance)
                     if aid is None:
                         aid = action_index[instance] = len(action_table)
                         action_table.append(instance)
-                    pending[fp] = (base | position, aid, materialise(nxt))
+                    add_fp(fp)
+                    add_key(base | position)
+                    add_aid(aid)
+                    add_state(materialise(nxt))
                 position += 1
             if position > MAX_POSITION:
                 raise ModelContractError(f"a state has more than {MAX_POSITION} successors")
-            for name, times in names.items():
-                if name not in self.fired:
-                    raise ModelContractError(
-                        f"model {model.name!r}: action {name!r} is not in action_names()"
-                    )
-                self.enabled[name] += 1
-                self.fired[name] += times
-                transitions += times
-            if (
-                not names
-                and self.options.check_deadlock
+            if len(level_fired) > first:
+                level_enabled.extend(set(level_fired[first:]))
+            elif (
+                check_deadlock
                 and deadlock is None
-                and not model.quiescent_by_bound(state)
+                and not quiescent_by_bound(state)
                 and not recovered(state)
             ):
                 deadlock = src
-        self._exchange(pending)
-        return self._report(transitions, deadlock)
+        for counts, level_names in ((self.fired, level_fired), (self.enabled, level_enabled)):
+            for name, times in Counter(level_names).items():
+                if name not in counts:
+                    raise ModelContractError(
+                        f"model {model.name!r}: action {name!r} is not in action_names()"
+                    )
+                counts[name] += times
+        self._exchange(candidates)
+        return self._report(len(level_fired), deadlock)
 
-    def _exchange(self, pending: dict[int, tuple[int, int, Any]]) -> None:
-        count, me = self.count, self.me
+    def _exchange(self, candidates: _Candidates) -> None:
+        count, me, seen = self.count, self.me, self.seen
+        fps = np.frombuffer(candidates.fps, dtype=np.uint64)
+        keys = np.frombuffer(candidates.keys, dtype=np.uint64)
+        owners = fps % np.uint64(count)
+        chosen = [np.flatnonzero(owners == np.uint64(w)) for w in range(count)]
         # phase 1: candidates (fp, key) to their owners, with last level's numbering
-        fps_out = [array("Q") for _ in range(count)]
-        keys_out = [array("Q") for _ in range(count)]
-        for fp, (key, _, _) in pending.items():
-            owner = fp % count
-            fps_out[owner].append(fp)
-            keys_out[owner].append(key)
         for target in self.others:
-            fixes = self._take_fixups(target)
+            offered = fps[chosen[target]]
             self._send(
                 target,
                 "candidates",
-                (fps_out[target].tobytes(), keys_out[target].tobytes(), fixes),
+                (offered.tobytes(), keys[chosen[target]].tobytes(), self._take_fixups(target)),
             )
-            # After this level its owner has every one of them (already seen or numbered now):
-            # later levels need not offer them again.
-            self.known_remote.update(fps_out[target])
+            remote = dict.fromkeys(offered.tolist(), REMOTE)  # none of them was in seen
+            seen.update(remote)
+            self.remote += len(remote)
         received = self.mailbox.collect("candidates", self.level, self.others)
-        received[me] = (fps_out[me].tobytes(), keys_out[me].tobytes(), (b"", b""))
         for origin in self.others:
             self._apply_fixups(received[origin][2])
-        # phase 2: the smallest key wins an unseen fingerprint; winners back to generators
-        best: dict[int, tuple[int, int]] = {}
-        seen = self.seen
+        # phase 2: the smallest key wins an unseen fingerprint; each winner goes back to its
+        # generator as its position in the batch that generator sent
+        batches: list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
         for origin in range(count):
-            fps, keys = array("Q"), array("Q")
-            fps.frombytes(received[origin][0])
-            keys.frombytes(received[origin][1])
-            for fp, key in zip(fps, keys, strict=True):
-                if fp in seen:
-                    continue
-                held = best.get(fp)
-                if held is None or key < held[0]:
-                    best[fp] = (key, origin)
-        wins = [array("Q") for _ in range(count)]
-        for fp, (_, origin) in best.items():
-            seen[fp] = -1  # numbered by the coordinator; the generator tells us (fix-ups)
-            wins[origin].append(fp)
-        for target in self.others:
-            self._send(target, "winners", wins[target].tobytes())
-        won = self.mailbox.collect("winners", self.level, self.others)
-        won[me] = wins[me].tobytes()
+            if origin == me:
+                batches.append((fps[chosen[me]], keys[chosen[me]]))
+            else:
+                raw_fps, raw_keys, _ = received[origin]
+                batches.append(
+                    (
+                        np.frombuffer(raw_fps, dtype=np.uint64),
+                        np.frombuffer(raw_keys, dtype=np.uint64),
+                    )
+                )
+        all_fps = np.concatenate([b[0] for b in batches])
+        all_keys = np.concatenate([b[1] for b in batches])
+        origin_of = np.repeat(np.arange(count), [len(b[0]) for b in batches])
+        position_in = np.concatenate([np.arange(len(b[0])) for b in batches])
+        known = np.fromiter(map(seen.__contains__, all_fps.tolist()), bool, len(all_fps))
+        unseen = np.flatnonzero(~known)
+        order = np.lexsort((all_keys[unseen], all_fps[unseen]))  # by fingerprint, then key
+        ranked = all_fps[unseen][order]
+        first = np.ones(len(ranked), dtype=bool)
+        first[1:] = ranked[1:] != ranked[:-1]
+        winners = unseen[order[first]]
+        seen.update(dict.fromkeys(all_fps[winners].tolist(), -1))
+        won: dict[int, np.ndarray[Any, Any]] = {}
+        for origin in range(count):
+            mine = position_in[winners[origin_of[winners] == origin]]
+            if origin == me:
+                won[me] = mine
+            else:
+                self._send(origin, "winners", mine.astype(np.uint32).tobytes())
+        for owner, raw in self.mailbox.collect("winners", self.level, self.others).items():
+            won[owner] = np.frombuffer(raw, dtype=np.uint32)
         # The generator keeps its winning states and expands them next level: no state
         # crosses a process boundary here, and a state's successors are computed where its
         # parent's were (the model's memo tables stay warm).
-        mine: list[tuple[int, int, int, Any]] = []
-        for owner in range(count):
-            fps = array("Q")
-            fps.frombytes(won[owner])
-            for fp in fps:
-                key, aid, state = pending[fp]
-                mine.append((key, fp, aid * count + me, state))
-        mine.sort(key=lambda item: item[0])
-        self.incoming = mine
+        positions = np.concatenate([chosen[owner][won[owner]] for owner in range(count)])
+        positions = positions[np.argsort(keys[positions], kind="stable")]
+        aids = np.frombuffer(candidates.aids, dtype=np.uint32)
+        states = candidates.states
+        self.won = _Won(
+            fps=fps[positions],
+            keys=keys[positions],
+            codes=aids[positions].astype(np.uint64) * np.uint64(count) + np.uint64(me),
+            states=[states[i] for i in positions.tolist()],
+        )
 
     def _take_fixups(self, owner: int) -> tuple[bytes, bytes]:
-        fps, indices = self.fixup_fps[owner], self.fixup_indices[owner]
-        self.fixup_fps[owner], self.fixup_indices[owner] = array("Q"), array("q")
+        parts = self.fixups[owner]
+        self.fixups[owner] = []
+        if not parts:
+            return b"", b""
+        fps = np.concatenate([fps for fps, _ in parts])
+        indices = np.concatenate([indices for _, indices in parts])
         return fps.tobytes(), indices.tobytes()
 
     def _apply_fixups(self, raw: tuple[bytes, bytes]) -> None:
         """Record the indices the coordinator gave to states this shard owns (-1: cut)."""
-        fps, indices = array("Q"), array("q")
-        fps.frombytes(raw[0])
-        indices.frombytes(raw[1])
+        fps = np.frombuffer(raw[0], dtype=np.uint64)
+        indices = np.frombuffer(raw[1], dtype=np.int64)
+        self._number_own(fps, indices)
+
+    def _number_own(self, fps: np.ndarray[Any, Any], indices: np.ndarray[Any, Any]) -> None:
+        kept = indices >= 0
         seen = self.seen
-        for fp, index in zip(fps, indices, strict=True):
-            if index < 0:
-                del seen[fp]
-            else:
-                seen[fp] = index
+        seen.update(zip(fps[kept].tolist(), indices[kept].tolist(), strict=True))
+        for fp in fps[~kept].tolist():  # past a max_states cut: not stored after all
+            del seen[fp]
 
     def _flush(self) -> None:
         """Deliver every pending fix-up to its owner (before the seen set is read)."""
@@ -271,23 +338,18 @@ class Worker:
         self.level += 1
 
     def _report(self, transitions: int, deadlock: int | None) -> LevelReport:
-        model = self.model
-        on_new, checked = self._on_new, self._checked
-        keys, codes, out_of_bounds = array("Q"), array("Q"), bytearray()
-        self.new_level = []
-        for position, (key, fp, code, state) in enumerate(self.incoming):
-            keys.append(key)
-            codes.append(code)
+        on_new, within_bounds, checked = self._on_new, self.model.within_bounds, self._checked
+        out_of_bounds = bytearray()
+        flag = out_of_bounds.append
+        for position, state in enumerate(self.won.states):
             on_new(position, state)
-            inside = model.within_bounds(state)
-            out_of_bounds.append(0 if inside else 1)
-            self.new_level.append((fp, state, inside))
-        self.incoming = []
+            flag(0 if within_bounds(state) else 1)
+        self.won.out_of_bounds = out_of_bounds
         new_actions = self.action_table[self.reported_actions :]
         self.reported_actions = len(self.action_table)
         return LevelReport(
-            keys=keys.tobytes(),
-            codes=codes.tobytes(),
+            keys=self.won.keys.tobytes(),
+            codes=self.won.codes.tobytes(),
             out_of_bounds=bytes(out_of_bounds),
             invariant_hits=self._take(checked.invariant_hits, self._met[0]),
             witness_hits=self._take(checked.witness_hits, self._met[1]),
@@ -308,27 +370,30 @@ class Worker:
     def assign(self, indices_bytes: bytes) -> int:
         """Number this level's new states (those this shard generated and won); drop the
         ones past a ``max_states`` cut. Returns the size of the next frontier."""
-        indices = array("q")
-        indices.frombytes(indices_bytes)
-        frontier: list[tuple[int, int, Any]] = []
-        count, me, seen = self.count, self.me, self.seen
-        for position, (fp, state, inside) in enumerate(self.new_level):
-            index = indices[position] if position < len(indices) else -1
-            owner = fp % count
+        won, count, me = self.won, self.count, self.me
+        given = np.frombuffer(indices_bytes, dtype=np.int64)
+        indices = np.full(len(won.fps), -1, dtype=np.int64)
+        indices[: len(given)] = given
+        owners = won.fps % np.uint64(count)
+        for owner in range(count):
+            mine = owners == np.uint64(owner)
             if owner == me:
-                if index < 0:
-                    del seen[fp]
-                else:
-                    seen[fp] = index
-            else:
-                self.fixup_fps[owner].append(fp)
-                self.fixup_indices[owner].append(index)
-            if index >= 0 and inside:
-                frontier.append((index, fp, state))
-        self.frontier = frontier
-        self.new_level = []
+                self._number_own(won.fps[mine], indices[mine])
+            elif mine.any():
+                self.fixups[owner].append((won.fps[mine], indices[mine]))
+        inside = np.frombuffer(won.out_of_bounds, dtype=np.uint8) == 0
+        keep = (indices >= 0) & inside
+        self.frontier = list(
+            zip(
+                indices[keep].tolist(),
+                won.fps[keep].tolist(),
+                compress(won.states, keep.tolist()),
+                strict=True,
+            )
+        )
+        self.won = _Won.empty()
         self.level += 1
-        return len(frontier)
+        return len(self.frontier)
 
     def balance(self, plan: tuple[list[tuple[int, int]], list[int]]) -> int:
         """Move frontier states: ``(target, how many)`` to send, the workers to receive from.
@@ -356,31 +421,58 @@ class Worker:
     def resolve_edges(self) -> tuple[bytes, bytes]:
         """Turn recorded ``(source index, target fingerprint)`` edges into index pairs."""
         self._flush()
+        count, me = self.count, self.me
+        targets = np.frombuffer(self.edge_fp, dtype=np.uint64)
+        owners = targets % np.uint64(count)
+        chosen = [np.flatnonzero(owners == np.uint64(w)) for w in range(count)]
         for target in self.others:
-            self._send(target, "edges", self.edge_fp[target].tobytes())
+            self._send(target, "edges", targets[chosen[target]].tobytes())
         asked = self.mailbox.collect("edges", self.level, self.others)
-        asked[self.me] = self.edge_fp[self.me].tobytes()
-        answers: dict[int, bytes] = {}
-        for origin, raw in asked.items():
-            fps = array("Q")
-            fps.frombytes(raw)
-            answers[origin] = array("I", [self.seen[fp] for fp in fps]).tobytes()
+        table = self._sorted_seen()
+        answers = {
+            origin: self._indices_of(table, np.frombuffer(raw, dtype=np.uint64)).tobytes()
+            for origin, raw in asked.items()
+        }
         for target in self.others:
             self._send(target, "edge-targets", answers[target])
         replies = self.mailbox.collect("edge-targets", self.level, self.others)
-        replies[self.me] = answers[self.me]
         self.level += 1
-        src, dst = array("I"), array("I")
-        for owner in range(self.count):
-            src.extend(self.edge_src[owner])
-            dst.frombytes(replies[owner])
-        return src.tobytes(), dst.tobytes()
+        dst = np.empty(len(targets), dtype=np.uint32)
+        dst[chosen[me]] = self._indices_of(table, targets[chosen[me]])
+        for owner in self.others:
+            dst[chosen[owner]] = np.frombuffer(replies[owner], dtype=np.uint32)
+        return self.edge_src.tobytes(), dst.tobytes()
+
+    def _sorted_seen(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """The seen set as fingerprints in ascending order and their indices."""
+        size = len(self.seen)
+        fps = np.fromiter(self.seen.keys(), dtype=np.uint64, count=size)
+        indices = np.fromiter(self.seen.values(), dtype=np.int64, count=size)
+        order = np.argsort(fps)
+        return fps[order], indices[order]
+
+    def _indices_of(
+        self, table: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]], fps: np.ndarray[Any, Any]
+    ) -> np.ndarray[Any, Any]:
+        """The stored indices of fingerprints this shard owns (``uint32``).
+
+        The queries are sorted first: a binary search per random query misses the cache at
+        every step (measured here: 3× slower for 6 M queries into 2 M keys)."""
+        keys, indices = table
+        order = np.argsort(fps)
+        ranked = fps[order]
+        at = np.minimum(np.searchsorted(keys, ranked), max(len(keys) - 1, 0))
+        if len(fps) and (not len(keys) or (keys[at] != ranked).any() or (indices[at] < 0).any()):
+            raise CheckerError("an edge names a state its owner never numbered")
+        out = np.empty(len(fps), dtype=np.uint32)
+        out[order] = indices[at]
+        return out
 
     def storage(self) -> int:
+        own = len(self.seen) - self.remote
         return (
-            storage_bytes(len(self.seen), sys.getsizeof(self.seen), *self.edge_src, *self.edge_fp)
-            + sys.getsizeof(self.known_remote)
-            + len(self.known_remote) * _KEY_OBJECT_BYTES
+            storage_bytes(own, sys.getsizeof(self.seen), self.edge_src, self.edge_fp)
+            + self.remote * _KEY_OBJECT_BYTES
         )
 
     def handle(self, command: str, payload: Any) -> Any:
@@ -395,5 +487,10 @@ class Worker:
             return self.resolve_edges()
         if command == "finish":
             self._flush()
-            return (self.enabled, self.fired, self.recovered_indices.tobytes(), len(self.seen))
+            return (
+                self.enabled,
+                self.fired,
+                self.recovered_indices.tobytes(),
+                len(self.seen) - self.remote,
+            )
         raise CheckerError(f"unknown worker command {command!r}")
