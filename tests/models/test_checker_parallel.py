@@ -66,6 +66,25 @@ def test_parallel_max_states_cut_keeps_the_same_states() -> None:
     parallel = check(CreditToy(), max_states=500, workers=2)
     assert parallel.distinct_states == serial.distinct_states == 500
     assert (parallel.exhaustive, parallel.ok) == (serial.exhaustive, serial.ok) == (False, True)
+    # the states won but cut are dropped from their owners' seen sets again
+    assert sum(parallel.shard_states) == 500
+
+
+def test_edge_targets_resolve_in_query_order_and_unknown_ones_are_refused() -> None:
+    import numpy as np
+    from tent_models.checker._errors import CheckerError
+    from tent_models.checker._shard import indices_of
+
+    table = (np.array([3, 10, 42, 99], dtype=np.uint64), np.array([7, 0, 5, 2], dtype=np.int64))
+    queries = np.array([99, 3, 42, 99, 10], dtype=np.uint64)
+    assert indices_of(table, queries).tolist() == [2, 7, 5, 2, 0]
+    assert indices_of(table, np.empty(0, dtype=np.uint64)).tolist() == []
+    for bad in ([11], [100], [1]):  # between, past and before the stored fingerprints
+        with pytest.raises(CheckerError):
+            indices_of(table, np.array(bad, dtype=np.uint64))
+    unnumbered = (np.array([3], dtype=np.uint64), np.array([-1], dtype=np.int64))
+    with pytest.raises(CheckerError):
+        indices_of(unnumbered, np.array([3], dtype=np.uint64))
 
 
 def test_balance_plan_evens_out_frontiers_and_leaves_even_ones_alone() -> None:
