@@ -17,7 +17,7 @@ coordinator is the calling process and keeps the parent links):
    each generator learns its states' indices (its next frontier) and forwards the ones another
    worker owns with its next candidate batch ("fix-ups": the seen set maps fingerprint to
    index, read for the recoverability edges).
-5. **Balance** (coordinator, when the frontiers differ by more than an eighth): the largest
+5. **Balance** (coordinator, when the frontiers differ by more than 1/32): the largest
    frontiers send their highest-index states to the smallest. This is the only time states
    cross a process boundary (pickled); everything else moves as int arrays.
 
@@ -190,7 +190,7 @@ def balance_plan(
 
     A state is expanded by the worker that generated it, so the frontiers drift apart (all
     of them start at the initial states' owners). When the largest and smallest differ by
-    more than an eighth of the total (and 64 states), the largest surpluses go to the largest
+    more than 1/32 of the total (and 64 states), the largest surpluses go to the largest
     deficits. Per worker: ``(sends as (target, count), sources it receives from)``.
     """
     total, workers = sum(sizes), len(sizes)
