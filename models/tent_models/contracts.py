@@ -58,24 +58,34 @@ MAX_UNINTERESTING_ITERATIONS = 150
 
 
 def crosshair_command(
-    targets: Sequence[str] = CROSSHAIR_TARGETS, *, python: str | None = None
+    targets: Sequence[str] = CROSSHAIR_TARGETS,
+    *,
+    python: str | None = None,
+    per_condition_timeout_s: int = PER_CONDITION_TIMEOUT_S,
+    max_uninteresting_iterations: int = MAX_UNINTERESTING_ITERATIONS,
 ) -> tuple[str, ...]:
     """The ``crosshair check`` command line for ``targets`` (PEP 316 contracts, bounded time).
 
-    ``python`` is the interpreter to run CrossHair with (default: the running one). Raises
-    :class:`~tent_models.checker.InvalidArgument` when ``targets`` is empty or names an empty
-    string.
+    ``python`` is the interpreter to run CrossHair with (default: the running one); the two
+    budgets are per condition. Raises :class:`~tent_models.checker.InvalidArgument` when
+    ``targets`` is empty or names an empty string, or a budget is below 1.
     """
     if not targets or any(not target for target in targets):
         raise InvalidArgument(f"crosshair needs non-empty targets, got {targets!r}")
+    for name, budget in (
+        ("per_condition_timeout_s", per_condition_timeout_s),
+        ("max_uninteresting_iterations", max_uninteresting_iterations),
+    ):
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise InvalidArgument(f"{name} must be an int >= 1, got {budget!r}")
     return (
         python or sys.executable,
         "-m",
         "crosshair",
         "check",
         "--analysis_kind=PEP316",
-        f"--per_condition_timeout={PER_CONDITION_TIMEOUT_S}",
-        f"--max_uninteresting_iterations={MAX_UNINTERESTING_ITERATIONS}",
+        f"--per_condition_timeout={per_condition_timeout_s}",
+        f"--max_uninteresting_iterations={max_uninteresting_iterations}",
         *targets,
     )
 
@@ -105,13 +115,20 @@ def run_crosshair(
     *,
     cwd: str | None = None,
     timeout_s: float = 600.0,
+    per_condition_timeout_s: int = PER_CONDITION_TIMEOUT_S,
+    max_uninteresting_iterations: int = MAX_UNINTERESTING_ITERATIONS,
 ) -> CrosshairReport:
     """Run :func:`crosshair_command` for ``targets`` in a subprocess and collect its report.
 
     Counterexamples are values in the report, never exceptions. Raises
-    :class:`~tent_models.checker.InvalidArgument` for empty targets (nothing is run).
+    :class:`~tent_models.checker.InvalidArgument` for empty targets or a budget below 1
+    (nothing is run).
     """
-    command = crosshair_command(targets)
+    command = crosshair_command(
+        targets,
+        per_condition_timeout_s=per_condition_timeout_s,
+        max_uninteresting_iterations=max_uninteresting_iterations,
+    )
     started = time.perf_counter()
     try:
         done = subprocess.run(

@@ -48,16 +48,31 @@ def test_the_command_checks_pep316_contracts_with_a_per_condition_timeout() -> N
     assert crosshair_command()[-len(CROSSHAIR_TARGETS) :] == CROSSHAIR_TARGETS
 
 
-def test_the_command_refuses_empty_targets() -> None:
+def test_the_command_refuses_empty_targets_and_budgets_below_one() -> None:
     with pytest.raises(CheckerInvalidArgument):
         crosshair_command(())
     with pytest.raises(CheckerInvalidArgument):
         crosshair_command(("",))
+    for budget in (0, -1, True, 1.5):
+        with pytest.raises(CheckerInvalidArgument):
+            crosshair_command(("pkg.mod.f",), per_condition_timeout_s=budget)  # type: ignore[arg-type]
+        with pytest.raises(CheckerInvalidArgument):
+            crosshair_command(("pkg.mod.f",), max_uninteresting_iterations=budget)  # type: ignore[arg-type]
+    assert "--per_condition_timeout=60" in crosshair_command(("m.f",), per_condition_timeout_s=60)
 
 
 def test_crosshair_refutes_every_planted_wrong_contract() -> None:
     # Proof that the run explores: each planted postcondition is false for some input.
-    report = run_crosshair((str(PLANTED),), timeout_s=120)
+    # CrossHair finds each within seconds on an idle machine, but its budget is wall time:
+    # under CI's load the 6 s default once ran out before compute_grant's counterexample.
+    # A refuted condition stops at its first counterexample, so a larger budget costs
+    # nothing unless the search is slow.
+    report = run_crosshair(
+        (str(PLANTED),),
+        timeout_s=300,
+        per_condition_timeout_s=60,
+        max_uninteresting_iterations=5000,
+    )
     assert report.returncode == 1, report.output
     refuted = {
         name
