@@ -61,6 +61,7 @@ from ._ledger import (
     UpdateDisposition,
 )
 from ._messages import (
+    GRANT_AHEAD_VERSION,
     MAX_RESOURCES_PER_MESSAGE,
     SCHEMA_VERSION,
     SUPPORTED_VERSIONS,
@@ -94,6 +95,7 @@ from ._wire import MAX_MESSAGE_BYTES, WireErrorCode, decode, encode
 __all__ = [
     "DEFAULT_STALL_BUCKETS_NS",
     "GATE_POLICY",
+    "GRANT_AHEAD_VERSION",
     "MAX_MESSAGE_BYTES",
     "MAX_RESOURCES_PER_MESSAGE",
     "SCHEMA_VERSION",

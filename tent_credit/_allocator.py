@@ -517,6 +517,74 @@ class ReceiverCreditAllocator:
             blocked=blocked,
         )
 
+    def grant_exact(
+        self, sender_peer: int, qos_class: int, amounts: Mapping[CreditResource, int]
+    ) -> GrantDecision | None:
+        """Grant exactly ``amounts`` to the key's current epoch, or nothing (``None``).
+
+        The grant-ahead path (:mod:`._ahead`, protocol version 2): its caller already decided
+        the amount from the key's fair share, so neither the fair split nor ``min_grant`` cuts
+        it. Granted only when every amount fits what the key's allocation class may still take
+        and its ``max_key_outstanding`` cap leaves, and no amount exceeds ``max_grant``. The key
+        registers no live demand (the fair split of version-1 keys does not see it). Raises like
+        :meth:`grant` (IA, IE, :class:`KeyQuarantined`); a failure changes nothing.
+        """
+        key = self._key(sender_peer, qos_class)
+        if (sender_peer, qos_class) in self._quarantined:
+            raise KeyQuarantined(f"key {(sender_peer, qos_class)} is quarantined: no grants")
+        ident, record = self._record(sender_peer, qos_class, key.current_epoch)
+        amounts = self._amounts(amounts, "amounts")
+        next_state = self._next(record, _Event.GRANT)
+        room = self._grantable(ident[:2], record.allocation_class, {}, None)
+        maximum = self._config.max_grant
+        if not any(amounts.values()) or any(
+            a > room[r] or a > maximum.get(r, 0) for r, a in amounts.items() if a
+        ):
+            return None
+        granted = {r: checked_add(record.granted[r], amounts.get(r, 0)) for r in self._resources}
+        self._commit(ident, attrs.evolve(record, state=next_state, granted=_frozen(granted)))
+        self._grants_issued += 1
+        return GrantDecision(
+            sender_peer=ident[0],
+            qos_class=ident[1],
+            epoch=ident[2],
+            grant_totals=_frozen(granted),
+            granted_now=_frozen({r: amounts.get(r, 0) for r in self._resources}),
+            retry_after_us=0,
+            blocked=(),
+        )
+
+    def unlanded(self, sender_peer: int, qos_class: int, epoch: int) -> dict[CreditResource, int]:
+        """Credit of the key+epoch that has not landed: ``granted − landed − reclaimed_by_return``
+        per resource (what its sender holds unused or has in flight). IA / IE like
+        :meth:`key_totals`; cheaper than it (the grant-ahead path asks on every landing)."""
+        _ident, record = self._record(sender_peer, qos_class, epoch)
+        granted, landed, back = record.granted, record.landed, record.reclaimed_by_return
+        return {r: granted[r] - landed[r] - back[r] for r in self._resources}
+
+    def settled(self, sender_peer: int, qos_class: int, epoch: int) -> bool:
+        """Whether everything the key+epoch's sender reported consumed has landed (nothing of
+        it was in flight as of its last report). IA / IE like :meth:`key_totals`."""
+        _ident, record = self._record(sender_peer, qos_class, epoch)
+        return all(record.consumed_reported[r] <= record.landed[r] for r in self._resources)
+
+    def cap_room(self, sender_peer: int, qos_class: int) -> dict[CreditResource, int] | None:
+        """What the key's ``max_key_outstanding`` cap leaves for its unlanded credit, per capped
+        resource: the cap minus what landed and is not released yet, over all its epochs
+        (``None``: no cap configured). IA / IE like :meth:`current_epoch`."""
+        caps = self._config.max_key_outstanding
+        if not caps:
+            return None
+        key = (_check_sender(sender_peer), _check_qos(qos_class))
+        state = self._key(sender_peer, qos_class)
+        held = self._key_outstanding[key]
+        record = self._records.get((*key, state.current_epoch))
+        unlanded = {r: 0 for r in caps}
+        if record is not None:
+            for r in caps:
+                unlanded[r] = record.granted[r] - record.landed[r] - record.reclaimed_by_return[r]
+        return {r: max(0, cap - (held[r] - unlanded[r])) for r, cap in caps.items()}
+
     def on_usage(
         self,
         sender_peer: int,

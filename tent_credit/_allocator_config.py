@@ -127,8 +127,16 @@ class AllocatorConfig:
     max_key_outstanding: ResourceVector = attrs.field(factory=dict, converter=_key_cap_vector)
     grant_split: GrantSplit = attrs.field(default=GrantSplit.MAX_MIN_FAIR, validator=_split)
     max_fencing_epochs: int = attrs.field(default=4, validator=_positive_int("max_fencing_epochs"))
+    grant_chunk: int = attrs.field(default=0)
+    """Grant-ahead (protocol version 2): the standing credit of a key in whole charges of its
+    work, the RFC's lease batch (0: adaptive, the key's fair share of the pool; see
+    :mod:`tent_credit._ahead`)."""
 
     def __attrs_post_init__(self) -> None:
+        if type(self.grant_chunk) is not int or not 0 <= self.grant_chunk <= U64_MAX:
+            raise InvalidArgument(
+                f"grant_chunk must be a u64 int, got {describe(self.grant_chunk)}"
+            )
         if not self.capacity:
             raise InvalidArgument("capacity must name at least one resource")
         for what, mapping in (

@@ -587,6 +587,11 @@ class DispatchGate:
         route.waiting = _minus(route.waiting, stall.charge)
         route.stalled_owners -= 1
         route.stalled_bytes -= stall.length
+        endpoint = route.endpoint
+        if dispatched and endpoint.ahead and endpoint.key is not None:
+            # version 2: the owner's charge moves from waiting to in flight in the sender's
+            # level (it commits next), so the level stays what the receiver was told
+            endpoint.set_pending_demand(route.waiting)
         if dispatched:  # the stall duration runs from the first block to dispatch
             duration = max(0, now_ns - stall.since_ns)
             route.stalls_ended += 1

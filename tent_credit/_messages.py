@@ -31,6 +31,7 @@ from ._types import CreditAmount, SessionId
 from .errors import InvalidArgument
 
 __all__ = [
+    "GRANT_AHEAD_VERSION",
     "MAX_RESOURCES_PER_MESSAGE",
     "MAX_VERSIONS",
     "SCHEMA_VERSION",
@@ -45,7 +46,10 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
+GRANT_AHEAD_VERSION = 2
+"""The credit protocol version whose usage reports state a level the receiver grants ahead of
+(docs/credit_protocol.md "Grant-ahead"); version 1 reports absolute demand targets."""
+SUPPORTED_VERSIONS: tuple[int, ...] = (1, GRANT_AHEAD_VERSION)
 MAX_RESOURCES_PER_MESSAGE = 4  # one amount per CreditResource at most
 MAX_VERSIONS = 8  # bound on a capability offer's version list
 

@@ -22,6 +22,7 @@ from ._endpoint_common import (
 )
 from ._fairness import GrantSplit
 from ._messages import (
+    GRANT_AHEAD_VERSION,
     SUPPORTED_VERSIONS,
     CapabilityActivation,
     CapabilityOffer,
@@ -31,6 +32,7 @@ from ._messages import (
     ReceiverCreditUpdate,
     SenderCreditUsage,
 )
+from ._standing import StandingGrants
 from ._trace import TraceSink, message_fields
 from ._types import CreditResource, SessionId
 from ._wire import decode, encode
@@ -85,8 +87,10 @@ class ReceiverEndpoint:
         sender_peer: int,
         qos_class: int,
         epoch: int,
+        ahead: bool = True,
     ) -> None:
         self._receiver = receiver
+        self._ahead_allowed = ahead  # a staging-internal key is never granted ahead
         self._sender_peer = sender_peer
         self._qos_class = qos_class
         self._epoch = epoch
@@ -110,6 +114,14 @@ class ReceiverEndpoint:
         self._usage_duplicates = 0
         self._demands_blocked = 0
         self._violations = 0
+        # version 2 (grant-ahead): the sender's level, the last report's content (a repeat of
+        # it asks for the full vector), whether the loop holds the key waiting or capped, and
+        # the (grants, retry) of the last update sent: an update goes out only with news
+        self._level: dict[CreditResource, int] = {}
+        self._last_report: tuple[object, ...] | None = None
+        self._ahead_waiting = False
+        self._ahead_capped = False
+        self._last_sent: tuple[object, ...] | None = None
 
     @property
     def sender_peer(self) -> int:
@@ -131,8 +143,29 @@ class ReceiverEndpoint:
 
     @property
     def stalled(self) -> bool:
-        """The sender asked for more than could be granted; a push follows when capacity frees."""
+        """The sender asked for more than could be granted; a push follows when capacity frees
+        (version 2: its top-up is due and it waits in the receiver's line)."""
+        if self._version == GRANT_AHEAD_VERSION:
+            return self._ahead_waiting
         return self._stalled
+
+    @property
+    def ahead(self) -> bool:
+        """Whether this connection negotiated grant-ahead (protocol version 2)."""
+        return self._version == GRANT_AHEAD_VERSION
+
+    @property
+    def level(self) -> Mapping[CreditResource, int]:
+        """Version 2: the sender's level from its last applied report (``{}``: none)."""
+        return self._level
+
+    def ahead_changed(self, *, granted: bool, capped: bool, waiting: bool) -> None:
+        """The receiver's grant-ahead loop granted this key or re-evaluated it."""
+        self._ahead_capped = capped
+        self._ahead_waiting = waiting
+        self._retry_after_us = self._receiver.allocator.config.retry_after_us if (
+            capped or waiting
+        ) else 0
 
     @property
     def waiting_since(self) -> int:
@@ -213,6 +246,9 @@ class ReceiverEndpoint:
         if offer.qos_class != self._qos_class:
             return [self._violation(f"offer names qos class {offer.qos_class}")]
         mine = self._receiver.versions
+        if not self._ahead_allowed:
+            # the staging reserve is never granted ahead: its key speaks version 1 only
+            mine = tuple(v for v in mine if v != GRANT_AHEAD_VERSION) or mine
         common = max(set(mine) & set(offer.versions), default=0)
         self._version = common
         # A duplicated offer gets the same activation again: epochs move only on reconnect.
@@ -224,6 +260,11 @@ class ReceiverEndpoint:
             qos_class=self._qos_class,
             freshness_ttl_ms=self._receiver.freshness_ttl_ms,
         )
+        if common == GRANT_AHEAD_VERSION:
+            self._grant_initial()
+            self._push_due = True
+            self._receiver._ahead.membership_changed()
+            return [EndpointEvent(kind="activated", detail=f"epoch {self._epoch}")]
         if common:
             # the initial grant is a target total, so a duplicated offer cannot grant it twice
             for resource, amount in self._receiver.initial_demand.items():
@@ -233,6 +274,19 @@ class ReceiverEndpoint:
             self._push_due = True
             return [EndpointEvent(kind="activated", detail=f"epoch {self._epoch}")]
         return [EndpointEvent(kind="legacy_fallback", detail="no common version")]
+
+    def _grant_initial(self) -> None:
+        # Version 2: the activation's grant is what the initial grant still lacks (a target
+        # total: a duplicated offer grants nothing twice), exactly or not at all.
+        allocator = self._receiver.allocator
+        granted = allocator.key_totals(self._sender_peer, self._qos_class, self._epoch).granted
+        want = {
+            r: a - granted.get(r, 0)
+            for r, a in self._receiver.initial_demand.items()
+            if a > granted.get(r, 0)
+        }
+        if want:
+            allocator.grant_exact(self._sender_peer, self._qos_class, want)
 
     def _on_usage(self, usage: SenderCreditUsage | CreditReturn) -> list[EndpointEvent]:
         if usage.sequence <= self._usage_sequence:
@@ -271,6 +325,11 @@ class ReceiverEndpoint:
         self._usage_sequence = usage.sequence
         self._usage_applied += 1
         events = [EndpointEvent(kind="usage_applied")]
+        if self._version == GRANT_AHEAD_VERSION:
+            self._on_level(target, consumed, returned)
+            if any(reclaimed.values()):
+                self._receiver._capacity_freed()
+            return events
         if target is not None:
             self._demand_target = target
             # the sender's whole waiting work (its target was consumed + returned + waiting):
@@ -291,6 +350,33 @@ class ReceiverEndpoint:
         if any(reclaimed.values()):
             self._receiver._capacity_freed()
         return events
+
+    def _on_level(
+        self,
+        target: Mapping[CreditResource, int] | None,
+        consumed: Mapping[CreditResource, int],
+        returned: Mapping[CreditResource, int],
+    ) -> None:
+        # Version 2: the report's demand is consumed + returned + level (docs/credit_protocol.md
+        # "Grant-ahead"); a CreditReturn carries no level and leaves the key's as it was.
+        if target is None:
+            return
+        level = {
+            r: t - consumed.get(r, 0) - returned.get(r, 0)
+            for r, t in target.items()
+            if t > consumed.get(r, 0) + returned.get(r, 0)
+        }
+        back = tuple(sorted((r, a) for r, a in returned.items() if a))
+        content = (tuple(sorted(level.items())), back)
+        if content == self._last_report:
+            # the sender repeats itself only when it suspects a lost message (_levels rule 3):
+            # answer with the full vector, even if nothing changed since the last update
+            self._push_due = True
+        self._last_report = content
+        changed = level != self._level
+        self._level = level
+        if changed:
+            self._receiver._ahead.level_changed(self)
 
     def _outstanding_demand(self) -> dict[CreditResource, int]:
         totals = self._receiver.allocator.key_totals(
@@ -338,6 +424,13 @@ class ReceiverEndpoint:
         if self._pushable():
             self._grant_outstanding_demand()
 
+    def _news(self) -> tuple[object, ...]:
+        # what makes an update news to its sender: the grant totals and whether to wait
+        granted = self._receiver.allocator.key_totals(
+            self._sender_peer, self._qos_class, self._epoch
+        ).granted
+        return (tuple(sorted(granted.items())), self._retry_after_us)
+
     def _update(self) -> ReceiverCreditUpdate:
         totals = self._receiver.allocator.key_totals(
             self._sender_peer, self._qos_class, self._epoch
@@ -366,11 +459,15 @@ class ReceiverEndpoint:
         last = self._last_push_ns
         if self._version and refresh and last is not None and now_ns - last >= refresh:
             self._push_due = True
+        if self._version == GRANT_AHEAD_VERSION and not self._push_due:
+            # version 2: no frame without news (the grants or the retry hint moved)
+            self._push_due = self._news() != self._last_sent
         if self._version and self._push_due:
             out.append(self._update())
             self._push_due = False
             self._last_push_ns = now_ns
             self._pushed += 1
+            self._last_sent = self._news()
         self._sent += len(out)
         trace = self._receiver._trace
         if trace is not None:
@@ -454,6 +551,9 @@ class CreditReceiver:
                 raise InvalidArgument(f"invalid initial grant {describe(r)}: {describe(a)}")
         self._versions = versions
         self._endpoints: dict[tuple[int, int], ReceiverEndpoint] = {}
+        self._ahead = StandingGrants(
+            self._allocator, self._ahead_endpoints, static=config.grant_chunk
+        )
         self._tickets = 0  # the push order's clock: one tick per stall or serve of a stall
         self._trace = trace  # docs/traces.md; None: tracing off
         if trace is not None:
@@ -526,6 +626,21 @@ class CreditReceiver:
         self._tickets += 1
         return self._tickets
 
+    def _ahead_endpoints(self) -> list[ReceiverEndpoint]:
+        # the keys the grant-ahead loop serves: open, version 2, not quarantined
+        quarantined = self._allocator.is_quarantined
+        return [
+            ep
+            for ep in self._endpoints.values()
+            if ep.ahead and not ep.closed and not quarantined(ep.sender_peer, ep.qos_class)
+        ]
+
+    @property
+    def waiting_line(self) -> tuple[tuple[int, int], ...]:
+        """Version 2: the ``(sender_peer, qos_class)`` keys whose top-up is due and waits for
+        capacity, head first (served strictly in this order; see :mod:`._standing`)."""
+        return self._ahead.line()
+
     def endpoint(self, sender_peer: int, qos_class: int = 0) -> ReceiverEndpoint | None:
         """The latest endpoint of a sender's connection (closed or open), or ``None``.
 
@@ -553,9 +668,17 @@ class CreditReceiver:
         old = self._endpoints.get((sender_peer, qos_class))
         if old is not None:
             old.close()
-        endpoint = ReceiverEndpoint(self, sender_peer=sender_peer, qos_class=qos_class, epoch=epoch)
+        endpoint = ReceiverEndpoint(
+            self,
+            sender_peer=sender_peer,
+            qos_class=qos_class,
+            epoch=epoch,
+            ahead=allocation_class is AllocationClass.USER,
+        )
         self._endpoints[(sender_peer, qos_class)] = endpoint
         self._trace_event("accept", sender_peer, qos_class, epoch)
+        if old is not None and old.ahead:
+            self._ahead.membership_changed()
         return endpoint
 
     def disconnect(self, sender_peer: int, qos_class: int = 0) -> int:
@@ -570,6 +693,8 @@ class CreditReceiver:
         self._allocator.fence(sender_peer, qos_class, endpoint.epoch)
         endpoint.close()
         self._trace_event("fence", sender_peer, qos_class, endpoint.epoch)
+        if endpoint.ahead:
+            self._ahead.membership_changed()
         return endpoint.epoch
 
     def data_landed(
@@ -579,6 +704,18 @@ class CreditReceiver:
         _check_key_epoch(sender_peer, qos_class, epoch)
         self._allocator.data_landed(sender_peer, qos_class, epoch, amounts)
         self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+        self._landed(sender_peer, qos_class, epoch)
+
+    def _landed(self, sender_peer: int, qos_class: int, epoch: int) -> None:
+        # Version 2: the key's unlanded credit fell; its top-up may be due (_standing rule 1)
+        endpoint = self._endpoints.get((sender_peer, qos_class))
+        if (
+            endpoint is not None
+            and endpoint.ahead
+            and endpoint.epoch == epoch
+            and not endpoint.closed
+        ):
+            self._ahead.landed(endpoint)
 
     def admit_write(
         self,
@@ -599,6 +736,7 @@ class CreditReceiver:
         admission = self._allocator.admit_write(sender_peer, qos_class, epoch, amounts)
         if admission.accepted:
             self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+            self._landed(sender_peer, qos_class, epoch)
             return admission
         if self._allocator.quarantined_keys != quarantined_before:
             endpoint = self._endpoints.get((sender_peer, qos_class))
@@ -608,6 +746,7 @@ class CreditReceiver:
                 self._trace.record(
                     "receiver", "quarantine", {"peer": sender_peer, "qos": qos_class}
                 )
+            self._ahead.membership_changed()
             self._capacity_freed()
         return admission
 
@@ -643,6 +782,7 @@ class CreditReceiver:
         # (N - 1) full grants of the others.
         for endpoint in self.stalled_endpoints():
             endpoint._capacity_freed()
+        self._ahead.serve()  # version 2: the waiting line, first come (_standing rule 2)
 
     def messages_to_send(self, now_ns: int) -> dict[tuple[int, int], list[bytes]]:
         """Per (sender_peer, qos_class): what each open connection must send now."""

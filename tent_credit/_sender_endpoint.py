@@ -27,7 +27,9 @@ from ._ledger import (
     UpdateDisposition,
     update_acceptance,
 )
+from ._levels import LevelReports
 from ._messages import (
+    GRANT_AHEAD_VERSION,
     SUPPORTED_VERSIONS,
     CapabilityActivation,
     CapabilityOffer,
@@ -81,7 +83,15 @@ class SenderEndpoint:
 
     Ties together negotiation (:class:`PeerNegotiation`), the ledger
     (:class:`SenderCreditLedger`), the coalescing inbox, demand reporting (pull), freshness and
-    epoch fencing. Usage is reported at most once per ``usage_interval_ns`` while something
+    epoch fencing.
+
+    Protocol version 2 (grant-ahead, negotiated with receivers that offer it): a usage report
+    states the sender's level, its work in flight plus waiting, and goes out only with news
+    (:mod:`tent_credit._levels`): a rise or a return at once, a fall or idle credit once it
+    lasted ``level_hold_ns`` (default two usage intervals; the idle credit is returned with
+    it), and a refresh every ``refresh_interval_ns`` (default half the freshness TTL; 0: none).
+
+    Version 1: usage is reported at most once per ``usage_interval_ns`` while something
     changed (consumption, returns or demand) or demand is unmet, except the report of a sender
     that *starts* wanting: its demand is unmet and the last target it reported is covered by its
     grant, so the receiver believes it needs nothing. That report goes out at once. A heartbeat
@@ -99,8 +109,14 @@ class SenderEndpoint:
         usage_interval_ns: int = 1_000_000,
         versions: tuple[int, ...] = SUPPORTED_VERSIONS,
         trace: TraceSink | None = None,
+        level_hold_ns: int | None = None,
+        refresh_interval_ns: int | None = None,
     ) -> None:
         check_u64(sender_peer, "sender_peer")
+        if refresh_interval_ns is not None:
+            check_u64(refresh_interval_ns, "refresh_interval_ns")
+        if level_hold_ns is not None:
+            check_u64(level_hold_ns, "level_hold_ns")
         if type(qos_class) is not int or not 0 <= qos_class <= 0xFFFF_FFFF:
             raise InvalidArgument(f"qos_class must be a u32, got {describe(qos_class)}")
         check_u64(usage_interval_ns, "usage_interval_ns")
@@ -112,6 +128,11 @@ class SenderEndpoint:
         self._ledger = SenderCreditLedger(max_entries=4)
         self._inbox: ControlInbox[CreditKey] = ControlInbox(max_keys=2)
         self._usage_interval_ns = usage_interval_ns
+        # version 2 (grant-ahead): the level this sender states and when it reports it
+        hold = 2 * usage_interval_ns if level_hold_ns is None else level_hold_ns
+        self._levels = LevelReports(hold)
+        self._direct_waiting = False  # the waiting work came from blocked try_reserve calls
+        self._refresh_interval_ns = refresh_interval_ns
         self._key: CreditKey | None = None
         self._epoch = 0
         self._outbox: list[ControlMessage] = []
@@ -184,6 +205,16 @@ class SenderEndpoint:
     def ledger(self) -> SenderCreditLedger:
         """The ledger (read it; mutate it only through this endpoint)."""
         return self._ledger
+
+    @property
+    def ahead(self) -> bool:
+        """Whether the receiver grants ahead of this sender (protocol version 2 negotiated)."""
+        return self._negotiation.version == GRANT_AHEAD_VERSION
+
+    def level(self) -> Mapping[CreditResource, int]:
+        """Version 2: the level this sender states, its work in flight plus waiting for credit
+        on the current key (see :mod:`tent_credit._levels`)."""
+        return self._levels.level()
 
     def available(self) -> Mapping[CreditResource, int]:
         """Available credit of the current key (all zero before the first update)."""
@@ -381,8 +412,12 @@ class SenderEndpoint:
         self._demand_target = {}
         self._reported_target = {}
         self._retry_after_us = 0
-        self._usage_dirty = True  # introduce ourselves to the new epoch with a usage report
+        # version 1 introduces itself to the new epoch with a usage report; version 2 reports
+        # once it has a level (_levels: no frame without news)
+        self._usage_dirty = True
         self._last_usage_ns = None
+        self._levels.reset(self._now_ns)
+        self._direct_waiting = False
 
     def _fenced_in_flight(self) -> int:
         current = (self._key, self._epoch)
@@ -437,7 +472,9 @@ class SenderEndpoint:
         if disposition is UpdateDisposition.DUPLICATE_OR_OLD:
             return [EndpointEvent(kind="update_ignored", detail="duplicate or old")]
         self._retry_after_us = update.retry_after_us
-        if update.retry_after_us and not self._demand_unmet():
+        if self.ahead:
+            self._observe_level()  # credit on hand grew: idle beyond the waiting work?
+        elif update.retry_after_us and not self._demand_unmet():
             # The receiver still holds a demand this sender withdrew (the report that said so
             # was lost): report again, or freed capacity keeps going to work that is gone.
             self._usage_dirty = True
@@ -488,6 +525,18 @@ class SenderEndpoint:
             self._raise_demand(key, charge)
             self._trace_reserve(charge, None)
             return self._backpressure(result.exhausted)
+        if self.ahead and self._direct_waiting:
+            # version 2, a caller without a gate: the reserved charge no longer waits (it
+            # joins the level as in flight once committed)
+            waiting = self._levels.waiting
+            for resource, amount in charge.parts:
+                left = waiting.get(resource, 0) - amount
+                if left > 0:
+                    waiting[resource] = left
+                else:
+                    waiting.pop(resource, None)
+        if self.ahead:
+            self._observe_level()
         self._trace_reserve(charge, result)
         return result
 
@@ -534,6 +583,12 @@ class SenderEndpoint:
         """
         targets = self._demand_targets(waiting)  # validates everything first
         assert self._key is not None  # _demand_targets raised InvalidEntry otherwise
+        if self.ahead:
+            # version 2: the waiting work is part of the level (_levels), not a target
+            self._levels.waiting = {r: a for r, a in waiting.items() if a}
+            self._direct_waiting = False
+            self._observe_level()
+            return
         entry = self._ledger.entry(self._key)
         for resource in self._demand_target:
             if resource not in targets:  # nothing of it waits any more
@@ -573,6 +628,15 @@ class SenderEndpoint:
                 )
 
     def _raise_demand(self, key: CreditKey, charge: CreditCharge) -> None:
+        if self.ahead:
+            # version 2: at least this charge waits (a retried charge is not counted twice;
+            # a gate states its waiting work exactly with set_pending_demand)
+            waiting = self._levels.waiting
+            for resource, amount in charge.parts:
+                waiting[resource] = max(waiting.get(resource, 0), amount)
+            self._direct_waiting = True
+            self._observe_level()
+            return
         entry = self._ledger.entry(key)
         for resource, amount in charge.parts:
             shortfall = amount - entry.available[resource]
@@ -601,11 +665,15 @@ class SenderEndpoint:
         slot = (token.key, token.epoch)
         self._in_flight[slot] = self._in_flight.get(slot, 0) + 1
         self._usage_dirty = True
+        if slot == (self._key, self._epoch):
+            self._levels.commit(token.charge.as_dict())
+            self._observe_level()
         self._trace_token("commit", token)
 
     def rollback(self, token: ReservationToken) -> None:
         """The transport refused the work: give the exact charge back (SEMANTICS §6)."""
         self._ledger.rollback(token)
+        self._observe_level()  # credit on hand grew back
         self._trace_token("rollback", token)
 
     def complete(self, token: ReservationToken, now_ns: int) -> list[EndpointEvent]:
@@ -628,6 +696,9 @@ class SenderEndpoint:
             raise InvalidEntry(f"token {token.token_id} was already completed")
         self._advance(now_ns)
         self._in_flight[slot] = count - 1
+        if slot == (self._key, self._epoch):
+            self._levels.complete(token.charge.as_dict())
+            self._observe_level()
         self._trace_token("complete", token)
         return self._maybe_fence_drained(now_ns)
 
@@ -641,6 +712,7 @@ class SenderEndpoint:
             raise InvalidEntry("no active credit key")
         self._ledger.return_credit(self._key, charge)
         self._usage_dirty = True
+        self._observe_level()
         if self._trace is not None:
             self._trace.record(
                 self._node,
@@ -672,7 +744,7 @@ class SenderEndpoint:
             usage = self._usage_due(now_ns)
             if usage is not None:
                 out.append(usage)
-            hb = self._heartbeat_due(now_ns)
+            hb = None if self.ahead else self._heartbeat_due(now_ns)  # v2: the refresh report
             if hb is not None:
                 out.append(hb)
         self._sent += len(out)
@@ -703,6 +775,8 @@ class SenderEndpoint:
         # interval, since a lost report must not leave the sender stalled for good. The interval
         # paces consumption, returns, re-reports and changes of a demand the receiver already
         # knows is unmet; only a sender that starts wanting skips it (_starts_wanting).
+        if self._key is not None and self.ahead:
+            return self._level_report(now_ns)
         if self._key is None or not (self._usage_dirty or self._demand_unmet()):
             return None
         if (
@@ -731,6 +805,49 @@ class SenderEndpoint:
             pending_demand=_nonzero_amounts(self._demand_target),
         )
 
+    def _observe_level(self) -> None:
+        # Version 2: the level or the credit on hand changed (_levels rule 2's hold).
+        if self._key is not None and self.ahead:
+            self._levels.observe(self._now_ns, self._ledger.entry(self._key).available)
+
+    def _refresh_ns(self) -> int:
+        # Version 2's refresh (_levels rule 3): as configured, else half the freshness TTL
+        # (where version 1 sends its heartbeat); 0: never.
+        if self._refresh_interval_ns is not None:
+            return self._refresh_interval_ns
+        return self._negotiation.freshness_ttl_ms * 500_000
+
+    def _level_report(self, now_ns: int) -> SenderCreditUsage | None:
+        # Version 2 (_levels): a report only with news; its demand is consumed + returned +
+        # level, so the receiver reads the level back as demand − consumed − returned.
+        assert self._key is not None
+        entry = self._ledger.entry(self._key)
+        self._levels.observe(now_ns, entry.available)
+        if not self._levels.due(now_ns, entry.returned, self._refresh_ns()):
+            return None
+        if self._levels.settling():
+            idle = self._levels.idle(entry.available)
+            if idle:  # rule 2: credit nothing waiting will use goes back with the report
+                self._ledger.return_credit(self._key, CreditCharge.of(idle))
+                entry = self._ledger.entry(self._key)
+        level = self._levels.level()
+        self._levels.sent(level, entry.returned, now_ns)
+        self._usage_sequence += 1
+        self._usage_dirty = False
+        self._last_usage_ns = now_ns
+        granted = [r for r, total in entry.grant_total.items() if total]
+        demand = {r: entry.consumed[r] + entry.returned[r] + a for r, a in level.items()}
+        self._demand_target = demand
+        return SenderCreditUsage(
+            receiver_session_id=self._key.receiver_session,
+            epoch=self._epoch,
+            sequence=self._usage_sequence,
+            qos_class=self._qos_class,
+            consumed_totals=_amounts({r: entry.consumed[r] for r in granted}),
+            returned_totals=_amounts({r: entry.returned[r] for r in granted}),
+            pending_demand=_nonzero_amounts(demand),
+        )
+
     def _heartbeat_due(self, now_ns: int) -> Heartbeat | None:
         ttl_ms = self._negotiation.freshness_ttl_ms
         age = self._negotiation.update_age_ns(now_ns)
@@ -751,7 +868,14 @@ class SenderEndpoint:
     def get_timer(self) -> int | None:
         """The next ``now_ns`` at which :meth:`handle_timer` has work, or ``None``."""
         deadlines: list[int] = []
-        if (self._usage_dirty or self._demand_unmet()) and self._last_usage_ns is not None:
+        if self._key is not None and self.ahead:
+            returned = self._ledger.entry(self._key).returned
+            refresh = self._refresh_ns()
+            if self._levels.due(self._now_ns, returned, refresh):
+                deadlines.append(self._now_ns)
+            elif (when := self._levels.timer(refresh)) is not None:
+                deadlines.append(when)
+        elif (self._usage_dirty or self._demand_unmet()) and self._last_usage_ns is not None:
             due = self._last_usage_ns + self._usage_interval_ns
             if due > self._now_ns and self._starts_wanting():
                 due = self._now_ns  # reported at once (_starts_wanting)
@@ -762,7 +886,8 @@ class SenderEndpoint:
         age = self._negotiation.update_age_ns(self._now_ns)
         if ttl_ms and age is not None and self._negotiation.state is NegotiationState.ACTIVE:
             refreshed = self._now_ns - age
-            deadlines.append(refreshed + ttl_ms * 500_000)  # heartbeat at half the TTL
+            if not self.ahead:
+                deadlines.append(refreshed + ttl_ms * 500_000)  # heartbeat at half the TTL
             deadlines.append(refreshed + ttl_ms * 1_000_000 + 1)  # staleness
         return min(deadlines) if deadlines else None
 

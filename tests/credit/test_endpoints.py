@@ -7,6 +7,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tent_credit import (
+    GRANT_AHEAD_VERSION,
     CreditCharge,
     CreditResource,
     Plan,
@@ -99,7 +100,14 @@ def test_receiver_endpoint_version_is_zero_until_negotiated_then_the_selected_on
     tx.connect(0)
     pump(tx, rx, 0)
     assert tx.state is NegotiationState.ACTIVE
-    assert ep.version == ep.statistics().version == 1
+    # the highest version both support: grant-ahead
+    assert ep.version == ep.statistics().version == GRANT_AHEAD_VERSION == 2
+    v1 = CreditReceiver(config(), SessionId(2), versions=(1,))
+    old = v1.accept(7)
+    tx1 = SenderEndpoint(sender_peer=7)
+    tx1.connect(0)
+    pump(tx1, v1, 0)
+    assert old.version == 1 and not old.ahead and not tx1.ahead
 
 
 def test_identity_is_bound_and_payload_naming_another_class_is_a_violation() -> None:
@@ -225,7 +233,9 @@ def test_optional_mode_without_common_version_falls_back_to_legacy() -> None:
 
 
 def test_lost_offer_and_lost_usage_are_retransmitted() -> None:
-    rx = receiver()
+    # version 1: an unmet demand is re-reported every interval (version 2 refreshes instead:
+    # tests/credit/test_grant_ahead.py)
+    rx = CreditReceiver(config(), SessionId(1), versions=(1,))
     ep = rx.accept(7)
     tx = SenderEndpoint(sender_peer=7, usage_interval_ns=1_000)
     tx.connect(0)

@@ -10,7 +10,8 @@ CONTRACT_NAMES = {"CreditReceiver", "WriteAdmission", "WriteRefusal"}
 
 EXPECTED = {
     "DEFAULT_STALL_BUCKETS_NS", "GATE_POLICY", "MAX_MESSAGE_BYTES", "MAX_RESOURCES_PER_MESSAGE",
-    "SCHEMA_VERSION", "SUPPORTED_VERSIONS", "TICKET_TRANSITIONS", "TOKEN_TRANSITIONS",
+    "GRANT_AHEAD_VERSION", "SCHEMA_VERSION", "SUPPORTED_VERSIONS", "TICKET_TRANSITIONS",
+    "TOKEN_TRANSITIONS",
     "TRANSITIONS", "U32_MAX", "U64_MAX", "U128_MAX", "AllocationClass", "AllocatorConfig",
     "AllocatorStatistics", "BackpressureInfo", "BackpressureSource", "Blocked",
     "CapabilityActivation", "CapabilityOffer", "ControlInbox", "ControlMessage", "CreditAmount",

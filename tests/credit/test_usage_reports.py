@@ -26,7 +26,8 @@ def receiver(slots: int = 8) -> CreditReceiver:
     config = AllocatorConfig(
         capacity={Q: slots}, control_slots=2, max_grant={Q: slots}, max_keys=8, retry_after_us=50
     )
-    return CreditReceiver(config, SESSION)
+    # version 1's absolute demand targets (version 2: tests/credit/test_grant_ahead.py)
+    return CreditReceiver(config, SESSION, versions=(1,))
 
 
 def usage(
@@ -144,7 +145,7 @@ def test_a_lost_withdrawal_is_reported_again_when_the_receiver_still_answers_blo
     config = AllocatorConfig(
         capacity={Q: 8}, control_slots=2, max_grant={Q: 8}, max_keys=8, retry_after_us=50
     )
-    rx = CreditReceiver(config, SESSION, refresh_interval_ns=5)
+    rx = CreditReceiver(config, SESSION, refresh_interval_ns=5, versions=(1,))
     idle, holder = _sender(1, rx), _sender(3, rx)
     holder.set_pending_demand({Q: 8})
     _pump(holder, rx, 10)

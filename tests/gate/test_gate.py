@@ -669,7 +669,7 @@ def test_a_restart_between_admission_and_pick_rejects_the_snapshot_and_counts_it
     owner = rig.admit()
     ctx = rig.queue.owner(owner).context
     assert isinstance(ctx, DispatchContext) and ctx.snapshot == (SessionId(100), 1)
-    new = CreditReceiver(rx_config(), SessionId(101), initial_grant=grant_of(2))
+    new = CreditReceiver(rx_config(), SessionId(101), initial_grant=grant_of(2), versions=(1,))
     rig.receivers[RX] = new
     tx.disconnect(rig.now)
     new.accept(7)

@@ -56,7 +56,8 @@ class TwoClasses:
             max_keys=4,
             retry_after_us=100,
         )
-        self.receiver = CreditReceiver(config, SessionId(100))
+        # version 1's demand targets (the idle return itself is version-independent)
+        self.receiver = CreditReceiver(config, SessionId(100), versions=(1,))
         self.gate = DispatchGate(GateConfig(mode=CreditMode.REQUIRED))
         self.queue = AdmissionQueue(
             QueueLimits(max_outstanding_owners=16, max_outstanding_bytes=1 << 30)

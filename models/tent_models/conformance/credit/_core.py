@@ -99,12 +99,15 @@ class _AdapterCore:
         return s + 1
 
     def _new_receiver(self) -> CreditReceiver:
+        # tent_spec.credit models version 1's absolute demand targets (grant-ahead, version 2,
+        # is modelled by tent_spec.gated and checked by its conformance)
         return CreditReceiver(
             self._config,
             SessionId(self._session),
             freshness_ttl_ms=FRESHNESS_TTL_MS,
             refresh_interval_ns=REFRESH_INTERVAL_NS,
             trace=self._trace,
+            versions=(1,),
         )
 
     def _new_sender(self, s: int, *, clock: int) -> SenderEndpoint:

@@ -1,0 +1,172 @@
+"""Grant-ahead arithmetic (protocol version 2): how much standing credit a key should hold.
+
+Under version 2 a sender's usage report states its **level** (its backlog): the charges of its
+work on the key that is in flight or waiting for credit. The receiver keeps the key's
+*unlanded* credit (granted − landed − reclaimed by return: credit the sender holds unused or has
+in flight) topped up to the key's **hold** as the key's data lands, without another report:
+
+1. The key's **unit** is one charge of its work: the level divided by the gcd of its amounts
+   (a level of four 4 MiB writes, ``(16 MiB, 4, 4)``, has the unit ``(4 MiB, 1, 1)``).
+2. Its **chunk** is ``static`` units (the RFC's lease batch) or, adaptive (``static == 0``),
+   its fair share of the user pool: ``max(1, ceil(pool / (unit × active)))`` whole units,
+   where ``active`` is the number of keys with a level. A key alone gets the pool; sixteen keys
+   on eight slots get one unit each; three keys on eight slots three each (the capacity check
+   makes the last of them wait in line rather than leave two slots idle). The drain itself
+   clocks the grants (a top-up follows the landing of the key's own data), so a faster drain
+   is granted faster without a rate estimate.
+3. Its **hold** is ``min(level, chunk, cap room)`` units: a forged or inflated level gets at
+   most the fair share, and a lone sender never more than it said it has.
+4. It is topped up only once its **deficit** (hold − unlanded, in whole units) reaches the
+   **quantum** ``q``: 1 unit for a hold of 1, 2 for a hold of 2 or 3, else half the hold,
+   rounded up, and for a key that is not capped at most ``hold − 1`` (see :func:`quantum`).
+   One update then carries several units (QUIC and HTTP/2 send a window update once half the
+   window is consumed), so four senders on eight slots need one update per two transfers, not
+   one per transfer.
+
+Everything here is pure integer arithmetic on resource vectors (``{resource: amount}``); the
+allocator and the endpoints call it. Nothing in this module reads a clock or changes state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import attrs
+
+from ._types import CreditResource
+
+__all__ = ["Standing", "quantum", "standing", "unit_of", "whole_units"]
+
+Vector = Mapping[CreditResource, int]
+
+
+def unit_of(level: Vector) -> dict[CreditResource, int]:
+    """One charge of the work a level describes: ``level / gcd(level)`` over its non-zero
+    amounts (``{}`` for an empty or all-zero level).
+
+    post: all(v > 0 for v in __return__.values())
+    """
+    amounts = {r: a for r, a in level.items() if a > 0}
+    if not amounts:
+        return {}
+    scale = math.gcd(*amounts.values())
+    return {r: a // scale for r, a in amounts.items()}
+
+
+def whole_units(amounts: Vector, unit: Vector) -> int:
+    """How many whole units ``amounts`` covers: ``min over the unit's resources of
+    floor(amount / unit amount)``, never below 0 (0 for an empty unit)."""
+    if not unit:
+        return 0
+    return max(0, min(amounts.get(r, 0) // u for r, u in unit.items()))
+
+
+def quantum(hold: int, *, capped: bool) -> int:
+    """The fewest units a top-up carries (rule 4 of the module docstring).
+
+    A key that is not capped may be the receiver's only work: its top-up then comes while at
+    least one of its units is still in flight (``hold − 1``), so its pipeline never runs dry
+    (a lone sender with two transfers in flight is topped up as each lands). A capped key
+    shares the receiver with others, whose data keeps it busy meanwhile.
+
+    pre: hold >= 0
+    post: __return__ >= 1
+    post: hold < 1 or __return__ <= hold
+    """
+    if hold <= 1:
+        return 1
+    size = 2 if hold <= 3 else -(-hold // 2)
+    return size if capped else min(size, hold - 1)
+
+
+@attrs.frozen(kw_only=True)
+class Standing:
+    """One key's grant-ahead position (see the module docstring): its unit and, in units, its
+    level, hold, unlanded credit, deficit and quantum. ``capped``: the level exceeds the hold
+    (the key wants more than its share; it waits for its own data to land)."""
+
+    unit: Mapping[CreditResource, int]
+    level: int
+    hold: int
+    unlanded: int
+    deficit: int
+    quantum: int
+    settled: bool = False
+
+    @property
+    def capped(self) -> bool:
+        return self.level > self.hold
+
+    @property
+    def due(self) -> bool:
+        """A top-up is due: the deficit reached the quantum."""
+        return self.hold > 0 and self.deficit >= self.quantum
+
+    def top_up(
+        self, units: int, unlanded: Mapping[CreditResource, int]
+    ) -> dict[CreditResource, int]:
+        """The grant that adds ``units`` whole units to the key (``units`` ≤ the deficit).
+
+        A settled key's unlanded credit was counted down (:func:`standing`): the grant then
+        completes its fragment to whole units per resource instead of adding beside it. Else
+        it adds ``units`` charges (a partly landed charge was counted as held, up)."""
+        if not self.settled:
+            return {r: u * units for r, u in self.unit.items()}
+        target = self.unlanded + units
+        return {
+            r: target * u - unlanded.get(r, 0)
+            for r, u in self.unit.items()
+            if target * u > unlanded.get(r, 0)
+        }
+
+
+def standing(
+    level: Vector,
+    unlanded: Vector,
+    pool: Vector,
+    *,
+    active: int,
+    static: int,
+    cap_room: Vector | None = None,
+    settled: bool = False,
+) -> Standing:
+    """The key's position (module docstring): ``level`` from its report, ``unlanded`` from
+    the receiver's books, ``pool`` what its allocation class may hold in total per resource,
+    ``active`` the keys with a level (this one included), ``static`` the fixed chunk in units
+    (0: adaptive), ``cap_room`` what the key's per-key cap still leaves for unlanded credit
+    (``None``: no cap), ``settled`` that nothing of the key is in flight (every charge its
+    sender consumed has landed): its unlanded credit is then all unused and counts in whole
+    units down, so a fragment smaller than one charge (an activation grant below the charge,
+    say) is topped up to a whole one instead of blocking the key.
+
+    pre: active >= 1 and static >= 0
+    post: 0 <= __return__.hold <= __return__.level
+    post: __return__.deficit >= 0
+    """
+    unit = unit_of(level)
+    level_units = whole_units(level, unit) if unit else 0
+    if not level_units:
+        return Standing(unit=unit, level=0, hold=0, unlanded=0, deficit=0, quantum=1)
+    # adaptive: the fair share, rounded up (8 slots among 3 keys hold 3 each: the third key's
+    # last unit waits in the line for capacity, rather than 2 each and 2 slots idle)
+    chunk = static or max(1, min(-(-pool.get(r, 0) // (u * active)) for r, u in unit.items()))
+    hold = min(level_units, chunk)
+    if cap_room is not None:
+        hold = min(hold, whole_units(cap_room, unit))
+    held = whole_units(unlanded, unit) if settled else _units_ceil(unlanded, unit)
+    return Standing(
+        unit=unit,
+        level=level_units,
+        hold=hold,
+        unlanded=held,
+        deficit=max(0, hold - held),
+        quantum=quantum(hold, capped=level_units > hold),
+        settled=settled,
+    )
+
+
+def _units_ceil(amounts: Vector, unit: Vector) -> int:
+    # Unlanded credit counts up: a fragment of a unit still held (e.g. part of a write landed)
+    # means the unit is not free for a new grant yet, so a top-up never overshoots the hold.
+    return max((-(-amounts.get(r, 0) // u) for r, u in unit.items()), default=0)

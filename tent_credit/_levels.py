@@ -1,0 +1,131 @@
+"""When a version-2 sender reports its level (grant-ahead, see :mod:`._ahead`).
+
+Under protocol version 2 a usage report states the sender's **level**: the charges of its work
+on the key that is in flight (committed, not completed) or waiting for credit (the gate's
+credit-stalled owners). The receiver keeps the key topped up from that level as the key's data
+lands, so a sender reports only when it has news (docs/credit_protocol.md "Grant-ahead"):
+
+1. **A rise** (some resource's level above the one last reported) or **a return** (the gate gave
+   idle credit back: the returned totals changed) goes out at once.
+2. **A fall**, or **idle credit** (credit on hand beyond what the waiting work needs), goes out
+   once it has lasted ``hold_ns`` without a break, with that idle credit returned: work that
+   arrives in bursts (a lane that resubmits right after its completion) keeps its credit
+   across the gaps instead of paying two reports per gap, and credit nothing will use goes
+   back to the keys that can use it (a grant that arrived after the work left, say).
+3. **A refresh** (the last report again) goes out every ``refresh_ns`` (half the freshness
+   TTL; 0: never): the receiver answers it with the key's full vector. This is the only
+   repeat. Totals are cumulative, so over a lossy channel the two refreshes (this one and the
+   receiver's refresh timer) recover any lost report or update; over TCP nothing is lost
+   without the connection, and a new connection starts a new epoch.
+
+Consumed totals alone are never news: the receiver needs them only to check a report. This
+module is pure bookkeeping: the endpoint owns the clock and the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ._types import CreditResource
+
+__all__ = ["LevelReports"]
+
+Vector = Mapping[CreditResource, int]
+
+
+def _plus(a: Vector, b: Vector) -> dict[CreditResource, int]:
+    out = dict(a)
+    for r, v in b.items():
+        out[r] = out.get(r, 0) + v
+    return {r: v for r, v in out.items() if v}
+
+
+def _nonzero(vector: Vector) -> dict[CreditResource, int]:
+    return {r: a for r, a in vector.items() if a}
+
+
+class LevelReports:
+    """The version-2 report decision of one sender endpoint (module docstring).
+
+    ``hold_ns`` is rule 2's hold (≥ 0). Not thread-safe; the endpoint validates every input.
+    """
+
+    def __init__(self, hold_ns: int) -> None:
+        self._hold_ns = hold_ns
+        self.in_flight: dict[CreditResource, int] = {}
+        self.waiting: dict[CreditResource, int] = {}
+        self._reported: dict[CreditResource, int] | None = None
+        self._reported_returned: dict[CreditResource, int] = {}
+        self._reported_ns = 0
+        self._quiet_since: int | None = None  # rule 2's condition holds since then
+
+    def reset(self, now_ns: int) -> None:
+        """A new credit key (activation or epoch): nothing is in flight, waiting or reported on
+        it (owners pinned to the old entry cannot spend the new one; the gate states what
+        waits on the new entry when its owners block there)."""
+        self.in_flight = {}
+        self.waiting = {}
+        self._reported = None
+        self._reported_returned = {}
+        self._reported_ns = now_ns
+        self._quiet_since = None
+
+    def level(self) -> dict[CreditResource, int]:
+        """In flight plus waiting, per resource (non-zero amounts only)."""
+        return _plus(self.in_flight, self.waiting)
+
+    def commit(self, charge: Vector) -> None:
+        self.in_flight = _plus(self.in_flight, charge)
+
+    def complete(self, charge: Vector) -> None:
+        self.in_flight = _plus(self.in_flight, {r: -a for r, a in charge.items()})
+
+    def idle(self, available: Vector) -> dict[CreditResource, int]:
+        """Credit on hand beyond what the waiting work needs (rule 2)."""
+        waiting = self.waiting
+        return {r: a - waiting.get(r, 0) for r, a in available.items() if a > waiting.get(r, 0)}
+
+    def _rising(self, level: Vector) -> bool:
+        reported = self._reported or {}
+        return any(a > reported.get(r, 0) for r, a in level.items())
+
+    def observe(self, now_ns: int, available: Vector) -> None:
+        """Start or clear rule 2's hold from the current level and credit (call after any
+        change of either)."""
+        level = self.level()
+        quiet = not self._rising(level) and (
+            level != (self._reported or {}) or bool(self.idle(available))
+        )
+        if not quiet:
+            self._quiet_since = None
+        elif self._quiet_since is None:
+            self._quiet_since = now_ns
+
+    def due(self, now_ns: int, returned: Vector, refresh_ns: int) -> bool:
+        """Whether a report goes out now (rules 1-3; a new entry starts from "nothing
+        reported": its first level or return is a rise)."""
+        if _nonzero(returned) != self._reported_returned or self._rising(self.level()):
+            return True
+        if self._quiet_since is not None and now_ns - self._quiet_since >= self._hold_ns:
+            return True
+        return bool(refresh_ns) and now_ns - self._reported_ns >= refresh_ns
+
+    def settling(self) -> bool:
+        """Rule 2 is what makes the report due: it returns the idle credit."""
+        return self._quiet_since is not None
+
+    def timer(self, refresh_ns: int) -> int | None:
+        """When rule 2's hold or rule 3's refresh is next due (``None``: neither)."""
+        deadlines = []
+        if self._quiet_since is not None:
+            deadlines.append(self._quiet_since + self._hold_ns)
+        if refresh_ns:
+            deadlines.append(self._reported_ns + refresh_ns)
+        return min(deadlines, default=None)
+
+    def sent(self, level: Vector, returned: Vector, now_ns: int) -> None:
+        """A report of ``level`` and ``returned`` went out at ``now_ns``."""
+        self._reported = dict(level)
+        self._reported_returned = _nonzero(returned)
+        self._reported_ns = now_ns
+        self._quiet_since = None

@@ -1,0 +1,208 @@
+"""The receiver's grant-ahead loop (protocol version 2): :class:`StandingGrants`.
+
+One per :class:`~tent_credit.CreditReceiver`. It keeps every version-2 key's unlanded credit
+topped up to its hold (:mod:`._ahead`) and serves the keys whose top-up is due in order:
+
+1. A key's position is re-evaluated when its level changes (a usage report), when its own data
+   lands (its unlanded credit fell), and for every key when the number of keys with a level
+   changes (the adaptive chunk moved). A key whose top-up is due (deficit ≥ quantum) joins the
+   **waiting line** at the back; one that is no longer due leaves it.
+2. Whenever something may be granted (a key joined, capacity was released, returned or
+   reclaimed), the line is served **strictly first come**: the head gets ``min(deficit, free
+   units, max_grant units)`` units if that reaches its quantum, and goes to the back if it is
+   still due; a head that cannot be served stops the pass, so no later key passes it (a key
+   waits behind at most one grant to every other key: the bounded bypass ``tent check``
+   proves on the gated model).
+3. A key is **capped** when its level exceeds its hold (it wants more than its share); the
+   updates it is sent then carry ``retry_after_us``, as do those of a key in the line, so its
+   sender waits for the next top-up instead of reporting again.
+
+Keys of the staging-internal class are never granted ahead (the staging reserve is only ever
+granted on exact demand, version 1). Sans-IO and not thread-safe, like the receiver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from ._ahead import Standing, standing, whole_units
+from ._allocator import AllocationClass, ReceiverCreditAllocator
+from ._types import CreditResource
+
+__all__ = ["AheadEndpoint", "StandingGrants"]
+
+Key = tuple[int, int]
+
+
+class AheadEndpoint(Protocol):
+    """What the loop reads of a version-2 receiver endpoint."""
+
+    @property
+    def sender_peer(self) -> int: ...
+
+    @property
+    def qos_class(self) -> int: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def level(self) -> Mapping[CreditResource, int]: ...
+
+    def ahead_changed(self, *, granted: bool, capped: bool, waiting: bool) -> None:
+        """The loop granted (``granted``) or re-evaluated the key."""
+
+
+class StandingGrants:
+    """The waiting line and the top-ups (module docstring).
+
+    ``endpoints`` returns the receiver's live version-2 endpoints (open, negotiated version 2,
+    not quarantined). ``static`` is the fixed chunk in units (0: adaptive).
+    """
+
+    def __init__(
+        self,
+        allocator: ReceiverCreditAllocator,
+        endpoints: Callable[[], Iterable[AheadEndpoint]],
+        *,
+        static: int = 0,
+    ) -> None:
+        self._allocator = allocator
+        self._endpoints = endpoints
+        self._static = static
+        self._line: dict[Key, AheadEndpoint] = {}  # insertion order is the line's order
+        self._capped: set[Key] = set()
+        self._active = 0
+        self.top_ups = 0
+        """Grants this loop made."""
+
+    def waiting(self, key: Key) -> bool:
+        return key in self._line
+
+    def capped(self, key: Key) -> bool:
+        return key in self._capped
+
+    def line(self) -> tuple[Key, ...]:
+        """The waiting line, head first."""
+        return tuple(self._line)
+
+    # ---------------------------------------------------------------- events
+
+    def level_changed(self, endpoint: AheadEndpoint) -> None:
+        """A report changed the key's level (rule 1): re-evaluate it, or every key if the
+        number of keys with a level changed, then serve."""
+        self._evaluate_all() if self._recount() else self._evaluate(endpoint)
+        self.serve()
+
+    def landed(self, endpoint: AheadEndpoint) -> None:
+        """Data of the key landed: its unlanded credit fell (rule 1), then serve."""
+        self._evaluate(endpoint)
+        self.serve()
+
+    def membership_changed(self) -> None:
+        """An endpoint opened, closed or was quarantined: forget what left, re-evaluate."""
+        live = {(ep.sender_peer, ep.qos_class) for ep in self._endpoints()}
+        for key in [k for k in self._line if k not in live]:
+            del self._line[key]
+        self._capped &= live
+        self._recount()
+        self._evaluate_all()
+        self.serve()
+
+    # ---------------------------------------------------------------- the line
+
+    def serve(self) -> None:
+        """Serve the line first come (rule 2)."""
+        served: set[Key] = set()
+        while self._line:
+            key, endpoint = next(iter(self._line.items()))
+            if key in served:
+                return  # everyone due was served once this pass; the rest waits for capacity
+            position = self._position(endpoint)
+            if not position.due:
+                self._leave(key, endpoint, position)
+                continue
+            free_units, max_units = self._grantable_units(position)
+            if not max_units:
+                # max_grant is below one charge of this key: it can never be granted ahead
+                self._leave(key, endpoint, position)
+                continue
+            units = min(position.deficit, free_units, max_units)
+            if units < min(position.quantum, max_units):
+                return  # the head waits for capacity: nobody passes it
+            unlanded = self._unlanded(endpoint)
+            amounts = position.top_up(units, unlanded)
+            decision = self._allocator.grant_exact(
+                endpoint.sender_peer, endpoint.qos_class, amounts
+            )
+            if decision is None:
+                return
+            self.top_ups += 1
+            served.add(key)
+            del self._line[key]
+            after = self._position(endpoint)
+            if after.due:
+                self._line[key] = endpoint  # still short: the back of the line
+            self._note(key, endpoint, after, granted=True)
+
+    def _grantable_units(self, position: Standing) -> tuple[int, int]:
+        """Whole units of the key's charge that free capacity covers, and that one grant may
+        carry (``max_grant``)."""
+        allocator = self._allocator
+        unit = position.unit
+        free = {r: allocator.free_for(r, AllocationClass.USER) for r in unit}
+        return whole_units(free, unit), whole_units(allocator.config.max_grant, unit)
+
+    # ---------------------------------------------------------------- positions
+
+    def _unlanded(self, endpoint: AheadEndpoint) -> dict[CreditResource, int]:
+        return self._allocator.unlanded(endpoint.sender_peer, endpoint.qos_class, endpoint.epoch)
+
+    def _position(self, endpoint: AheadEndpoint) -> Standing:
+        allocator = self._allocator
+        peer, qos, epoch = endpoint.sender_peer, endpoint.qos_class, endpoint.epoch
+        config = allocator.config
+        pool = {r: config.limit_for(r, AllocationClass.USER) for r in config.capacity}
+        return standing(
+            endpoint.level,
+            allocator.unlanded(peer, qos, epoch),
+            pool,
+            active=max(1, self._active),
+            static=self._static,
+            cap_room=allocator.cap_room(peer, qos),
+            settled=allocator.settled(peer, qos, epoch),
+        )
+
+    def _recount(self) -> bool:
+        active = sum(1 for ep in self._endpoints() if any(ep.level.values()))
+        changed = active != self._active
+        self._active = active
+        return changed
+
+    def _evaluate_all(self) -> None:
+        for endpoint in list(self._endpoints()):
+            self._evaluate(endpoint)
+
+    def _evaluate(self, endpoint: AheadEndpoint) -> None:
+        key = (endpoint.sender_peer, endpoint.qos_class)
+        position = self._position(endpoint)
+        if position.due:
+            if key not in self._line:
+                self._line[key] = endpoint
+            self._note(key, endpoint, position, granted=False)
+        else:
+            self._leave(key, endpoint, position)
+
+    def _leave(self, key: Key, endpoint: AheadEndpoint, position: Standing) -> None:
+        self._line.pop(key, None)
+        self._note(key, endpoint, position, granted=False)
+
+    def _note(
+        self, key: Key, endpoint: AheadEndpoint, position: Standing, *, granted: bool
+    ) -> None:
+        if position.capped:
+            self._capped.add(key)
+        else:
+            self._capped.discard(key)
+        endpoint.ahead_changed(granted=granted, capped=position.capped, waiting=key in self._line)

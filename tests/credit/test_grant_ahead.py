@@ -1,0 +1,384 @@
+"""Grant-ahead (protocol version 2): the receiver keeps each key's credit topped up from the
+level its sender states, in whole charges, first come, within a fair share, and no control
+frame carries nothing new (docs/credit_protocol.md "Grant-ahead")."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from tent_credit import (
+    AllocationClass,
+    AllocatorConfig,
+    CreditCharge,
+    CreditReceiver,
+    CreditResource,
+    ReceiverCreditUpdate,
+    ReservationToken,
+    SenderCreditUsage,
+    SenderEndpoint,
+    SessionId,
+    decode,
+    encode,
+)
+from tent_credit._ahead import quantum, standing, unit_of
+
+R = CreditResource
+BLOCK = 4 << 20
+CHARGE = CreditCharge.of({R.DATA_BYTES: BLOCK, R.REQUEST_SLOTS: 1, R.CONSUMER_SLOTS: 1})
+ONE = CHARGE.as_dict()
+
+
+def units(n: int) -> dict[CreditResource, int]:
+    return {r: a * n for r, a in ONE.items()}
+
+
+def config(slots: int = 8, **kw: object) -> AllocatorConfig:
+    return AllocatorConfig(
+        capacity={R.DATA_BYTES: slots * BLOCK, R.REQUEST_SLOTS: slots, R.CONSUMER_SLOTS: slots},
+        control_slots=4,
+        max_grant={R.DATA_BYTES: slots * BLOCK, R.REQUEST_SLOTS: slots, R.CONSUMER_SLOTS: slots},
+        max_keys=64,
+        retry_after_us=100,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+class Net:
+    """One receiver and ``senders`` sender endpoints, lossless; every control message is
+    counted (``frames``) and every update remembered per sender (``updates``)."""
+
+    def __init__(self, senders: int, *, slots: int = 8, hold_ns: int = 1_000, **kw: object):
+        self.rx = CreditReceiver(config(slots, **kw), SessionId(1))
+        self.now = 1_000
+        self.tx: dict[int, SenderEndpoint] = {}
+        self.frames = 0
+        self.reports: dict[int, list[SenderCreditUsage]] = {}
+        self.updates: dict[int, list[ReceiverCreditUpdate]] = {}
+        self.tokens: dict[int, list[ReservationToken]] = {}
+        self.landed: dict[int, int] = {}
+        for peer in range(1, senders + 1):
+            self.rx.accept(peer)
+            tx = SenderEndpoint(sender_peer=peer, level_hold_ns=hold_ns)
+            tx.connect(self.now)
+            self.tx[peer] = tx
+            self.reports[peer], self.updates[peer] = [], []
+            self.tokens[peer] = []
+            self.landed[peer] = 0
+        self.pump()
+        self.frames = 0  # the handshake is not part of any measurement
+
+    def endpoint(self, peer: int):  # type: ignore[no-untyped-def]
+        return self.rx.endpoint(peer)
+
+    def pump(self, rounds: int = 4) -> None:
+        for _ in range(rounds):
+            for peer, tx in self.tx.items():
+                ep = self.rx.endpoint(peer)
+                assert ep is not None
+                for data in tx.messages_to_send(self.now):
+                    self.frames += 1
+                    message = decode(data)
+                    if isinstance(message, SenderCreditUsage):
+                        self.reports[peer].append(message)
+                    ep.receive_message(data, self.now)
+                out = ep.messages_to_send(self.now)
+                for data in out:
+                    self.frames += 1
+                    message = decode(data)
+                    if isinstance(message, ReceiverCreditUpdate):
+                        self.updates[peer].append(message)
+                tx.receive_batch(out, self.now)
+
+    def tick(self, ns: int = 1) -> None:
+        self.now += ns
+
+    def wait(self, peer: int, transfers: int) -> None:
+        """``transfers`` charges wait for credit at ``peer`` (as the gate states them)."""
+        self.tx[peer].set_pending_demand(units(transfers))
+
+    def dispatch(self, peer: int, waiting: int) -> int:
+        """Reserve and commit as many charges as credit allows, of ``waiting``; the rest waits."""
+        tx = self.tx[peer]
+        sent = 0
+        while sent < waiting:
+            token = tx.try_reserve(CHARGE, self.now)
+            if not isinstance(token, ReservationToken):
+                break
+            tx.commit(token)
+            self.tokens[peer].append(token)
+            sent += 1
+        tx.set_pending_demand(units(waiting - sent))
+        return sent
+
+    def land(self, peer: int) -> None:
+        """The oldest transfer of ``peer`` lands at the receiver (admitted, counted)."""
+        ep = self.endpoint(peer)
+        assert ep is not None
+        assert self.rx.admit_write(peer, 0, ep.epoch, ONE).accepted
+        self.landed[peer] += 1
+
+    def release_and_complete(self, peer: int) -> None:
+        """The receiver's consumer releases it and the sender learns it completed."""
+        ep = self.endpoint(peer)
+        assert ep is not None
+        self.rx.release(peer, 0, ep.epoch, ONE)
+        self.tx[peer].complete(self.tokens[peer].pop(0), self.now)
+
+    def granted(self, peer: int) -> int:
+        ep = self.endpoint(peer)
+        assert ep is not None
+        return self.rx.allocator.key_totals(peer, 0, ep.epoch).granted[R.REQUEST_SLOTS]
+
+    def held(self, peer: int) -> int:
+        ep = self.endpoint(peer)
+        assert ep is not None
+        return self.rx.allocator.unlanded(peer, 0, ep.epoch)[R.REQUEST_SLOTS]
+
+    def outstanding(self) -> int:
+        return self.rx.allocator.outstanding(R.REQUEST_SLOTS)
+
+
+# ------------------------------------------------------------------------------ arithmetic
+
+
+def test_the_unit_is_one_charge_and_the_quantum_leaves_an_uncapped_key_in_flight() -> None:
+    assert unit_of(units(4)) == ONE
+    assert unit_of({}) == {}
+    assert [quantum(h, capped=True) for h in (1, 2, 3, 4, 8)] == [1, 2, 2, 2, 4]
+    assert [quantum(h, capped=False) for h in (1, 2, 3, 4, 8)] == [1, 1, 2, 2, 4]
+
+
+def test_the_chunk_is_the_fair_share_rounded_up_and_a_level_never_buys_more() -> None:
+    pool = units(8)
+    alone = standing(units(4), {}, pool, active=1, static=0)
+    assert (alone.hold, alone.deficit, alone.capped) == (4, 4, False)
+    sixteen = standing(units(4), {}, pool, active=16, static=0)
+    assert (sixteen.hold, sixteen.capped, sixteen.quantum) == (1, True, 1)
+    three = standing(units(4), {}, pool, active=3, static=0)
+    assert three.hold == 3  # ceil(8 / 3): the third key's last unit waits in line
+    liar = standing(units(1000), {}, pool, active=2, static=0)
+    assert liar.hold == 4 and liar.capped
+    lease = standing(units(4), {}, pool, active=1, static=2)
+    assert lease.hold == 2  # the RFC's static lease batch
+
+
+def test_a_partly_landed_charge_counts_as_held_but_a_settled_fragment_is_completed() -> None:
+    half = {R.DATA_BYTES: BLOCK // 2, R.REQUEST_SLOTS: 1, R.CONSUMER_SLOTS: 1}
+    flying = standing(units(2), half, units(8), active=1, static=0)
+    assert flying.unlanded == 1 and flying.deficit == 1
+    assert flying.top_up(1, half) == ONE  # one more whole charge
+    settled = standing(units(2), half, units(8), active=1, static=0, settled=True)
+    assert settled.unlanded == 0 and settled.deficit == 2
+    # the top-up completes the fragment to whole charges instead of adding beside it
+    assert settled.top_up(1, half) == {R.DATA_BYTES: BLOCK // 2}
+
+
+# ------------------------------------------------------------------------------ receiver
+
+
+def test_a_lone_sender_is_topped_up_ahead_as_its_data_lands() -> None:
+    net = Net(1)
+    net.wait(1, 4)
+    net.pump()
+    assert net.granted(1) == 4  # its whole level, in one update
+    assert net.dispatch(1, 4) == 4
+    net.pump()
+    frames = net.frames
+    net.land(1)
+    net.pump()
+    assert net.granted(1) == 4 and net.frames == frames  # deficit 1 < quantum 2: no frame
+    net.land(1)
+    net.pump()
+    assert net.granted(1) == 6  # two units ahead, before either landed unit is released
+    assert net.frames == frames + 1
+    assert not net.endpoint(1).stalled
+
+
+def test_sixteen_senders_share_eight_slots_one_unit_each_first_come() -> None:
+    net = Net(16)
+    for peer in net.tx:
+        net.wait(peer, 4)
+        net.pump()
+    # the first two reports found fewer keys with a level (a bigger share); nothing is ever
+    # revoked, so the shares converge as that credit lands
+    assert [net.granted(p) for p in net.tx] == [4, 4] + [0] * 14
+    assert net.rx.waiting_line == tuple((p, 0) for p in range(3, 17))
+    # every key is capped now (it wants 4, its share is 1): told to wait, not to ask again
+    assert all(net.updates[p][-1].retry_after_us for p in range(3, 17))
+    for peer in (1, 2):
+        net.dispatch(peer, 4)
+    net.pump()
+    for _ in range(4):  # key 1's four units land and are released one by one
+        net.land(1)
+        net.release_and_complete(1)
+        net.pump()
+    assert [net.granted(p) for p in range(3, 7)] == [1] * 4  # the line's head, in order
+    assert net.rx.waiting_line[-1] == (1, 0)  # key 1 queues again, at the back
+    assert net.outstanding() == 8
+    for peer in range(3, 7):
+        assert net.dispatch(peer, 4) == 1
+    net.pump()
+    frames = net.frames
+    net.land(3)
+    net.release_and_complete(3)
+    net.pump()
+    assert net.granted(7) == 1 and net.frames - frames == 1  # one grant, one frame
+    assert net.rx.waiting_line[-1] == (3, 0)
+
+
+def test_the_head_of_the_line_is_never_passed() -> None:
+    # a static chunk of 2 (the RFC's lease batch): key 1 wants 4 and is topped up 2 at a
+    # time; key 2 wants 1, one at a time
+    net = Net(2, slots=4, grant_chunk=2)
+    net.wait(1, 4)
+    net.wait(2, 1)
+    net.pump()
+    assert (net.granted(1), net.granted(2), net.outstanding()) == (2, 1, 3)
+    net.dispatch(1, 4)
+    net.dispatch(2, 1)
+    net.pump()
+    net.land(1)
+    net.land(1)  # key 1's top-up (2 units) is due; only one unit is free
+    net.pump()
+    assert net.rx.waiting_line == ((1, 0),)
+    net.land(2)  # key 2's top-up (1 unit) is due and one unit is free: it may not pass
+    net.pump()
+    assert net.rx.waiting_line == ((1, 0), (2, 0)) and net.granted(2) == 1
+    net.release_and_complete(1)  # two free: the head first
+    net.pump()
+    assert (net.granted(1), net.granted(2)) == (4, 1)
+    assert net.rx.waiting_line == ((2, 0),)
+    net.release_and_complete(2)
+    net.pump()
+    assert net.granted(2) == 2 and net.rx.waiting_line == ()
+
+
+def test_no_update_without_news_but_a_repeated_report_is_answered() -> None:
+    net = Net(1)
+    net.wait(1, 2)
+    net.pump()
+    before = len(net.updates[1])
+    for _ in range(3):  # nothing changed: the receiver has nothing to say
+        net.tick(10_000_000)
+        net.pump()
+    assert len(net.updates[1]) == before
+    ep = net.endpoint(1)
+    assert ep is not None
+    (report,) = net.reports[1]
+    # the same report again (only a refresh repeats one): answered with the full vector
+    ep.receive_message(_reencode(report, sequence=report.sequence + 1), net.now)
+    (answer,) = ep.messages_to_send(net.now)
+    assert decode(answer).grants == net.updates[1][-1].grants
+    assert ep.messages_to_send(net.now) == []
+
+
+def _reencode(report: SenderCreditUsage, *, sequence: int) -> bytes:
+    return encode(
+        SenderCreditUsage(
+            receiver_session_id=report.receiver_session_id,
+            epoch=report.epoch,
+            sequence=sequence,
+            qos_class=report.qos_class,
+            consumed_totals=report.consumed_totals,
+            returned_totals=report.returned_totals,
+            pending_demand=report.pending_demand,
+        )
+    )
+
+
+def test_the_staging_reserve_is_never_granted_ahead() -> None:
+    rx = CreditReceiver(
+        config(staging_reserve={R.REQUEST_SLOTS: 1}), SessionId(1), initial_grant=units(1)
+    )
+    user = rx.accept(1)
+    staging = rx.accept(2, allocation_class=AllocationClass.STAGING_INTERNAL)
+    for peer in (1, 2):
+        tx = SenderEndpoint(sender_peer=peer)
+        tx.connect(0)
+        ep = rx.endpoint(peer)
+        assert ep is not None
+        for data in tx.messages_to_send(0):
+            ep.receive_message(data, 0)
+        tx.receive_batch(ep.messages_to_send(0), 0)
+        assert tx.ahead is (peer == 1)
+    assert user.ahead and not staging.ahead and staging.version == 1
+
+
+# ------------------------------------------------------------------------------ sender
+
+
+def test_consumption_alone_is_not_news_and_a_fall_waits_the_hold_then_returns_idle_credit() -> None:
+    net = Net(1, hold_ns=5_000)
+    net.wait(1, 4)
+    net.pump()
+    net.dispatch(1, 4)
+    net.pump()
+    assert len(net.reports[1]) == 1  # the level (4 waiting, then 4 in flight: the same 4)
+    net.land(1)
+    net.land(1)
+    net.pump()  # topped up by two
+    net.release_and_complete(1)
+    net.release_and_complete(1)
+    net.tick(4_000)
+    net.pump()
+    assert len(net.reports[1]) == 1  # completions and credit on hand: not yet news
+    net.tick(1_000)
+    net.pump()
+    (_, fall) = net.reports[1]
+    returned = {a.resource: a.amount for a in fall.returned_totals}
+    assert returned[R.REQUEST_SLOTS] == 2  # the two units no waiting work will use
+    assert net.held(1) == 2  # what is still in flight
+    net.dispatch(1, 1)  # new work: a rise goes out at once
+    net.pump()
+    assert len(net.reports[1]) == 3
+
+
+def test_a_burst_that_resumes_within_the_hold_keeps_its_credit() -> None:
+    net = Net(1, hold_ns=5_000)
+    net.wait(1, 2)
+    net.pump()
+    net.dispatch(1, 2)
+    net.pump()
+    for _ in range(5):  # a lane completes and resubmits a moment later, every time
+        net.land(1)
+        net.release_and_complete(1)
+        net.pump()
+        net.tick(1_000)
+        assert net.dispatch(1, 1) == 1  # its credit was granted ahead: no stall
+        net.pump()
+    assert len(net.reports[1]) == 1  # one report for the whole stream
+
+
+@pytest.mark.parametrize(("senders", "bound"), [(1, 0.6), (4, 0.6), (16, 1.2)])
+def test_control_frames_per_transfer_in_a_closed_loop(senders: int, bound: float) -> None:
+    """Each sender keeps 4 transfers submitted; the receiver lands and releases one transfer
+    at a time, round robin over the senders with data in flight (a serial data path)."""
+    net = Net(senders, hold_ns=10**9)
+    lanes = 4
+    for peer in net.tx:
+        net.wait(peer, lanes)
+    net.pump()
+    waiting = {peer: lanes - net.dispatch(peer, lanes) for peer in net.tx}
+    net.pump()
+    net.frames = 0
+    done = 0
+    order: Iterator[int] = itertools.cycle(net.tx)
+    while done < 400:
+        peer = next(order)
+        if not net.tokens[peer]:
+            continue
+        net.land(peer)
+        net.release_and_complete(peer)
+        done += 1
+        waiting[peer] += 1  # the lane resubmits at once
+        net.pump()
+        for p in net.tx:
+            waiting[p] -= net.dispatch(p, waiting[p])
+        net.pump()
+        assert net.outstanding() <= 8
+    assert net.frames / done <= bound
+    # nobody starves: every sender completed work
+    assert all(net.landed[p] > 0 for p in net.tx)
