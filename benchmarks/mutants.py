@@ -3,9 +3,9 @@
 Two kinds of mutants of ``tent_credit`` and ``tent_sched``:
 
 - **semantic** (``benchmarks/tent_mutants/catalogue_*.py``): hand-written, each breaking one
-  named rule of SEMANTICS.md / the credit RFC / issue 10, in one of the defect classes (boundary
-  flip, validate after mutate, wrong key, missing bound, missing check, untrusted formatting,
-  half applied, epoch bound, overflow near 2**64, wrong rule). Every one must be killed.
+  named rule of docs/semantics.md / the credit RFC / issue 10, in one of the defect classes
+  (boundary flip, validate after mutate, wrong key, missing bound, missing check, untrusted
+  formatting, half applied, epoch bound, overflow near 2**64, wrong rule). Every one must be killed.
 - **tool** (cosmic-ray's operators): a seeded sample of ``--tool-sample`` mutations per package,
   reproducible with ``--seed``. Survivors are listed; some are equivalent mutants.
 

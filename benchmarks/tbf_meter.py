@@ -5,8 +5,8 @@ sender engine writes ``--blocks`` × ``--block`` bytes over that one TCP rail in
 engine, credit off (so only the posting depth varies), with ``transports/rdma/max_qp_wr`` (the
 most slices the dispatch core posts in one chained call) set to each depth in turn.
 
-The seed's claim ("Why per-completion timing cannot serve the predictors"): bytes over busy time
-(the transmit estimate) does not depend on how the work was batched, while the per-slice
+Deadline Scheduling's claim ("Why per-completion timing cannot serve the predictors"): bytes over
+busy time (the transmit estimate) does not depend on how the work was batched, while the per-slice
 post → completion sample (the selection EWMA) falls with the depth of the batch. Printed as JSON:
 per depth, both estimates as a ratio of the tbf rate, and the rail's bytes over busy time.
 

@@ -1,10 +1,10 @@
 """Write admission: the receiver's last check before a credited write touches memory.
 
-TRANSPORT.md "Leases" and docs/seams.md "Write admission". A sender's usage report is a claim; a
-write is a fact. A lying sender can report as *returned* credit whose payload is still in flight,
-the receiver then re-grants that capacity to someone else, and the late payload would overfill
-the receiver. :meth:`ReceiverCreditAllocator.admit_write` refuses such a write before its bytes
-land, so physical occupancy never exceeds capacity whatever a sender claims.
+docs/transport_design.md#leases and docs/seams.md "Write admission". A sender's usage report is a
+claim; a write is a fact. A lying sender can report as *returned* credit whose payload is still in
+flight, the receiver then re-grants that capacity to someone else, and the late payload would
+overfill the receiver. :meth:`ReceiverCreditAllocator.admit_write` refuses such a write before its
+bytes land, so physical occupancy never exceeds capacity whatever a sender claims.
 
 This module holds the values of that decision and the peer-input parsing that must never raise
 (everything in a write's lease came from the peer). The decision itself lives in the allocator,

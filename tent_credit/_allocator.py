@@ -1,4 +1,5 @@
-"""The receiver's global credit allocator (SEMANTICS §8; RFC "Credit Key and Resource Model").
+"""The receiver's global credit allocator (docs/semantics.md#receiver-allocator; RFC "Credit Key and
+Resource Model").
 
 The receiver owns a physical capacity per :class:`CreditResource` and carves cumulative grants for
 each ``(sender_peer, qos_class)`` key out of the free part of it, on demand. Everything is
@@ -79,10 +80,10 @@ class _Event(enum.Enum):
 
 
 # Every allowed (state, event) pair and the state it leads to; a missing pair is refused with
-# InvalidEntry (STYLE: h11 "_state.py"). SEMANTICS §8: grants only in a live epoch; a fenced
-# epoch's unlanded credit is reclaimed only once its in-flight work is drained (COMPLETE_FENCE),
-# after which nothing can land and no report can reclaim it a second time; landed data can always
-# be released, whatever the epoch's state.
+# InvalidEntry (as h11's ``_state.py``). docs/semantics.md#receiver-allocator: grants only in a live
+# epoch; a fenced epoch's unlanded credit is reclaimed only once its in-flight work is drained
+# (COMPLETE_FENCE), after which nothing can land and no report can reclaim it a second time; landed
+# data can always be released, whatever the epoch's state.
 _EPOCH_TRANSITIONS: dict[tuple[EpochState, _Event], EpochState] = {
     (EpochState.ACTIVE, _Event.GRANT): EpochState.ACTIVE,
     (EpochState.ACTIVE, _Event.REPORT_USAGE): EpochState.ACTIVE,
@@ -127,7 +128,8 @@ def compute_grant(
     max_grant: ResourceVector,
     min_grant: ResourceVector,
 ) -> dict[CreditResource, int]:
-    """How much of each demanded resource one grant adds (pure; SEMANTICS §8 grant policy).
+    """How much of each demanded resource one grant adds (pure; docs/semantics.md#receiver-allocator
+    grant policy).
 
     1. Only resources with ``demand > 0`` appear in the result; others are never granted.
     2. Each gets ``min(demand, max_grant, free)`` (a missing ``max_grant``/``free`` counts as 0,
@@ -359,9 +361,9 @@ class ReceiverCreditAllocator:
         """Open the key's next epoch (its sender connected) and return it.
 
         1. First connect of a key: epoch 1, state ACTIVE.
-        2. Reconnect (SEMANTICS §7: the receiver bumps the epoch): the previous epoch, if still
-           ACTIVE, becomes FENCING; its outstanding stays committed until it is released or
-           :meth:`fence_complete` reclaims it. Returns ``previous + 1``.
+        2. Reconnect (docs/semantics.md#negotiation: the receiver bumps the epoch): the previous
+           epoch, if still ACTIVE, becomes FENCING; its outstanding stays committed until it is
+           released or :meth:`fence_complete` reclaims it. Returns ``previous + 1``.
 
         A key keeps the allocation class it was first opened with. Raises IA (malformed ids,
         unknown class, a different class than the key's, epoch counter at u64 max), TMR (a new key
@@ -460,7 +462,8 @@ class ReceiverCreditAllocator:
         *,
         waiting: Mapping[CreditResource, int] | None = None,
     ) -> GrantDecision:
-        """Carve a grant for the key's current epoch from free capacity (SEMANTICS §8).
+        """Carve a grant for the key's current epoch from free capacity
+        (docs/semantics.md#receiver-allocator).
 
         ``demand`` is what the sender still needs beyond its available credit (its
         ``pending_demand``): the key's whole live demand, replacing what it asked before (it may
@@ -601,8 +604,8 @@ class ReceiverCreditAllocator:
            returned total that data which already landed has used (``returned + landed >
            granted``), is a protocol violation: counted, :class:`RemoteProtocolError`, nothing
            else changes.
-        3. Reclaim ``returned − already reclaimed by return`` (SEMANTICS §8, idempotent): a
-           duplicated report reclaims nothing.
+        3. Reclaim ``returned − already reclaimed by return`` (docs/semantics.md#receiver-allocator,
+           idempotent): a duplicated report reclaims nothing.
         4. A total lower than one seen before is taken as an *old* report overtaken by a newer one
            (the allocator sees no sequence numbers and reordering is normal on the control path),
            so it reclaims nothing and lowers nothing; it is not an error. Lowering would re-commit
@@ -960,7 +963,8 @@ class ReceiverCreditAllocator:
         Raises (and changes nothing) if the new record would hold a negative outstanding
         (:class:`ArithmeticOverflow`) or the totals would exceed ``capacity`` or, for USER keys,
         ``capacity − staging_reserve`` (:class:`TooManyRequests`). Every public call computes its
-        step so that neither can happen; this is the last line of defence of SEMANTICS §8.
+        step so that neither can happen; this is the last line of defence of
+        docs/semantics.md#receiver-allocator.
         """
         old = self._records[ident]
         total = dict(self._outstanding)
@@ -976,7 +980,9 @@ class ReceiverCreditAllocator:
             if total[r] > self._config.capacity[r] or user[r] > self._config.limit_for(
                 r, AllocationClass.USER
             ):
-                raise TooManyRequests(f"{ident} would over-commit {r.name} (SEMANTICS §8)")
+                raise TooManyRequests(
+                    f"{ident} would over-commit {r.name} (docs/semantics.md#receiver-allocator)"
+                )
         key = ident[:2]
         held = self._key_outstanding[key]
         for r in self._resources:

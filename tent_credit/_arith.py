@@ -1,4 +1,5 @@
-"""Checked u64 / u128 arithmetic (DESIGN principle 6: overflow is an error, never a wrap)."""
+"""Checked u64 / u128 arithmetic (docs/design.md#principle-6: overflow is an error, never a
+wrap)."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ class BackpressureInfo:
         """The ``RECEIVER_CREDIT`` signal of a blocked reserve.
 
         ``peer`` and ``qos_class`` come from the blocked key (``sender_peer`` is the peer id
-        bound to that key's control connection, DESIGN "Identity"); ``exhausted`` is the
+        bound to that key's control connection, docs/design.md#identity); ``exhausted`` is the
         blocked resources. Raises :class:`InvalidArgument` for a non-:class:`Blocked` or an
         invalid hint.
         """

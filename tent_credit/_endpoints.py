@@ -1,11 +1,11 @@
-"""Sans-IO protocol endpoints: what a transport pumps (DESIGN "who owns what").
+"""Sans-IO protocol endpoints: what a transport pumps (docs/design.md#ownership).
 
 Both sides follow aioquic's shape: ``receive_message(data, now_ns)`` feeds bytes in,
 ``messages_to_send(now_ns)`` returns the bytes to put on the control connection, and
 ``get_timer()`` / ``handle_timer(now_ns)`` replace internal timers. Nothing here reads a clock,
 opens a socket or starts a thread.
 
-Control flow (DESIGN "Protocol decisions"): the sender *pulls* with a ``SenderCreditUsage``
+Control flow (docs/design.md#protocol-decisions): the sender *pulls* with a ``SenderCreditUsage``
 carrying its cumulative consumed / returned totals and its demand; the receiver answers with a
 ``ReceiverCreditUpdate`` carrying the key's *full* cumulative grant vector, and also *pushes* the
 same update when capacity frees for a stalled sender and on its refresh timer. Every total is

@@ -1,4 +1,4 @@
-"""The one fault-injecting channel (DESIGN "who owns what"), public as :mod:`tent_credit.testing`.
+"""The one fault-injecting channel (docs/design.md#ownership), public as :mod:`tent_credit.testing`.
 
 :class:`FaultyChannel` is a sans-IO, in-memory, one-way channel of encoded messages. It drops,
 duplicates, delays and reorders them, with every choice taken from a seeded

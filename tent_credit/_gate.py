@@ -1,11 +1,11 @@
 """The dispatch gate: receiver credit at dispatch eligibility (RFC "Dispatch Integration").
 
 :class:`DispatchGate` is the ``eligibility`` callback of ``tent_sched``'s
-``AdmissionQueue.pick_for_dispatch`` (DESIGN "Gate at dispatch eligibility"). Neither package
+``AdmissionQueue.pick_for_dispatch`` (docs/design.md#gate-at-eligibility). Neither package
 imports the other: the gate reads owners through the :class:`GatedOwner` protocol and answers
 with its own decision values, which carry the ``verdict`` the queue dispatches on
 (``"eligible"`` / ``"blocked"`` / ``"rejected"``). Inside a pick the queue runs, per owner,
-drop → byte window → this gate (SEMANTICS §2)::
+drop → byte window → this gate (docs/semantics.md#admission-queue)::
 
     TryAdmit(local owners/bytes)
       -> PickByLocalPolicy(FIFO/EDF, promotion, drop, byte window)
@@ -767,10 +767,10 @@ class DispatchGate:
     def rollback(self, token: object) -> None:
         """The transport refused the submit: give back exactly what the pick took.
 
-        A credit token restores its exact charge in the ledger (SEMANTICS §6); if its epoch was
-        fenced meanwhile, the fence already discarded that whole entry and only the token is
-        settled. A legacy token frees its window slot. The owner has left (it ends FAILED), so
-        the route's credit beyond what its credit-stalled owners wait for goes back to the
+        A credit token restores its exact charge in the ledger (docs/semantics.md#sender-ledger); if
+        its epoch was fenced meanwhile, the fence already discarded that whole entry and only the
+        token is settled. A legacy token frees its window slot. The owner has left (it ends FAILED),
+        so the route's credit beyond what its credit-stalled owners wait for goes back to the
         receiver (class docstring, step 6). ``None`` is a no-op. Raises like :meth:`commit`
         (misuse); nothing changes then.
         """

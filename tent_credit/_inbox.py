@@ -4,8 +4,8 @@ Control callbacks validate framing and *enqueue* updates here; the dispatch owne
 them and applies each to the ledger serially (RFC "Proposed Code Placement and Concurrency
 Model", rules 1-2). Because every ``ReceiverCreditUpdate`` carries the *full cumulative* grant
 vector of its key, only the newest pending update per key matters: an older one is superseded,
-never lost (SEMANTICS §8: coalescing compares ``(epoch, sequence)``, since sequences restart
-with each epoch).
+never lost (docs/semantics.md#receiver-allocator: coalescing compares ``(epoch, sequence)``, since
+sequences restart with each epoch).
 
 Memory is bounded by configuration, not by traffic (RFC: "queued control updates <=
 control_queue_capacity"): at most ``max_keys`` updates are pending, and a new key past the bound
@@ -125,7 +125,8 @@ class ControlInbox(Generic[K]):
         except TypeError as exc:  # an unhashable key
             raise InvalidArgument(f"inbox key must be hashable, got {describe(key)}") from exc
         if pending is not None:
-            # SEMANTICS §8: compare (epoch, sequence), never the sequence alone.
+            # docs/semantics.md#receiver-allocator: compare (epoch, sequence), never the sequence
+            # alone.
             if (update.epoch, update.sequence) > (pending.epoch, pending.sequence):
                 if update.epoch == pending.epoch:
                     merged = _merge(pending, update)

@@ -1,8 +1,8 @@
 """The sender credit ledger: cumulative grants, atomic reservations and epoch fencing.
 
-SEMANTICS.md §6. One entry per :class:`CreditKey` holds the key's epoch, the last accepted
-update sequence and, per resource, the cumulative ``grant_total`` advertised by the receiver and
-the sender's own ``consumed`` and ``returned`` totals::
+docs/semantics.md#sender-ledger. One entry per :class:`CreditKey` holds the key's epoch, the last
+accepted update sequence and, per resource, the cumulative ``grant_total`` advertised by the
+receiver and the sender's own ``consumed`` and ``returned`` totals::
 
     available[r] = grant_total[r] - consumed[r] - returned[r]
 
@@ -73,7 +73,8 @@ class UpdateDisposition(enum.Enum):
 
 
 class TokenState(enum.Enum):
-    """Lifecycle of a :class:`ReservationToken` (SEMANTICS §6 "Reservations are tokens")."""
+    """Lifecycle of a :class:`ReservationToken` (docs/semantics.md#sender-ledger "Reservations are
+    tokens")."""
 
     EMPTY = "empty"
     RESERVED = "reserved"
@@ -97,7 +98,8 @@ def update_acceptance(
     previous_totals: Sequence[int],
     new_totals: Sequence[tuple[int, int]],
 ) -> UpdateDisposition | None:
-    """The acceptance rule of a well-formed update (pure; SEMANTICS §6 apply_update, rules 3-5).
+    """The acceptance rule of a well-formed update (pure; docs/semantics.md#sender-ledger
+    apply_update, rules 3-5).
 
     ``previous_totals[r]`` is the entry's grant total of resource ``r``; ``new_totals`` are the
     update's ``(resource, grant_total)`` pairs.
@@ -298,7 +300,8 @@ def _check_epoch(epoch: int) -> None:
 
 
 class SenderCreditLedger:
-    """Per-key cumulative receiver grants and the sender's consumption (SEMANTICS §6).
+    """Per-key cumulative receiver grants and the sender's consumption
+    (docs/semantics.md#sender-ledger).
 
     Every call validates fully before it mutates: a raised exception leaves every entry and
     token exactly as it was (only the statistics counters of rejected calls move).
@@ -329,7 +332,7 @@ class SenderCreditLedger:
     # -- entries --------------------------------------------------------------------------------
 
     def activate(self, key: CreditKey, epoch: int) -> None:
-        """Open ``key`` at ``epoch`` (chosen by the receiver, SEMANTICS §7).
+        """Open ``key`` at ``epoch`` (chosen by the receiver, docs/semantics.md#negotiation).
 
         1. ``epoch`` 0 or not a u64 → :class:`InvalidArgument`.
         2. A key without an entry gets a fresh one; if the ledger already holds ``max_entries``
@@ -409,7 +412,8 @@ class SenderCreditLedger:
     # -- grants ---------------------------------------------------------------------------------
 
     def apply_update(self, key: CreditKey, update: ReceiverCreditUpdate) -> UpdateDisposition:
-        """Apply a receiver's cumulative grant vector to ``key`` (SEMANTICS §6 apply_update).
+        """Apply a receiver's cumulative grant vector to ``key`` (docs/semantics.md#sender-ledger
+        apply_update).
 
         1. Validate the whole update first → :class:`InvalidArgument`: schema version, epoch ≠ 0,
            sequence ≠ 0, session and QoS class equal to the key's, at most four grants, each a
@@ -550,8 +554,8 @@ class SenderCreditLedger:
 
         ``consumed`` drops by exactly the token's charge. Raises like :meth:`commit`; an
         underflow of ``consumed`` → :class:`InvalidArgument` (ArithmeticOverflow; checked per
-        SEMANTICS §6, though a token only ever subtracts what it added). A failure changes
-        nothing.
+        docs/semantics.md#sender-ledger, though a token only ever subtracts what it added). A
+        failure changes nothing.
         """
         nxt = self._next_token_state(token, _ON_ROLLBACK, "rollback")
         consumed = token._entry.consumed

@@ -4,7 +4,7 @@ Every message carries ``schema_version``. Field ranges (u16/u32/u64, session ids
 construction; protocol rules that depend on state (epoch match, sequence order, monotone totals)
 are checked by the ledger, allocator and endpoints that receive them.
 
-Direction and purpose (DESIGN "control flow: sender pull, receiver push, one message"):
+Direction and purpose (docs/design.md#control-flow):
 
 =========================  ==================  ==============================================
 message                    direction           purpose

@@ -1,4 +1,5 @@
-"""Per-peer capability negotiation and credit freshness (SEMANTICS §7, RFC "State Machine").
+"""Per-peer capability negotiation and credit freshness (docs/semantics.md#negotiation, RFC "State
+Machine").
 
 Every transition is in one table, :data:`TRANSITIONS` (h11's ``_state.py`` "Rule 1"): a
 ``(state, event)`` pair that is missing from it *is* the protocol error. The error is a
@@ -84,7 +85,7 @@ class CreditMode(enum.Enum):
 
 
 class NegotiationState(enum.Enum):
-    """Negotiation and freshness state of one peer context (SEMANTICS §7)."""
+    """Negotiation and freshness state of one peer context (docs/semantics.md#negotiation)."""
 
     DISABLED = "disabled"
     NEGOTIATING = "negotiating"
@@ -209,7 +210,7 @@ def _check_session_epoch(session: SessionId, epoch: int) -> None:
 
 
 class PeerNegotiation:
-    """The negotiation and freshness state of one peer context (SEMANTICS §7).
+    """The negotiation and freshness state of one peer context (docs/semantics.md#negotiation).
 
     ``sender_peer`` (u64) is bound at construction and can never change (a read-only property;
     a peer context never changes its sender identity). Time enters as ``now_ns``, which must not
@@ -355,8 +356,9 @@ class PeerNegotiation:
            the activation counts as the first refresh.
         3. No common version in OPTIONAL mode → LEGACY.
         4. No common version in REQUIRED mode → the state *moves to FAILED* and then
-           :class:`NegotiationFailed` is raised (the explicit error of SEMANTICS §7; like h11's
-           ERROR state, the failure is itself the outcome).
+           :class:`NegotiationFailed` is raised (the explicit error of
+           docs/semantics.md#negotiation; like h11's ERROR state, the failure is itself the
+           outcome).
         5. Not NEGOTIATING → :class:`RemoteProtocolError` (an unexpected activation).
 
         Raises :class:`InvalidArgument` for a bad ``now_ns`` or a non-activation. Every failure

@@ -305,8 +305,8 @@ class ReceiverEndpoint:
         )
         allocator = self._receiver.allocator
         modelled = allocator.config.capacity
-        # DESIGN principle 5: the whole report is validated before any of it applies (issue 10
-        # item 4: a report refused for its demand had already reclaimed its returns, and the
+        # docs/design.md#principle-5: the whole report is validated before any of it applies (issue
+        # 10 item 4: a report refused for its demand had already reclaimed its returns, and the
         # stalled senders were never pushed the capacity those returns freed).
         if any(r not in modelled for r in (*consumed, *returned)):
             return [self._violation("usage names a resource this receiver does not model")]

@@ -169,7 +169,7 @@ class SenderEndpoint:
 
     def _advance(self, now_ns: int) -> None:
         # Only once the whole call is validated: a refused call leaves the clock (and with it
-        # ``update_age_ns``) where it was (DESIGN principle 5).
+        # ``update_age_ns``) where it was (docs/design.md#principle-5).
         self._check_time(now_ns)
         self._now_ns = now_ns
 
@@ -403,7 +403,8 @@ class SenderEndpoint:
         )
         if fence is not None:
             old_key, old_epoch = fence
-            # The epoch fence: old tokens can no longer touch any entry (SEMANTICS §6).
+            # The epoch fence: old tokens can no longer touch any entry
+            # (docs/semantics.md#sender-ledger).
             self._ledger.deactivate(old_key, old_epoch)
         self._ledger.activate(key, epoch)
         self._key = key
@@ -671,7 +672,8 @@ class SenderEndpoint:
         self._trace_token("commit", token)
 
     def rollback(self, token: ReservationToken) -> None:
-        """The transport refused the work: give the exact charge back (SEMANTICS §6)."""
+        """The transport refused the work: give the exact charge back
+        (docs/semantics.md#sender-ledger)."""
         self._ledger.rollback(token)
         self._observe_level()  # credit on hand grew back
         self._trace_token("rollback", token)

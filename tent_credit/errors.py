@@ -1,8 +1,9 @@
 """Typed exceptions of :mod:`tent_credit`.
 
-One exception per status class of the reference (SEMANTICS.md): ``InvalidArgument`` (IA),
+One exception per status class of the reference (docs/semantics.md): ``InvalidArgument`` (IA),
 ``InvalidEntry`` (IE), ``TooManyRequests`` (TMR). Expected outcomes of the protocol (an update
-that is a duplicate, a reserve that is blocked) are *values*, never exceptions (DESIGN principle 8).
+that is a duplicate, a reserve that is blocked) are *values*, never exceptions
+(docs/design.md#principle-8).
 
 Local vs remote: a :class:`LocalProtocolError` means *our* caller misused the API; a
 :class:`RemoteProtocolError` means the peer sent something the protocol forbids (a malformed

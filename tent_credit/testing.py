@@ -2,7 +2,7 @@
 
 * :class:`FaultyChannel` (with :class:`FaultRates`, :class:`FaultChooser` and the ``CHOICE_*``
   names): the one sans-IO fault-injecting channel of encoded messages; it drops, duplicates,
-  delays and reorders them from a seed or from Hypothesis draws (DESIGN "who owns what").
+  delays and reorders them from a seed or from Hypothesis draws (docs/design.md#ownership).
 * :class:`LoopbackNetwork`: one receiver and N senders over :class:`FaultyChannel` pairs.
 
 Time enters as ``now_ns`` (no clock is read); it must not go backwards between calls.

@@ -1,4 +1,4 @@
-"""RDMA bandwidth arbitration: the post order of slices on one NIC (SEMANTICS §3).
+"""RDMA bandwidth arbitration: the post order of slices on one NIC (docs/semantics.md#arbitration).
 
 The arbitration only reorders: it never drops, admits or moves a slice to another NIC. It runs
 within one priority tier (:func:`order_tiers` runs it per tier); the caller then posts a prefix of
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 EXACT_SLOTS = 64
-"""Slots the greedy resolves exactly; the rest is ranked once (SEMANTICS §3)."""
+"""Slots the greedy resolves exactly; the rest is ranked once (docs/semantics.md#arbitration)."""
 
 DEFAULT_MAX_QP_WR = 256
 """The reference's default work-request budget of one queue pair (``max_qp_wr``)."""
@@ -109,7 +109,8 @@ def _validate(
 def order_by_deadline(
     slices: Sequence[Slice], bandwidth_bps: float, posted_bytes: int, now_ns: int
 ) -> list[int]:
-    """Return the post order of ``slices`` as a permutation of their indices (SEMANTICS §3).
+    """Return the post order of ``slices`` as a permutation of their indices
+    (docs/semantics.md#arbitration).
 
     ``bandwidth_bps`` is this NIC's transmit estimate, ``posted_bytes`` its posted-but-uncompleted
     bytes. The policy:
@@ -136,9 +137,9 @@ def order_by_deadline(
     if count < 2 or bandwidth_bps <= 0 or not any(s.deadline_ns for s in slices):
         return list(range(count))
 
-    # Three kinds of slice, as deadline_mlu scores them (SEMANTICS §1): no deadline (always 0.0),
-    # past due (always DBL_MAX) and future deadlines, grouped by equal (deadline, length). Each
-    # list or group holds its indices in ascending order, so its head is its best tie-breaker.
+    # Three kinds of slice, as deadline_mlu scores them (docs/semantics.md#mlu): no deadline (always
+    # 0.0), past due (always DBL_MAX) and future deadlines, grouped by equal (deadline, length).
+    # Each list or group holds its indices in ascending order, so its head is its best tie-breaker.
     no_deadline: deque[int] = deque()
     past_due: deque[int] = deque()
     groups: dict[tuple[int, int], deque[int]] = {}
@@ -205,7 +206,8 @@ def order_by_deadline(
         order.append(best_index)
         bytes_ahead += slices[best_index].length
 
-    # SEMANTICS §3: past slot 64, one score per slice against the accumulated bytes_ahead.
+    # docs/semantics.md#arbitration: past slot 64, one score per slice against the accumulated
+    # bytes_ahead.
     rest: list[tuple[float, int]] = []
     for index in (*past_due, *no_deadline):
         item = slices[index]
@@ -254,9 +256,10 @@ def postable_prefix(
 ) -> tuple[list[_T], list[_T]]:
     """Split ``order`` into what fits the queue pair's budget now and what waits a tick.
 
-    The budget is ``max_qp_wr - outstanding_wr`` work requests (SEMANTICS §3); ``post_now`` is
-    the longest prefix of ``order`` within it and ``later`` the rest, for the next tick's
-    re-ordering. Raises ``InvalidArgument`` unless ``max_qp_wr >= 1`` and ``0 <= outstanding_wr
+    The budget is ``max_qp_wr - outstanding_wr`` work requests (docs/semantics.md#arbitration);
+    ``post_now`` is the longest prefix of ``order`` within it and ``later`` the rest, for the next
+    tick's re-ordering. Raises ``InvalidArgument`` unless ``max_qp_wr >= 1`` and ``0 <=
+    outstanding_wr
     <= max_qp_wr`` (a queue pair never holds more than its budget).
     """
     if not isinstance(order, Sequence) or isinstance(order, str | bytes):

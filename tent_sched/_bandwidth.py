@@ -1,4 +1,5 @@
-"""The two per-NIC bandwidth series and their NIC-set aggregates (SEMANTICS §4).
+"""The two per-NIC bandwidth series and their NIC-set aggregates
+(docs/semantics.md#bandwidth-series).
 
 Each NIC keeps two estimates, learned from the same completion events along two loops:
 
@@ -38,7 +39,8 @@ __all__ = [
 ]
 
 _U64_MAX = (1 << 64) - 1
-_NO_BANDWIDTH = -1.0  # SEMANTICS §4: an aggregate sum <= 0 reads as -1 (no usable bandwidth)
+# docs/semantics.md#bandwidth-series: an aggregate sum <= 0 reads as -1 (no usable bandwidth)
+_NO_BANDWIDTH = -1.0
 
 
 def _check_int(name: str, value: object, minimum: int = 0) -> int:
@@ -67,7 +69,8 @@ def _finite(value: float) -> bool:
 
 def _rate(_inst: object, attr: attrs.Attribute[float], value: float) -> None:
     if type(value) not in (int, float) or not 0.0 <= value <= 1.0:
-        # The reference silently clamps learning rates into [0, 1]; we reject (SEMANTICS §4).
+        # The reference silently clamps learning rates into [0, 1]; we reject
+        # (docs/semantics.md#bandwidth-series).
         raise ConfigError(f"{attr.name} must be a number in [0, 1], got {describe(value)}")
 
 
@@ -83,7 +86,8 @@ def _positive_int(_inst: object, attr: attrs.Attribute[int], value: int) -> None
 
 @attrs.frozen(kw_only=True)
 class MeterParams:
-    """What the bandwidth series need from the RDMA scheduling configuration (SEMANTICS §4).
+    """What the bandwidth series need from the RDMA scheduling configuration
+    (docs/semantics.md#bandwidth-series).
 
     Defaults are the reference's. Construction validates every field and raises
     :class:`~tent_sched.errors.ConfigError` (an ``InvalidArgument``) on:
@@ -121,7 +125,8 @@ class MeterParams:
                 f"{describe(self.min_bandwidth_gbps)} > {describe(self.max_bandwidth_gbps)}"
             )
         if self.transmit_meter_max_interval_ns < self.transmit_meter_interval_ns:
-            # SEMANTICS §4: the max interval is raised to the interval if smaller.
+            # docs/semantics.md#bandwidth-series: the max interval is raised to the interval if
+            # smaller.
             object.__setattr__(
                 self, "transmit_meter_max_interval_ns", self.transmit_meter_interval_ns
             )
@@ -170,7 +175,8 @@ class _MeterConfigLike(Protocol):
 
 
 def seed_bandwidth_bps(link_speed_gbps: float, params: MeterParams) -> float:
-    """The seed of both series for a link speed in Gb/s, in bytes/second (SEMANTICS §4).
+    """The seed of both series for a link speed in Gb/s, in bytes/second
+    (docs/semantics.md#bandwidth-series).
 
     ``link_speed_gbps × 1e9 / 8`` when ``min_bandwidth_gbps <= speed <= max_bandwidth_gbps``,
     else ``default_bandwidth_gbps × 1e9 / 8`` (an unknown speed, 0, takes the default).
@@ -360,7 +366,9 @@ class NicDevice:
         self._available = available
 
     def set_link_speed(self, link_speed_gbps: float) -> None:
-        """Set the link speed and re-seed both series to the new seed (SEMANTICS §4).
+        """Set the link speed and re-seed both series to the new seed.
+
+        See docs/semantics.md#bandwidth-series.
 
         Counters, busy time and the transmit baseline are kept. Raises ``InvalidArgument`` for a
         negative or non-finite speed; the device is then unchanged.
@@ -376,8 +384,9 @@ class NicDevice:
     def note_posted(self, length: int, now_ns: int) -> None:
         """Record ``length`` bytes posted at ``now_ns``.
 
-        A busy stretch opens when posted bytes go from 0 to non-zero (SEMANTICS §4).
-        Raises ``InvalidArgument`` for ``length <= 0`` or a negative ``now_ns``; nothing changes.
+        A busy stretch opens when posted bytes go from 0 to non-zero
+        (docs/semantics.md#bandwidth-series). Raises ``InvalidArgument`` for ``length <= 0`` or a
+        negative ``now_ns``; nothing changes.
         """
         _check_int("length", length, 1)
         _check_int("now_ns", now_ns)
@@ -389,7 +398,8 @@ class NicDevice:
         """Record that ``length`` posted bytes left the NIC at ``now_ns`` (any outcome).
 
         When posted bytes return to 0 the open stretch closes and banks ``now_ns - opened_at``;
-        a close with ``now_ns <= opened_at`` banks nothing (SEMANTICS §4). Raises
+        a close with ``now_ns <= opened_at`` banks nothing (docs/semantics.md#bandwidth-series).
+        Raises
         ``InvalidArgument`` for ``length <= 0``, a negative ``now_ns`` or ``length`` larger than
         the posted bytes; nothing changes.
         """
@@ -426,7 +436,8 @@ class NicDevice:
         if type(success) is not bool:
             raise InvalidArgument(f"success must be a bool, got {describe(success)}")
         if not success:
-            self.reset_transmit_meter()  # SEMANTICS §4: a failed or flushed completion resets
+            # docs/semantics.md#bandwidth-series: a failed or flushed completion resets
+            self.reset_transmit_meter()
             return
         self._completed_bytes += length
         latency_ns = poll_ns - submit_ns
@@ -439,7 +450,7 @@ class NicDevice:
     def maybe_sample_transmit(self, now_ns: int) -> bool:
         """Take a transmit sample at the last completion of a poll pass; True if it learned.
 
-        The policy (SEMANTICS §4), in order:
+        The policy (docs/semantics.md#bandwidth-series), in order:
 
         1. No baseline yet (first call, or first after :meth:`reset_transmit_meter`): record
            completed bytes, busy time and ``now_ns`` as the baseline; learn nothing.
@@ -448,7 +459,7 @@ class NicDevice:
         3. Read completed bytes and busy time, and advance the baseline to them and ``now_ns``.
         4. ``now_ns - prev > max_interval`` → discarded (after the baseline advanced).
         5. Learn only if both deltas are > 0: sample = Δbytes / (Δbusy_ns / 1e9), then
-           ``new = α·old + (1 − α)·sample`` clamped to the seed's multipliers.
+           ``new = α·old + (1 − α)·sample`` clamped to the multipliers of the link-speed seed.
 
         Raises ``InvalidArgument`` for a negative or non-int ``now_ns``; nothing changes.
         """
@@ -484,7 +495,8 @@ class NicDevice:
         self._baseline_busy_ns = busy_ns
 
     def _learn(self, old: float, alpha: float, sample: float) -> float:
-        """``α·old + (1 − α)·sample``, then clamp the smoothed value (SEMANTICS §4)."""
+        """``α·old + (1 − α)·sample``, then clamp the smoothed value
+        (docs/semantics.md#bandwidth-series)."""
         new = alpha * old + (1 - alpha) * sample
         low = self._params.ewma_min_bandwidth_multiplier * self._seed_bps
         high = self._params.ewma_max_bandwidth_multiplier * self._seed_bps
@@ -550,7 +562,8 @@ class NicSet:
     def estimated_bandwidth_bps(self) -> float:
         """Sum of the transmit estimates of available NICs, or -1.0 when that sum is <= 0.
 
-        This is the admission queue's bandwidth provider (SEMANTICS §4, "Aggregates").
+        This is the admission queue's bandwidth provider (docs/semantics.md#bandwidth-series,
+        "Aggregates").
         """
         return self._aggregate(True)
 

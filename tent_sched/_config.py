@@ -1,9 +1,9 @@
-"""Scheduling configuration: the seed's JSON keys as frozen, validated values.
+"""Scheduling configuration: Deadline Scheduling's JSON keys as frozen, validated values.
 
 ``load_config`` reads an engine configuration (a parsed mapping or JSON text) and returns a
 :class:`SchedulingConfig` with three parts: ``enable_runtime_queue``, the ``runtime_queue/*``
 keys (:class:`RuntimeQueueConfig`) and the scheduling keys of ``transports/rdma``
-(:class:`RdmaSchedulingConfig`). Defaults are the seed's tables.
+(:class:`RdmaSchedulingConfig`). Defaults are Deadline Scheduling's tables.
 
 Rules (every failure is a :class:`~tent_sched.errors.ConfigError` naming the key's path, e.g.
 ``runtime_queue/max_dispatch_bytes``):
@@ -17,11 +17,11 @@ Rules (every failure is a :class:`~tent_sched.errors.ConfigError` naming the key
 3. Ranges: counts and byte limits are u64; the dispatch window (``max_dispatch_owners``,
    ``max_dispatch_bytes``) and the outstanding maxima must be > 0; a staging reserve may not
    exceed its maximum; ``mlu_local_threshold`` is 0 (off) or ≥ 1.0, or in (0, 1) only with
-   ``allow_aggressive_threshold`` (our addition, SEMANTICS §2); learning rates lie in [0, 1]
-   (the reference clamps, we reject); intervals, multipliers and bandwidths are > 0 with
-   min ≤ max.
+   ``allow_aggressive_threshold`` (our addition, docs/semantics.md#admission-queue); learning rates
+   lie in [0, 1] (the reference clamps, we reject); intervals, multipliers and bandwidths are > 0
+   with min ≤ max.
 4. ``transmit_meter_max_interval_ns`` smaller than ``transmit_meter_interval_ns`` is raised to
-   it (SEMANTICS §4), not rejected.
+   it (docs/semantics.md#bandwidth-series), not rejected.
 
 ``runtime_queue`` is validated even while ``enable_runtime_queue`` is false: a broken setting
 fails at load, not on the day the queue is switched on.
@@ -104,7 +104,7 @@ _RDMA = "transports/rdma"
 
 @attrs.frozen(kw_only=True)
 class RuntimeQueueConfig:
-    """The ``runtime_queue/*`` keys (seed "Configuration → Admission Queue").
+    """The ``runtime_queue/*`` keys (Deadline Scheduling "Configuration → Admission Queue").
 
     ``allow_aggressive_threshold`` is our addition: it is the explicit opt-in for an
     ``mlu_local_threshold`` in (0, 1). Raises ConfigError (naming ``runtime_queue/<key>``) on
@@ -197,7 +197,8 @@ class RdmaSchedulingConfig:
                 f"{_RDMA}/max_bandwidth_gbps {self.max_bandwidth_gbps}"
             )
         if self.transmit_meter_max_interval_ns < self.transmit_meter_interval_ns:
-            # SEMANTICS §4: the max interval is raised to the interval if smaller.
+            # docs/semantics.md#bandwidth-series: the max interval is raised to the interval if
+            # smaller.
             object.__setattr__(
                 self, "transmit_meter_max_interval_ns", self.transmit_meter_interval_ns
             )
@@ -253,7 +254,7 @@ def parse_config_json(text: str | bytes) -> Mapping[str, Any]:
 
     Raises ConfigError on invalid JSON, a duplicate key at any depth (JSON would silently keep
     the last one, so a pasted override could hide a limit) or a top level that is not an object.
-    Engines that extend the seed's document (``tent_transport``) parse with this too, so both
+    Engines that extend Deadline Scheduling's keys (``tent_transport``) parse with this too, so both
     layers refuse the same documents.
     """
     try:
@@ -268,9 +269,9 @@ def parse_config_json(text: str | bytes) -> Mapping[str, Any]:
 def load_config(data: Mapping[str, Any] | str | bytes) -> SchedulingConfig:
     """Read the scheduling part of an engine configuration (a mapping or JSON text).
 
-    Missing keys take the seed's defaults. Raises ConfigError on invalid JSON, a non-object
-    where an object is expected, an unknown ``runtime_queue`` key, or any invalid value (the
-    message names the key's path); see the module docstring for every rule.
+    Missing keys take Deadline Scheduling's defaults. Raises ConfigError on invalid JSON, a
+    non-object where an object is expected, an unknown ``runtime_queue`` key, or any invalid value
+    (the message names the key's path); see the module docstring for every rule.
     """
     if isinstance(data, str | bytes):
         data = parse_config_json(data)

@@ -1,10 +1,10 @@
-"""The MLU predictor of deadline scheduling (SEMANTICS §1).
+"""The MLU predictor of deadline scheduling (docs/semantics.md#mlu).
 
 ``deadline_mlu`` is the public, checked predictor; :func:`mlu` is the same formula without the
 argument checks, for the hot paths of every drop check and of the bandwidth arbitration, whose
 inputs are validated once per pick. The float64 operation order is pinned:
-the spec keeps its own copy (``tent_spec.mlu.deadline_mlu``, DESIGN principle 2) and the two must
-agree bit for bit, including at ``mlu == θ`` where the drop decision flips.
+the spec keeps its own copy (``tent_spec.mlu.deadline_mlu``, docs/design.md#principle-2) and the two
+must agree bit for bit, including at ``mlu == θ`` where the drop decision flips.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ DBL_MAX: float = sys.float_info.max
 def deadline_mlu(
     bytes_ahead: int, length: int, deadline_ns: int, now_ns: int, bandwidth_bps: float
 ) -> float:
-    """Predict the maximum link utilisation needed to meet ``deadline_ns`` (SEMANTICS §1).
+    """Predict the maximum link utilisation needed to meet ``deadline_ns`` (docs/semantics.md#mlu).
 
     1. ``deadline_ns == 0`` (no deadline) or ``bandwidth_bps <= 0`` (no estimate) → ``0.0``:
        checked first, so such an owner is never urgent and never dropped.

@@ -1,12 +1,13 @@
-"""The admission queue of deadline scheduling (SEMANTICS §2, seed "Admission Queue").
+"""The admission queue of deadline scheduling (docs/semantics.md#admission-queue, Deadline
+Scheduling "Admission Queue").
 
 An owner is one scheduled request. Its lifecycle is the table :data:`OWNER_TRANSITIONS`
 (QUEUED → DISPATCHING → TERMINAL); every state change goes through that table, a missing
 ``(state, event)`` key is the misuse error.
 
-Data structure (STYLE: trio's Deadlines): the queued owners live in one list kept sorted by
-their order key (the deadline, or ``2**64 - 1`` without one; a constant in FIFO mode) from a
-front index ``_head``; entries below the head are consumed. An owner leaves the list when a pick
+Data structure (as trio's ``_core/_run.py`` Deadlines): the queued owners live in one list kept
+sorted by their order key (the deadline, or ``2**64 - 1`` without one; a constant in FIFO mode) from
+a front index ``_head``; entries below the head are consumed. An owner leaves the list when a pick
 visits it (dispatched, dropped, rejected); an owner canceled while queued stays as a terminal
 leftover (lazy deletion) that the next pick over it, or a periodic compaction, removes. Costs:
 admit O(log n) comparisons plus a memmove, pick O(visited + log n), complete/cancel O(1)
@@ -106,7 +107,7 @@ class AdmissionQueue:
     :meth:`pick_for_dispatch`. Every public call validates fully before it changes anything; a
     raised error leaves the queue exactly as it was.
 
-    Where we differ from the reference (SEMANTICS §2):
+    Where we differ from the reference (docs/semantics.md#admission-queue):
 
     1. Promotion is computed at pick time over an always-sorted queue: the promoted owners
        (``now < deadline < now + promotion_slack_ns``) form one contiguous key range, found by
@@ -114,8 +115,8 @@ class AdmissionQueue:
        pick, after which later EDF inserts can land in the wrong place; here the stored order
        is always plain EDF and :meth:`queued_ids` shows it.
     2. Past-due owners (``deadline <= now``) are not promoted; they keep their place behind the
-       promoted group. This follows the reference rather than the seed's wording ("any owner
-       whose slack has fallen below"): a past-due owner can no longer make its window, so the
+       promoted group. This follows the reference rather than Deadline Scheduling's wording ("any
+       owner whose slack has fallen below"): a past-due owner can no longer make its window, so the
        still-feasible urgent ones go first; with the drop on it is dropped anyway.
     3. A deadline of exactly ``2**64 - 1`` shares the no-deadline order key (as in the
        reference, it sorts FIFO among no-deadline owners) and is never promoted.

@@ -1,7 +1,7 @@
-"""The admission queue's values (SEMANTICS §2): owner kinds, states and statuses with the
-lifecycle table :data:`OWNER_TRANSITIONS`, the request and its limits, the eligibility protocol
-and its answers, pick results and statistics. The queue itself is :mod:`._queue`, which
-re-exports every public name here.
+"""The admission queue's values (docs/semantics.md#admission-queue): owner kinds, states and
+statuses with the lifecycle table :data:`OWNER_TRANSITIONS`, the request and its limits, the
+eligibility protocol and its answers, pick results and statistics. The queue itself is
+:mod:`._queue`, which re-exports every public name here.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ NO_DEADLINE_KEY = U64_MAX
 
 
 class OwnerKind(enum.Enum):
-    """Who submitted the owner: user payload or staging-internal work (seed "What Enters")."""
+    """Who submitted the owner: user payload or staging-internal work (Deadline Scheduling "What
+    Enters the Queue")."""
 
     USER = "user"
     STAGING_INTERNAL = "staging_internal"
@@ -162,9 +163,9 @@ class OwnerRequest:
     queue (plan, credit key, ...) and handed back in :class:`OwnerView`.
 
     ``degradation_eligible`` is opt-in (default ``False``): only an RDMA-routed, non-staged
-    owner may be dropped by the MLU check (seed; reference #2816). An owner the caller forgot
-    to mark (TCP, staged, local) is then never cancelled, and its bytes never inflate the
-    ``dispatching_bytes`` every prediction starts from.
+    owner may be dropped by the MLU check (Deadline Scheduling; reference #2816). An owner the
+    caller forgot to mark (TCP, staged, local) is then never cancelled, and its bytes never inflate
+    the ``dispatching_bytes`` every prediction starts from.
     """
 
     public_id: int = attrs.field(validator=_u64_field(minimum=1))
@@ -180,7 +181,8 @@ class OwnerRequest:
 
 @attrs.frozen(kw_only=True)
 class QueueLimits:
-    """Capacity limits of a queue (seed ``runtime_queue/max_outstanding_*``, ``staging_*``).
+    """Capacity limits of a queue (Deadline Scheduling ``runtime_queue/max_outstanding_*``,
+    ``staging_*``).
 
     Raises ConfigError if a value is not a u64 int, a maximum is 0 (a queue that can never admit
     anything), or a reserve exceeds its maximum (§2: the reference stores that and fails every
@@ -231,8 +233,8 @@ Verdict: TypeAlias = Literal["eligible", "blocked", "rejected"]
 
 
 class EligibilityDecision(Protocol):
-    """What an eligibility callback answers, read structurally (DESIGN "Gate at dispatch
-    eligibility": neither package imports the other, so a gate returns its own values).
+    """What an eligibility callback answers, read structurally (docs/design.md#gate-at-eligibility:
+    neither package imports the other, so a gate returns its own values).
 
     The queue reads ``verdict`` and then, by verdict: ``"eligible"`` → ``token`` (attached to
     the pick); ``"blocked"`` → nothing more (``info`` is for the caller); ``"rejected"`` → the
@@ -274,7 +276,7 @@ class Rejected:
 
 
 class Eligibility(Protocol):
-    """Dispatch-eligibility callback (DESIGN "Gate at dispatch eligibility").
+    """Dispatch-eligibility callback (docs/design.md#gate-at-eligibility).
 
     ``tent_credit.DispatchGate`` implements it structurally and answers with its own
     :class:`EligibilityDecision` values (the queue reads ``verdict``, never the class). It is
@@ -324,7 +326,7 @@ class CompletionCounts:
 
 @attrs.frozen(kw_only=True)
 class QueueStatistics:
-    """A snapshot of an :class:`AdmissionQueue` (STYLE: trio ``statistics()``).
+    """A snapshot of an :class:`AdmissionQueue` (as trio's ``statistics()``).
 
     ``outstanding_*`` count owners admitted and not yet terminal (queued or dispatching);
     ``*_total`` fields are cumulative counters since construction.

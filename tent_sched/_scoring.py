@@ -1,4 +1,4 @@
-"""Device selection: the reader of the selection EWMA (seed "Selection EWMA").
+"""Device selection: the reader of the selection EWMA (Deadline Scheduling "Selection EWMA").
 
 Selection answers "which NIC is the better choice right now": a NIC's predicted time for a slice
 is ``(inflight + slice) / selection_ewma``, where ``inflight`` is its posted-but-uncompleted bytes.

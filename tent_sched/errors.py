@@ -1,8 +1,8 @@
 """Typed exceptions of :mod:`tent_sched`.
 
-The same names as :mod:`tent_credit.errors` (DESIGN "who owns what") so the two packages stay
+The same names as :mod:`tent_credit.errors` (docs/design.md#ownership) so the two packages stay
 independent yet read alike: ``InvalidArgument`` (IA), ``InvalidEntry`` (IE), ``TooManyRequests``
-(TMR) of the reference (SEMANTICS.md). Expected outcomes (a drop, a blocked owner) are values.
+(TMR) of the reference (docs/semantics.md). Expected outcomes (a drop, a blocked owner) are values.
 """
 
 from __future__ import annotations

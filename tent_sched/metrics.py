@@ -1,4 +1,4 @@
-"""Prometheus metrics of deadline scheduling (SEMANTICS §5).
+"""Prometheus metrics of deadline scheduling (docs/semantics.md#scheduling-metrics).
 
 Two metrics, defined in a :class:`~prometheus_client.CollectorRegistry` the caller passes in
 (never the process-global one):
@@ -23,7 +23,8 @@ from .errors import InvalidArgument, InvalidEntry
 __all__ = ["MLU_PERMILLE_BUCKETS", "SchedMetrics"]
 
 MLU_PERMILLE_BUCKETS: tuple[float, ...] = (100, 250, 500, 750, 900, 1000, 1250, 1500, 2000, 5000)
-"""The reference's histogram buckets, in permille of the window (SEMANTICS §5)."""
+"""The reference's histogram buckets, in permille of the window
+(docs/semantics.md#scheduling-metrics)."""
 
 _INFEASIBLE_COUNTED = frozenset({TaskStatus.COMPLETED, TaskStatus.FAILED})
 

@@ -1,6 +1,6 @@
 """Hand-written mutants of ``tent_credit``'s sender side: ledger, wire, inbox, endpoints.
 
-Each breaks one rule of SEMANTICS.md / the credit RFC / issue 10 and names its defect class.
+Each breaks one rule of docs/semantics.md / the credit RFC / issue 10 and names its defect class.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ def one(  # noqa: PLR0917 (a catalogue row: name, rule, class, file, old, new)
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    # -- the ledger (SEMANTICS §6) ------------------------------------------------------------
+    # -- the ledger (docs/semantics.md#sender-ledger) ----------------------------------------------
     one(
         "equal_sequence_is_new",
-        "SEMANTICS §6 apply_update 3: sequence <= last is DUPLICATE_OR_OLD",
+        "docs/semantics.md#sender-ledger apply_update 3: sequence <= last is DUPLICATE_OR_OLD",
         D.BOUNDARY_FLIP,
         _LEDGER,
         "    if sequence <= last_sequence:\n        return UpdateDisposition.DUPLICATE",
@@ -39,7 +39,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "grants_as_deltas",
-        "SEMANTICS §6: grant totals are cumulative, replaced not added",
+        "docs/semantics.md#sender-ledger: grant totals are cumulative, replaced not added",
         D.WRONG_RULE,
         _LEDGER,
         "            grant[g.resource] = g.amount\n",
@@ -47,7 +47,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "decreasing_grant_accepted",
-        "SEMANTICS §6 apply_update 4: a grant below its previous total is GrantDecreased",
+        "docs/semantics.md#sender-ledger apply_update 4: a grant below its previous total is "
+        "GrantDecreased",
         D.MISSING_CHECK,
         _LEDGER,
         "        if total < previous_totals[r]:\n",
@@ -75,7 +76,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "rollback_unchecked",
-        "SEMANTICS §6 rollback: consumed never underflows (checked_sub)",
+        "docs/semantics.md#sender-ledger rollback: consumed never underflows (checked_sub)",
         D.OVERFLOW,
         _LEDGER,
         "        after = [checked_sub(consumed[r], amount) for r, amount in parts]\n",
@@ -83,7 +84,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "update_epoch_unchecked",
-        "SEMANTICS §6 apply_update 2: an update of another epoch is InvalidEntry",
+        "docs/semantics.md#sender-ledger apply_update 2: an update of another epoch is "
+        "InvalidEntry",
         D.EPOCH_BOUND,
         _LEDGER,
         "            if e.epoch != epoch:\n",
@@ -91,7 +93,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "same_epoch_activation_resets",
-        "SEMANTICS §6/§7 activate 4: the same epoch is a no-op, consumption is kept",
+        "docs/semantics.md#sender-ledger and docs/semantics.md#negotiation activate 4: the same "
+        "epoch is a no-op, consumption is kept",
         D.EPOCH_BOUND,
         _LEDGER,
         "        if epoch == current.epoch:\n            return\n",
@@ -101,7 +104,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "ledger_max_entries_off_by_one",
-        "SEMANTICS §6 activate 2: at most max_entries keys (checked before allocation)",
+        "docs/semantics.md#sender-ledger activate 2: at most max_entries keys (checked before "
+        "allocation)",
         D.BOUNDARY_FLIP,
         _LEDGER,
         "if len(self._entries) >= self._max_entries:",
@@ -109,7 +113,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "older_activation_replaces_entry",
-        "SEMANTICS §6 activate 3: an epoch lower than the entry's is InvalidEntry",
+        "docs/semantics.md#sender-ledger activate 3: an epoch lower than the entry's is "
+        "InvalidEntry",
         D.EPOCH_BOUND,
         _LEDGER,
         "if epoch < current.epoch:\n",
@@ -117,7 +122,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "late_deactivate_erases_newer_epoch",
-        "SEMANTICS §6 deactivate: a cleanup of another epoch is InvalidEntry",
+        "docs/semantics.md#sender-ledger deactivate: a cleanup of another epoch is InvalidEntry",
         D.EPOCH_BOUND,
         _LEDGER,
         "if current.epoch != epoch:\n",
@@ -125,7 +130,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "update_of_another_session_applies",
-        "SEMANTICS §6 apply_update 1: the update's receiver session must be the key's",
+        "docs/semantics.md#sender-ledger apply_update 1: the update's receiver session must be "
+        "the key's",
         D.WRONG_KEY,
         _LEDGER,
         "if update.receiver_session_id.value != key.receiver_session.value:",
@@ -133,7 +139,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "update_of_another_class_applies",
-        "SEMANTICS §6 apply_update 1: the update's QoS class must be the key's",
+        "docs/semantics.md#sender-ledger apply_update 1: the update's QoS class must be the key's",
         D.WRONG_KEY,
         _LEDGER,
         "if update.qos_class != key.qos_class:",
@@ -141,7 +147,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "available_ignores_returned",
-        "SEMANTICS §6: available = grant_total − consumed − returned (returned credit is gone)",
+        "docs/semantics.md#sender-ledger: available = grant_total − consumed − returned (returned "
+        "credit is gone)",
         D.WRONG_RULE,
         _LEDGER,
         "if amount > grant[r] - consumed[r] - returned[r]:\n",
@@ -149,7 +156,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "exact_fit_charge_blocked",
-        "SEMANTICS §6 try_reserve 3: blocked only when available < amount (an exact fit reserves)",
+        "docs/semantics.md#sender-ledger try_reserve 3: blocked only when available < amount (an "
+        "exact fit reserves)",
         D.BOUNDARY_FLIP,
         _LEDGER,
         "if amount > grant[r] - consumed[r] - returned[r]:\n",
@@ -157,7 +165,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "return_beyond_available",
-        "SEMANTICS §6 return_credit: more than available is InsufficientCredit",
+        "docs/semantics.md#sender-ledger return_credit: more than available is InsufficientCredit",
         D.MISSING_CHECK,
         _LEDGER,
         "exhausted = tuple(r for r, amount in parts if amount > grant[r] - consumed[r]"
@@ -166,7 +174,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "refused_update_raises_other_grants",
-        "DESIGN principle 5 (apply_update): a refused update changes no grant total",
+        "docs/design.md#principle-5 (apply_update): a refused update changes no grant total",
         D.VALIDATE_AFTER_MUTATE,
         _LEDGER,
         "            grant = e.grant\n            disposition = update_acceptance(\n",
@@ -179,7 +187,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # -- checked arithmetic and bounded formatting -------------------------------------------
     one(
         "checked_add_wraps_at_2_64",
-        "DESIGN principle 6: a u64 sum of 2**64 is ArithmeticOverflow, never a value",
+        "docs/design.md#principle-6: a u64 sum of 2**64 is ArithmeticOverflow, never a value",
         D.OVERFLOW,
         _ARITH,
         "if total > U64_MAX:",
@@ -187,7 +195,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "check_u64_no_upper_bound",
-        "DESIGN principle 6: a u64 argument above 2**64 − 1 is InvalidArgument",
+        "docs/design.md#principle-6: a u64 argument above 2**64 − 1 is InvalidArgument",
         D.MISSING_BOUND,
         _ARITH,
         "if value < 0 or value > U64_MAX:",
@@ -246,10 +254,11 @@ MUTANTS: tuple[Mutant, ...] = (
         "unknown or repeated resource: INVALID_FIELD at the latest at the fifth item, as with the "
         "bound (only the message differs)",
     ),
-    # -- the inbox (SEMANTICS §8, issue 10 item 3) --------------------------------------------
+    # -- the inbox (docs/semantics.md#receiver-allocator, issue 10 item 3) -------------------------
     one(
         "inbox_coalesces_by_sequence",
-        "SEMANTICS §8 inbox: coalescing compares (epoch, sequence), not the sequence alone",
+        "docs/semantics.md#receiver-allocator inbox: coalescing compares (epoch, sequence), not "
+        "the sequence alone",
         D.WRONG_KEY,
         _INBOX,
         "            if (update.epoch, update.sequence) > (pending.epoch, pending.sequence):\n",
@@ -265,7 +274,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "inbox_one_key_past_max",
-        "SEMANTICS §8 inbox 3: never more than max_keys keys pending",
+        "docs/semantics.md#receiver-allocator inbox 3: never more than max_keys keys pending",
         D.BOUNDARY_FLIP,
         _INBOX,
         "if len(self._pending) >= self._max_keys:",
@@ -375,7 +384,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "same_epoch_reactivation_accepted",
-        "SEMANTICS §7: within one session the epoch must grow",
+        "docs/semantics.md#negotiation: within one session the epoch must grow",
         D.EPOCH_BOUND,
         _NEGOTIATION,
         "if session == self._session and self._epoch is not None and epoch <= self._epoch:",

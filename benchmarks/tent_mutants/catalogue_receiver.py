@@ -1,7 +1,7 @@
 """Hand-written mutants of ``tent_credit``'s receiver side and gate: allocator, split, gate.
 
-Each breaks one rule of SEMANTICS §8 / the RFC's abuse boundaries / docs/gate.md and names its
-defect class.
+Each breaks one rule of docs/semantics.md#receiver-allocator / the RFC's abuse boundaries /
+docs/gate.md and names its defect class.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ _GATE = "tent_credit/_gate.py"
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         name="grant_past_capacity",
-        rule="SEMANTICS §8: outstanding grants never exceed capacity",
+        rule="docs/semantics.md#receiver-allocator: outstanding grants never exceed capacity",
         defect=D.MISSING_BOUND,
         edits=(
             Edit(
@@ -30,15 +30,18 @@ MUTANTS: tuple[Mutant, ...] = (
             ),
             Edit(
                 file=_ALLOCATOR,
-                old='                raise TooManyRequests(f"{ident} would over-commit'
-                ' {r.name} (SEMANTICS §8)")\n',
+                old="                raise TooManyRequests(\n"
+                '                    f"{ident} would over-commit {r.name}'
+                ' (docs/semantics.md#receiver-allocator)"\n'
+                "                )\n",
                 new="                pass  # mutant: over-commit allowed\n",
             ),
         ),
     ),
     one(
         "reclaim_before_fence",
-        "SEMANTICS §8: unlanded credit is reclaimed only after the epoch was fenced",
+        "docs/semantics.md#receiver-allocator: unlanded credit is reclaimed only after the epoch "
+        "was fenced",
         D.EPOCH_BOUND,
         _ALLOCATOR,
         "    (EpochState.ACTIVE, _Event.FENCE): EpochState.FENCING,\n",
@@ -47,7 +50,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "allocator_max_keys_off_by_one",
-        "SEMANTICS §8 bounds: at most max_keys distinct keys per session",
+        "docs/semantics.md#receiver-allocator bounds: at most max_keys distinct keys per session",
         D.BOUNDARY_FLIP,
         _ALLOCATOR,
         "if len(self._keys) >= self._config.max_keys:",
@@ -112,7 +115,8 @@ MUTANTS: tuple[Mutant, ...] = (
     attrs.evolve(
         one(
             "release_beyond_landed",
-            "SEMANTICS §8 release: at most landed − released, else InvalidArgument",
+            "docs/semantics.md#receiver-allocator release: at most landed − released, else "
+            "InvalidArgument",
             D.MISSING_BOUND,
             _ALLOCATOR,
             "if amount > unreleased:",
@@ -123,7 +127,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "overdrawn_landing_accepted",
-        "SEMANTICS §8 data_landed: landing beyond granted − reclaimed is a violation",
+        "docs/semantics.md#receiver-allocator data_landed: landing beyond granted − reclaimed is "
+        "a violation",
         D.MISSING_CHECK,
         _ALLOCATOR,
         "            if landed[r] + record.reclaimed_by_return[r] > record.granted[r]:\n",
@@ -131,7 +136,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "fence_reclaims_landed_credit",
-        "SEMANTICS §8 fence_complete: reclaims granted − landed − returned, never landed data",
+        "docs/semantics.md#receiver-allocator fence_complete: reclaims granted − landed − "
+        "returned, never landed data",
         D.WRONG_RULE,
         _ALLOCATOR,
         "record.granted[r], checked_add(record.landed[r], record.reclaimed_by_return[r])",
@@ -139,7 +145,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "allocator_accepts_epoch_zero",
-        "SEMANTICS §7: epoch 0 is reserved (InvalidArgument at every allocator call)",
+        "docs/semantics.md#negotiation: epoch 0 is reserved (InvalidArgument at every allocator "
+        "call)",
         D.EPOCH_BOUND,
         _ALLOCATOR,
         "if type(epoch) is not int or not 0 < epoch <= U64_MAX:",
@@ -172,7 +179,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "replace_endpoint_fences_before_validating",
-        "DESIGN principle 5: validate everything, then commit once (replace_endpoint)",
+        "docs/design.md#principle-5: validate everything, then commit once (replace_endpoint)",
         D.VALIDATE_AFTER_MUTATE,
         _GATE,
         "        if endpoint is route.endpoint:\n"
@@ -184,7 +191,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "legacy_window_off_by_one",
-        "SEMANTICS: a legacy route dispatches at most legacy_window owners at a time",
+        "docs/semantics.md#negotiation: a legacy route dispatches at most legacy_window owners at "
+        "a time",
         D.BOUNDARY_FLIP,
         _GATE,
         "if route.legacy_in_flight >= self._config.legacy_window:",

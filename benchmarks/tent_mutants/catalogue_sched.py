@@ -1,4 +1,5 @@
-"""Hand-written mutants of ``tent_sched``: the admission queue and the MLU (SEMANTICS §1–§2)."""
+"""Hand-written mutants of ``tent_sched``: the admission queue and the MLU (docs/semantics.md#mlu
+and docs/semantics.md#admission-queue)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ _MLU = "tent_sched/_mlu.py"
 MUTANTS: tuple[Mutant, ...] = (
     one(
         "drop_no_deadline_owner",
-        "SEMANTICS §1/§2: an owner without a deadline is never dropped",
+        "docs/semantics.md#mlu and docs/semantics.md#admission-queue: an owner without a deadline "
+        "is never dropped",
         D.MISSING_CHECK,
         _QUEUE,
         "                        if mlu >= theta:",
@@ -20,7 +22,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "dropped_owner_uses_budget",
-        "SEMANTICS §2 pick: a dropped owner uses no byte budget",
+        "docs/semantics.md#admission-queue pick: a dropped owner uses no byte budget",
         D.WRONG_RULE,
         _QUEUE,
         "                            dropped.append((owner, mlu))\n",
@@ -29,7 +31,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "failed_keeps_dispatching_bytes",
-        "SEMANTICS §2 complete: dispatching_bytes drops whatever the terminal status",
+        "docs/semantics.md#admission-queue complete: dispatching_bytes drops whatever the "
+        "terminal status",
         D.WRONG_RULE,
         _QUEUE,
         "        if owner.view.degradation_eligible:\n"
@@ -39,7 +42,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "equal_deadline_inserted_first",
-        "SEMANTICS §2 admission: EDF with FIFO ties (bisect_right)",
+        "docs/semantics.md#admission-queue admission: EDF with FIFO ties (bisect_right)",
         D.WRONG_RULE,
         _QUEUE,
         "bisect.insort_right(self._entries, owner,",
@@ -47,7 +50,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "past_due_owner_promoted",
-        "SEMANTICS §2 pick 2: past-due owners (deadline <= now) are not promoted",
+        "docs/semantics.md#admission-queue pick 2: past-due owners (deadline <= now) are not "
+        "promoted",
         D.BOUNDARY_FLIP,
         _QUEUE,
         "low = bisect.bisect_left(entries, now_ns + 1, head, end, key=_ORDER_KEY)",
@@ -55,7 +59,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "owner_limit_exclusive",
-        "SEMANTICS §2 admission 7: limits are inclusive (exactly max_outstanding_owners fits)",
+        "docs/semantics.md#admission-queue admission 7: limits are inclusive (exactly "
+        "max_outstanding_owners fits)",
         D.BOUNDARY_FLIP,
         _QUEUE,
         "if next_owners > limits.max_outstanding_owners:",
@@ -63,7 +68,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "staging_byte_reserve_ignored",
-        "SEMANTICS §2 admission 7: user bytes never reach into the staging byte reserve",
+        "docs/semantics.md#admission-queue admission 7: user bytes never reach into the staging "
+        "byte reserve",
         D.MISSING_BOUND,
         _QUEUE,
         "if next_user_bytes > self._user_byte_limit:",
@@ -71,7 +77,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "byte_charge_overflow_unchecked",
-        "SEMANTICS §2 admission: a byte charge past 2**64 − 1 is InvalidArgument",
+        "docs/semantics.md#admission-queue admission: a byte charge past 2**64 − 1 is "
+        "InvalidArgument",
         D.OVERFLOW,
         _QUEUE,
         "        if next_bytes > U64_MAX:\n",
@@ -79,7 +86,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "public_id_checked_in_wrong_batch",
-        "SEMANTICS §2 admission: a public id already mapped in *its* batch is InvalidEntry",
+        "docs/semantics.md#admission-queue admission: a public id already mapped in *its* batch "
+        "is InvalidEntry",
         D.WRONG_KEY,
         _QUEUE,
         "if (batch_token, public_id) in self._public_ids:",
@@ -87,7 +95,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "zero_byte_budget_still_drops",
-        "SEMANTICS §2 pick 1: a zero budget returns before any promotion or drop",
+        "docs/semantics.md#admission-queue pick 1: a zero budget returns before any promotion or "
+        "drop",
         D.WRONG_RULE,
         _QUEUE,
         "if max_owners == 0 or max_bytes == 0:  # §2: before any promotion or drop",
@@ -95,7 +104,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "deadline_now_not_past",
-        "SEMANTICS §1: deadline_ns <= now_ns (equal counts as past) → DBL_MAX",
+        "docs/semantics.md#mlu: deadline_ns <= now_ns (equal counts as past) → DBL_MAX",
         D.BOUNDARY_FLIP,
         _MLU,
         "if deadline_ns <= now_ns:  # §1: equal counts as past",

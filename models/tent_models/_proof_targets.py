@@ -111,12 +111,13 @@ def _proof_targets() -> list[Target]:
         proof_target(
             "z3/credit/ledger",
             _credit_proof(credit_z3.prove_ledger_inductive),
-            description="sender ledger invariant is inductive (SEMANTICS §6)",
+            description="sender ledger invariant is inductive (docs/semantics.md#sender-ledger)",
         ),
         proof_target(
             "z3/credit/allocator",
             _credit_proof(credit_z3.prove_allocator_inductive),
-            description="receiver allocator invariant is inductive (SEMANTICS §8)",
+            description="receiver allocator invariant is inductive "
+            "(docs/semantics.md#receiver-allocator)",
         ),
         proof_target(
             "z3/credit/ledger-bmc",
@@ -134,7 +135,7 @@ def _proof_targets() -> list[Target]:
         proof_target(
             "z3/mlu/" + prove.__name__.removeprefix("prove_"),
             _obligation_proof(prove),
-            description=f"SEMANTICS §1: {_summary(prove)}",
+            description=f"docs/semantics.md#mlu: {_summary(prove)}",
         )
         for prove in _MLU_PROOFS
     )
@@ -142,7 +143,8 @@ def _proof_targets() -> list[Target]:
         proof_target(
             "z3/arbitration/lemma_score_range",
             _obligation_proof(arbitration_z3.prove_score_range),
-            description="SEMANTICS §3: with usable bandwidth a slice without a deadline "
+            description="docs/semantics.md#arbitration: with usable bandwidth a slice without a "
+            "deadline "
             "scores 0, a past-due one DBL_MAX, one with a deadline ahead strictly between",
         )
     )
@@ -150,7 +152,8 @@ def _proof_targets() -> list[Target]:
         proof_target(
             f"z3/arbitration/{name}",
             _arbitration_property(name),
-            description=f"SEMANTICS §3: {name.replace('_', ' ')}, for every slot of 2.."
+            description=f"docs/semantics.md#arbitration: {name.replace('_', ' ')}, for every slot "
+            f"of 2.."
             f"{arbitration_z3.MAX_SLICES} slices",
         )
         for name in arbitration_z3.PROPERTIES

@@ -47,6 +47,7 @@ from tent_models.manifest import Counts, Manifest, ManifestError
 from tent_models.project import ProjectError, UserModel, find_pyproject, load_project, user_targets
 from tent_models.registry import Outcome, RunOptions, Target, TargetKind, Tier
 from tent_models.reports import json_report, junit_report
+from tent_models.sources import citation_legend
 from tent_models.tables import outcomes_table, targets_table
 
 __all__ = ["main"]
@@ -63,7 +64,7 @@ def _console(*, stderr: bool = False) -> Console:
 
 class _LazyGroup(click.Group):
     """The root group. ``tent sim`` and ``tent bench`` are defined in ``tent_transport`` and
-    imported only when invoked or listed (TRANSPORT.md "Where the verbs live"): the checker
+    imported only when invoked or listed (docs/transport_design.md#verbs-placement): the checker
     never imports the I/O layer at module level. A lazy name whose module or attribute is not
     there (the transport not installed, or a group not built yet) is simply absent."""
 
@@ -290,6 +291,8 @@ def check_command(
         )
     if list_only:
         console.print(targets_table(targets))
+        for line in citation_legend(t.description for t in targets):
+            console.print(line, highlight=False, soft_wrap=True)
         return
     try:
         expected = Manifest() if source.manifest is None else manifest_file.load(source.manifest)

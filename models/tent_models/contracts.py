@@ -1,17 +1,19 @@
-"""CrossHair contract checks of the pure core functions (DESIGN pipeline, stage 5).
+"""CrossHair contract checks of the pure core functions (docs/design.md#pipeline, stage 5).
 
 The contracts are PEP 316 docstring conditions (``pre:`` / ``post:`` / ``raises:``) written on
 the functions themselves, so a reader sees them next to the code:
 
 * ``tent_credit._arith.checked_add`` / ``checked_sub``: the exact sum/difference, never outside
-  u64 (DESIGN principle 6: overflow is an error, never a wrap);
+  u64 (docs/design.md#principle-6: overflow is an error, never a wrap);
 * ``tent_sched._mlu.deadline_mlu``: never negative, 0 without a deadline or a usable bandwidth,
-  DBL_MAX when past due (SEMANTICS §1);
+  DBL_MAX when past due (docs/semantics.md#mlu);
 * ``tent_credit._types.normalise_charge_parts``: charge normalisation keeps the parts and sorts
   them with unique resources;
-* ``tent_credit._ledger.update_acceptance``: SEMANTICS §6's acceptance rule (duplicate/old before
-  monotonicity, gaps only after the first update);
-* ``tent_credit._allocator.compute_grant``: SEMANTICS §8's all-or-nothing grant.
+* ``tent_credit._ledger.update_acceptance``: the acceptance rule of
+  docs/semantics.md#sender-ledger (duplicate/old before monotonicity, gaps only after the first
+  update);
+* ``tent_credit._allocator.compute_grant``: the all-or-nothing grant of
+  docs/semantics.md#receiver-allocator.
 
 :func:`crosshair_command` is the exact command CI runs; :func:`run_crosshair` runs it. The
 budget: each condition gets at most :data:`PER_CONDITION_TIMEOUT_S` seconds and stops earlier

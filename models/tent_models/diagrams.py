@@ -1,6 +1,6 @@
 """State diagrams (Graphviz DOT) generated from the specification's transition tables.
 
-The spec keeps every state machine as a table in one place (DESIGN principle 4, STYLE: h11
+The spec keeps every state machine as a table in one place (docs/design.md#principle-4, after h11's
 ``_state.py``); the docs' diagrams are generated from those tables, never drawn by hand, and
 ``tent spec diagram --check`` (and a test) fails when a checked-in page is stale.
 
@@ -116,7 +116,8 @@ def _owner_lifecycle() -> Diagram:
             "An owner is admitted QUEUED, dispatched inside a pick's window, and ends TERMINAL "
             "with a status: a drop (MLU at or above the threshold) and a cancel give CANCELED, a "
             "credit gate that answers REJECTED gives FAILED, a completion gives the reported "
-            "status (SEMANTICS §2). A pair missing from the table is a forbidden transition."
+            "status ([semantics §2](../semantics.md#admission-queue)). A pair missing from the "
+            "table is a forbidden transition."
         ),
         initial=admission.OWNER_STATES[0],
         edges=tuple(
@@ -144,7 +145,8 @@ def _negotiation() -> Diagram:
         title="Credit capability negotiation",
         source="tent_spec.negotiation.TRANSITIONS",
         summary=(
-            "One peer context (SEMANTICS §7). A label naming modes marks a row whose next state "
+            "One peer context ([semantics §7](../semantics.md#negotiation)). A label naming modes "
+            "marks a row whose next state "
             "depends on the configured mode (DISABLED, OPTIONAL or REQUIRED); every other row is "
             "the same in each mode that has it. Credit-gated dispatch happens only in ACTIVE; "
             "FENCING returns to ACTIVE once the old epoch's in-flight work drained or failed. "

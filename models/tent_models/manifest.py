@@ -4,8 +4,8 @@
 states, transitions and depth of its exhaustive check (symmetry reduction on, the checker's
 default). ``tent check`` compares every exhaustive result with it; ``tent manifest update``
 rewrites the entries it re-measured. A change in the spec, the bounds or the checker that moves
-a count is then visible in review instead of passing unnoticed (DESIGN "a manifest of expected
-state counts per model in CI").
+a count is then visible in review instead of passing unnoticed (docs/design.md#checker-bar: "a
+manifest of expected state counts per model in CI").
 
 The file is plain, sorted JSON so a change reads as a one-line diff::
 

@@ -1,8 +1,8 @@
 """The structural interface between a specification module and the generic model checker.
 
-A spec module (in ``tent_spec``) never imports this file (the spec stands alone, DESIGN
-principle 2); it provides a class that *structurally* satisfies :class:`SpecModel`. The checker
-(``tent_models.checker``) only ever talks to a spec through this Protocol.
+A spec module (in ``tent_spec``) never imports this file (the spec stands alone,
+docs/design.md#principle-2); it provides a class that *structurally* satisfies :class:`SpecModel`.
+The checker (``tent_models.checker``) only ever talks to a spec through this Protocol.
 
 Conventions every spec model follows:
 

@@ -1,9 +1,9 @@
 """The credit spec against adversarial senders, with the receiver's write admission.
 
-Issue 10 item 6 (RFC "Security and Abuse Boundaries"; TRANSPORT.md "Leases"; docs/abuse.md).
-:class:`AdversarialCreditSpec` extends :class:`~tent_spec.credit.CreditSpec` with its own action
-table (``_ADVERSARY_ACTIONS``) and overrides; the honest spec's tables and invariants are
-untouched. Kept in its own module so that the honest spec stays the one reviewers read first.
+Issue 10 item 6 (RFC "Security and Abuse Boundaries"; docs/transport_design.md#leases;
+docs/abuse.md). :class:`AdversarialCreditSpec` extends :class:`~tent_spec.credit.CreditSpec` with
+its own action table (``_ADVERSARY_ACTIONS``) and overrides; the honest spec's tables and invariants
+are untouched. Kept in its own module so that the honest spec stays the one reviewers read first.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class AdversarialCreditSpec(CreditSpec):
     * ``forge_write(s, c)``: the sender puts a write of charge ``c`` on its live key in flight
       without any reservation. Bounded by ``max_tokens`` writes in flight per sender.
 
-    The receiver's side (TRANSPORT.md "Leases", docs/seams.md "Write admission"):
+    The receiver's side (docs/transport_design.md#leases, docs/seams.md "Write admission"):
 
     * ``data_lands`` is the accepted half of write admission: a write of the live session lands
       only if ``landed + reclaimed + charge ≤ granted`` for its epoch's books.
@@ -260,7 +260,7 @@ class AdversarialCreditSpec(CreditSpec):
         return (
             SpecInvariant(
                 "physical_occupancy_within_capacity",
-                'RFC "Security and Abuse Boundaries"; TRANSPORT.md "Leases": a write is '
+                'RFC "Security and Abuse Boundaries"; docs/transport_design.md#leases: a write is '
                 "admitted before its bytes touch memory, so landed − released ≤ capacity",
                 self.inv_occupancy,
             ),

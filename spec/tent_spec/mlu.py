@@ -1,7 +1,7 @@
-"""The spec's own copy of the MLU predictor (SEMANTICS §1).
+"""The spec's own copy of the MLU predictor (docs/semantics.md#mlu).
 
-Kept apart from ``tent_sched.deadline_mlu`` on purpose (DESIGN principle 2) but with the same
-float64 operation order, so spec and implementation agree bit for bit, also at ``mlu == θ``.
+Kept apart from ``tent_sched.deadline_mlu`` on purpose (docs/design.md#principle-2) but with the
+same float64 operation order, so spec and implementation agree bit for bit, also at ``mlu == θ``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Executable specification of capability negotiation and peer freshness (SEMANTICS §7).
+"""Executable specification of capability negotiation and peer freshness
+(docs/semantics.md#negotiation).
 
 The spec keeps its *own* transition table (:data:`TRANSITIONS`), never shared with the
-implementation (DESIGN principle 4); a conformance test proves the two tables equal, and the
+implementation (docs/design.md#principle-4); a conformance test proves the two tables equal, and the
 docs' diagrams are generated from this one. States and events use the implementation's enum
 member names, so that test is a dict comparison.
 
@@ -68,7 +69,8 @@ def _table() -> dict[tuple[str, str, str], str]:
         rows[mode, "LEGACY", "DISCONNECTED"] = "LEGACY"
         rows[mode, "FAILED", "DISCONNECTED"] = "FAILED"
         rows[mode, "ACTIVE", "FRESH_UPDATE"] = "ACTIVE"
-        # SEMANTICS §7: Active -> Stale on disconnect or when no update arrives within the TTL.
+        # docs/semantics.md#negotiation: Active -> Stale on disconnect or when no update arrives
+        # within the TTL.
         rows[mode, "ACTIVE", "TTL_EXPIRED"] = "STALE"
         rows[mode, "ACTIVE", "DISCONNECTED"] = "STALE"
         # The TTL is evaluated only while ACTIVE: expiry is not an event in any other state.
@@ -242,7 +244,7 @@ class NegotiationSpec:
             event = "COMMON_VERSION_FOUND" if version else "NO_COMMON_VERSION"
             nxt = self._event(st, event)
             assert nxt is not None  # guarded
-            if version:  # SEMANTICS §7: the activation carries session and epoch
+            if version:  # docs/semantics.md#negotiation: the activation carries session and epoch
                 return st._replace(state=nxt, version=version, session=1, epoch=1)
             return st._replace(state=nxt)
         nxt = self._event(st, _EVENT_OF[action])
@@ -335,7 +337,7 @@ class NegotiationSpec:
         return (
             SpecInvariant(
                 "sender_identity_never_changes",
-                'SEMANTICS §7: "A peer context never changes its sender identity"',
+                'docs/semantics.md#negotiation: "A peer context never changes its sender identity"',
                 identity,
             ),
             SpecInvariant(

@@ -203,7 +203,8 @@ KNOWN_BAD: Mapping[str, tuple[Factory, str, str]] = {
     "no_epoch_fence_on_restart": (
         NoEpochFenceOnRestart,
         "dispatch_holds_full_charge",
-        'SEMANTICS §7: the receiver "bumps a key\'s epoch when that sender reconnects"; RFC '
+        'docs/semantics.md#negotiation: the receiver "bumps a key\'s epoch when that sender '
+        'reconnects"; RFC '
         'rule 3: "New epoch: invalidate unused old ledger state"',
     ),
     "partial_reserve": (
@@ -238,7 +239,8 @@ KNOWN_BAD: Mapping[str, tuple[Factory, str, str]] = {
     "no_write_admission": (
         NoWriteAdmission,
         "physical_occupancy_within_capacity",
-        'RFC "Security and Abuse Boundaries"; TRANSPORT.md "Leases": the receiver refuses a '
+        'RFC "Security and Abuse Boundaries"; docs/transport_design.md#leases: the receiver '
+        'refuses a '
         "write beyond the sender's credit before it touches memory, whatever the sender reported",
     ),
 }

@@ -92,7 +92,7 @@ def test_crosshair_finds_no_counterexample_in_the_core_contracts() -> None:
 
 def test_charge_normalisation_rejects_an_unhashable_resource_with_a_typed_error() -> None:
     # Found while writing the contract: CreditCharge.of used to hash the resources before
-    # checking their type, so an unhashable one raised TypeError (DESIGN principle 8).
+    # checking their type, so an unhashable one raised TypeError (docs/design.md#principle-8).
     with pytest.raises(InvalidArgument, match="unknown credit resource"):
         CreditCharge.of([([1], 5)])  # type: ignore[list-item]
     with pytest.raises(InvalidArgument, match="duplicate resource"):

@@ -303,7 +303,8 @@ class LedgerConformance(RuleBasedStateMachine):
         outcome = _outcome(lambda: self.ledger.activate(key, epoch))
         fresh = self.spec_activate(k, epoch)
         if led.session and epoch < led.epoch:
-            # SEMANTICS §6 activate 3: a stale activation is refused (the spec ignores it).
+            # docs/semantics.md#sender-ledger activate 3: a stale activation is refused (the spec
+            # ignores it).
             assert isinstance(outcome, InvalidEntry), outcome
             assert not fresh
         else:
@@ -478,7 +479,8 @@ TestLedgerConformsToSpecLedgerRules = LedgerConformance.TestCase
 
 
 def test_burst_straddling_an_epoch_change_applies_the_new_epochs_update() -> None:
-    """[update e1 s5, activate e2, update e2 s1]: the e2 update supersedes (SEMANTICS §8)."""
+    """[update e1 s5, activate e2, update e2 s1]: the e2 update supersedes
+    (docs/semantics.md#receiver-allocator)."""
     machine = LedgerConformance()
     machine.activate(0, 1)
     machine.burst(
@@ -523,11 +525,11 @@ def test_update_of_another_epoch_is_invalid_entry_and_changes_nothing() -> None:
 def test_rollback_underflow_raises_arithmetic_overflow_and_changes_nothing() -> None:
     """WHITE BOX, deliberately reaching into the private ``_Entry``.
 
-    SEMANTICS §6 makes rollback's subtraction checked although no public call sequence can
-    underflow it (a RESERVED token's charge is always inside ``consumed``). To prove the check
-    exists and is atomic, the test corrupts the entry's ``consumed`` below the live token's
-    charge in one resource only, then requires ArithmeticOverflow with the entry and the token
-    exactly as they were (the untouched resource must not have been written either).
+    docs/semantics.md#sender-ledger makes rollback's subtraction checked although no public call
+    sequence can underflow it (a RESERVED token's charge is always inside ``consumed``). To prove
+    the check exists and is atomic, the test corrupts the entry's ``consumed`` below the live
+    token's charge in one resource only, then requires ArithmeticOverflow with the entry and the
+    token exactly as they were (the untouched resource must not have been written either).
     """
     key = _KEYS[0]
     ledger = SenderCreditLedger(max_entries=1)

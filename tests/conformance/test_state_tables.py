@@ -1,5 +1,5 @@
-"""State machines are data, twice (DESIGN principle 4): the implementation's tables equal the
-spec's. The two are never shared; each test maps one vocabulary onto the other explicitly.
+"""State machines are data, twice (docs/design.md#principle-4): the implementation's tables equal
+the spec's. The two are never shared; each test maps one vocabulary onto the other explicitly.
 """
 
 from __future__ import annotations
@@ -67,14 +67,14 @@ def _impl_negotiation_edges() -> set[Edge]:
 #: The rows the two tables do not share, reported to the lead (the spec is the lead's file):
 #:
 #: * impl only, DISCONNECTED in NEGOTIATING / LEGACY / FAILED stays put. A control connection
-#:   can drop in any started state; SEMANTICS §7 names only "Active → Stale on disconnect", so the
-#:   spec makes it a protocol error elsewhere, while ``PeerNegotiation.on_disconnect`` must
-#:   accept it (the transport reports every disconnect). The implementation is right; the spec
-#:   lacks the rows.
+#:   can drop in any started state; docs/semantics.md#negotiation names only "Active → Stale on
+#: disconnect", so the   spec makes it a protocol error elsewhere, while
+#: ``PeerNegotiation.on_disconnect`` must   accept it (the transport reports every disconnect). The
+#: implementation is right; the spec   lacks the rows.
 #: * spec only, TTL_EXPIRED in STALE / FENCING stays put. The implementation's
-#:   ``check_freshness`` only fires TTL_EXPIRED in ACTIVE (SEMANTICS §7: "Active → Stale ...
-#:   when no update arrives within freshness_ttl_ms") and treats an expired TTL elsewhere as no
-#:   event at all: the same behaviour as the spec's self-loops, so not an implementation gap.
+#:   ``check_freshness`` only fires TTL_EXPIRED in ACTIVE (docs/semantics.md#negotiation: "Active →
+#: Stale ...   when no update arrives within freshness_ttl_ms") and treats an expired TTL elsewhere
+#: as no   event at all: the same behaviour as the spec's self-loops, so not an implementation gap.
 #:
 #: When the spec gains the three DISCONNECTED rows and drops (or the implementation models)
 #: the two TTL self-loops, this set becomes empty and the tables are equal.
@@ -108,9 +108,9 @@ def test_negotiation_tables_agree_on_every_shared_state_and_event() -> None:
 
 
 def test_token_lifecycle_has_no_spec_table_to_compare() -> None:
-    # SEMANTICS §6: "EMPTY → RESERVED → COMMITTED | ROLLED_BACK, each transition once". The
-    # credit spec models live tokens as a tuple of RESERVED charges and has no lifecycle table,
-    # so the implementation's table is pinned against the SEMANTICS text instead.
+    # docs/semantics.md#sender-ledger: "EMPTY → RESERVED → COMMITTED | ROLLED_BACK, each transition
+    # once". The credit spec models live tokens as a tuple of RESERVED charges and has no lifecycle
+    # table, so the implementation's table is pinned against the docs/semantics.md text instead.
     assert not any("TOKEN" in name and "TRANSITION" in name for name in dir(spec_credit))
     assert {(s.name, e, n.name) for (s, e), n in TOKEN_TRANSITIONS.items()} == {
         ("EMPTY", "reserve", "RESERVED"),

@@ -1,4 +1,4 @@
-"""Unit tests of the receiver's global credit allocator (SEMANTICS §8)."""
+"""Unit tests of the receiver's global credit allocator (docs/semantics.md#receiver-allocator)."""
 
 from __future__ import annotations
 

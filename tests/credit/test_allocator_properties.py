@@ -1,4 +1,5 @@
-"""Stateful property test of the receiver allocator against a reference model (SEMANTICS §8).
+"""Stateful property test of the receiver allocator against a reference model
+(docs/semantics.md#receiver-allocator).
 
 Random sequences of connect/reconnect, grants (with lost updates), honest sender usage (consume,
 return, report, replayed old reports), landing, in-flight failure, release, fence and

@@ -59,7 +59,8 @@ def test_older_or_equal_sequence_is_discarded_as_stale() -> None:
 
 
 def test_a_new_epoch_wins_even_with_a_lower_sequence() -> None:
-    # SEMANTICS §8: sequences restart with each epoch, so compare (epoch, sequence).
+    # docs/semantics.md#receiver-allocator: sequences restart with each epoch, so compare (epoch,
+    # sequence).
     inbox: ControlInbox[str] = ControlInbox(max_keys=1)
     inbox.offer("a", update(1, 99))
     assert inbox.offer("a", update(2, 1)) is InboxOutcome.COALESCED

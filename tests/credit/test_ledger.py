@@ -1,4 +1,4 @@
-"""Unit tests of SenderCreditLedger: one test per rule of SEMANTICS.md §6.
+"""Unit tests of SenderCreditLedger: one test per rule of docs/semantics.md#sender-ledger.
 
 Every failure case compares a full snapshot of the ledger before and after the call.
 """
@@ -251,7 +251,7 @@ def test_duplicate_or_old_update_changes_nothing(sequence: int) -> None:
 
 
 def test_old_update_with_lower_totals_is_duplicate_not_an_error() -> None:
-    # SEMANTICS §6: sequence <= last is checked before monotonicity.
+    # docs/semantics.md#sender-ledger: sequence <= last is checked before monotonicity.
     ledger = ledger_with_grant()
     ledger.apply_update(KEY, update(2, {R.DATA_BYTES: 1500}))
     before = snapshot(ledger)

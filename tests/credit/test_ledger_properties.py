@@ -1,4 +1,5 @@
-"""Hypothesis properties of SenderCreditLedger (SEMANTICS §6, RFC goal 4 and claim 5).
+"""Hypothesis properties of SenderCreditLedger (docs/semantics.md#sender-ledger, RFC goal 4 and
+claim 5).
 
 1. Any delivery of a cumulative update stream (duplicated, reordered, stale) never makes
    available credit exceed the newest applied grant minus consumption, and ends exactly where

@@ -1,4 +1,4 @@
-"""Tests of the negotiation state machine (SEMANTICS §7, RFC "State Machine").
+"""Tests of the negotiation state machine (docs/semantics.md#negotiation, RFC "State Machine").
 
 Every failure case compares the full snapshot before and after the call. The last section checks
 the table twice, h2-style: the pure ``transition`` over *every* (state, event) pair, and the

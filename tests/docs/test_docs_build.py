@@ -7,8 +7,9 @@ The doctests of ``docs/*.md`` run separately (``--doctest-glob=*.md`` in pyproje
 The diagram test parses the ``{graphviz}`` (DOT) block of ``docs/credit_protocol.md`` and
 compares its edges with :data:`tent_credit._negotiation.TRANSITIONS`, both ways, so the page
 cannot go stale when the table changes. The built HTML is checked for what an air-gapped reader
-needs: no external URL anywhere, and every diagram rendered to SVG (no DOT or mermaid source
-left as text).
+needs: nothing loaded from outside (no external URL anywhere, except the hyperlinks that cite the
+public documents of ``docs/sources.md`` by URL, which a reader follows and a browser never
+fetches), and every diagram rendered to SVG (no DOT or mermaid source left as text).
 """
 
 from __future__ import annotations
@@ -132,9 +133,17 @@ _URL = re.compile(r"(?:https?:)?//[\w.-]+\.[a-z]{2,}[^\s\"'<>)]*", re.IGNORECASE
 _CSS_REMOTE = re.compile(r"(?:url\(\s*['\"]?|@import\s+['\"]?)(?:https?:)?//", re.IGNORECASE)
 
 
+# The public sources a page cites by URL: plain hyperlinks to exactly these, nothing else.
+_CITED = re.compile(
+    r'<a class="reference external" href="(?:https://github\.com/kvcache-ai/Mooncake/issues/2849'
+    r'|https://kvcache-ai\.github\.io/Mooncake/design/tent/deadline-scheduling\.html'
+    r'|https://github\.com/kvcache-ai/Mooncake)">[^<]*</a>'
+)
+
+
 def external_urls(text: str) -> list[str]:
-    """Every external URL of an HTML or SVG text (XML namespaces aside)."""
-    return _URL.findall(_NAMESPACE.sub("", text))
+    """Every external URL of an HTML or SVG text (XML namespaces and source citations aside)."""
+    return _URL.findall(_CITED.sub("", _NAMESPACE.sub("", text)))
 
 
 def test_the_built_html_names_no_external_url(html: Path) -> None:
@@ -144,6 +153,14 @@ def test_the_built_html_names_no_external_url(html: Path) -> None:
     assert {page: urls for page, urls in found.items() if urls} == {}
     for sheet in html.rglob("*.css"):  # stylesheets load nothing remote either
         assert not _CSS_REMOTE.search(sheet.read_text("utf-8")), sheet.name
+
+
+def test_the_url_check_allows_only_a_link_to_a_cited_source() -> None:
+    rfc = "https://github.com/kvcache-ai/Mooncake/issues/2849"
+    assert external_urls(f'<a class="reference external" href="{rfc}">{rfc}</a>') == []
+    assert external_urls(f'<script src="{rfc}"></script>') == [rfc]  # a load, not a citation
+    other = "https://github.com/kvcache-ai/Mooncake/issues/1"
+    assert external_urls(f'<a class="reference external" href="{other}">x</a>') == [other]
 
 
 def test_the_url_check_sees_a_cdn_script() -> None:

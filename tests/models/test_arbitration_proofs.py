@@ -1,4 +1,5 @@
-"""z3 proofs of the arbitration order (SEMANTICS §3) and their failure on broken greedies."""
+"""z3 proofs of the arbitration order (docs/semantics.md#arbitration) and their failure on broken
+greedies."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""z3 proofs of deadline_mlu (SEMANTICS §1) and the FP64 encoding checked bit for bit against
-the spec's float64 implementation."""
+"""z3 proofs of deadline_mlu (docs/semantics.md#mlu) and the FP64 encoding checked bit for bit
+against the spec's float64 implementation."""
 
 from __future__ import annotations
 

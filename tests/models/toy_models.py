@@ -366,7 +366,8 @@ class CreditToy:
             ),
             Invariant(
                 "CapacityRespected",
-                "SEMANTICS 8: granted - released <= capacity at every step",
+                "docs/semantics.md#receiver-allocator: granted - released <= capacity at every "
+                "step",
                 lambda s: s.granted - s.freed <= self.capacity,
             ),
         ]

@@ -1,4 +1,5 @@
-"""The five import names resolve from a fresh wheel install and for mypy (DESIGN pitfall)."""
+"""The five import names resolve from a fresh wheel install and for mypy
+(docs/design.md#packaging)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""RDMA bandwidth arbitration: ``order_by_deadline``, tiers and the QP budget (SEMANTICS §3)."""
+"""RDMA bandwidth arbitration: ``order_by_deadline``, tiers and the QP budget
+(docs/semantics.md#arbitration)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ BW = 5e10  # 400 Gb/s
 def reference_order(
     slices: Sequence[Slice], bandwidth_bps: float, posted_bytes: int, now_ns: int
 ) -> list[int]:
-    """SEMANTICS §3 written literally: score every unplaced slice in every exact slot."""
+    """docs/semantics.md#arbitration written literally: score every unplaced slice in every exact
+    slot."""
     count = len(slices)
     if count < 2 or bandwidth_bps <= 0 or not any(s.deadline_ns for s in slices):
         return list(range(count))

@@ -1,4 +1,4 @@
-"""The per-NIC bandwidth series and NIC aggregates (SEMANTICS §4)."""
+"""The per-NIC bandwidth series and NIC aggregates (docs/semantics.md#bandwidth-series)."""
 
 from __future__ import annotations
 

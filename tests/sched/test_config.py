@@ -1,4 +1,5 @@
-"""Scheduling configuration: seed defaults, strict types, ranges and error paths."""
+"""Scheduling configuration: Deadline Scheduling's defaults, strict types, ranges and error
+paths."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tent_sched._config import (
 from tent_sched._queue import OwnerRequest, QueueLimits
 from tent_sched.errors import ConfigError, InvalidArgument
 
-# The seed's "Configuration" examples, verbatim.
+# Deadline Scheduling "Configuration" examples, verbatim.
 SEED_RUNTIME_QUEUE = """
 {
   "runtime_queue": {

@@ -1,4 +1,4 @@
-"""The deadline metrics (SEMANTICS §5)."""
+"""The deadline metrics (docs/semantics.md#scheduling-metrics)."""
 
 from __future__ import annotations
 

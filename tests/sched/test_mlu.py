@@ -1,4 +1,5 @@
-"""deadline_mlu (SEMANTICS §1): edge rules, operation order, and bit-equality with the spec."""
+"""deadline_mlu (docs/semantics.md#mlu): edge rules, operation order, and bit-equality with the
+spec."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_past_or_equal_deadline_yields_dbl_max_not_inf(now_ns: int) -> None:
 
 
 def test_ratio_uses_bytes_ahead_as_additive_delay() -> None:
-    # 512 MiB at 100 GB/s against a 5 ms window (the seed's R2): ≈ 1.07.
+    # 512 MiB at 100 GB/s against a 5 ms window (Deadline Scheduling's R2): ≈ 1.07.
     assert deadline_mlu(0, 512 * MiB, 5_000_000, 0, 1e11) == pytest.approx(1.07, abs=0.005)
     # The wait adds to the request's own time; it is not folded into the rate.
     with_wait = deadline_mlu(512 * MiB, 64 * MiB, 20_000_000, 0, 1e11)

@@ -1,4 +1,5 @@
-"""AdmissionQueue: every rule of SEMANTICS §2 as a focused test, failure paths included.
+"""AdmissionQueue: every rule of docs/semantics.md#admission-queue as a focused test, failure paths
+included.
 
 Every failing call is checked to leave the queue exactly as it was: ``snapshot`` compares the
 statistics, the stored order and the state of every owner the test knows about.

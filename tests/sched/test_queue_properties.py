@@ -1,4 +1,5 @@
-"""AdmissionQueue against a plain reference model (Hypothesis stateful, SEMANTICS §2).
+"""AdmissionQueue against a plain reference model (Hypothesis stateful,
+docs/semantics.md#admission-queue).
 
 The model keeps every owner in a dict and recomputes each answer from scratch: admission in the
 §2 check order, the stored order as a sort by ``(key, owner id)``, and a pick as a linear scan

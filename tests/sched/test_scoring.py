@@ -1,4 +1,5 @@
-"""Device selection: inflight bytes over the selection EWMA (seed "Selection EWMA")."""
+"""Device selection: inflight bytes over the selection EWMA (Deadline Scheduling "Selection
+EWMA")."""
 
 from __future__ import annotations
 

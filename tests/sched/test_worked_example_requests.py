@@ -1,4 +1,4 @@
-"""The seed's worked example "Three Requests" (R1–R4), with the seed's numbers.
+"""Deadline Scheduling's worked example "Three Requests" (R1–R4), with its numbers.
 
 Two RNICs whose transmit estimates sum to 100 GB/s, deadline_aware on, θ_local = 1.2,
 max_dispatch_bytes raised to 1 GiB, an empty queue; R3 is routed to TCP (not eligible).
@@ -23,7 +23,8 @@ GiB = 1 << 30
 MS = 1_000_000
 BANDWIDTH_BPS = 1e11  # 800 Gb/s = 100 GB/s, the sum of the two NICs
 NOW = 5_000_000_000
-LIMITS = QueueLimits(max_outstanding_owners=1024, max_outstanding_bytes=GiB)  # seed defaults
+# Deadline Scheduling's defaults
+LIMITS = QueueLimits(max_outstanding_owners=1024, max_outstanding_bytes=GiB)
 
 
 def make_queue(theta: float, *, aggressive: bool = False) -> AdmissionQueue:

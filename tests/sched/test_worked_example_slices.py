@@ -1,4 +1,4 @@
-"""The seed's worked example "Three Slices", end to end through a NIC's own series.
+"""Deadline Scheduling's worked example "Three Slices", end to end through a NIC's own series.
 
 A NIC has 32 MiB posted and not completed, its transmit estimate is 400 Gb/s (5e10 B/s), and a
 worker is about to post three 16 MiB slices: A (10 ms left), B (2 ms left), C (no deadline).

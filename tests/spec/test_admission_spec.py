@@ -1,5 +1,6 @@
-"""The admission spec (tent_spec.admission): exhaustive search of admission/tiny, the seed's
-worked example replayed as spec actions, the guards of each action and the known-bad variants.
+"""The admission spec (tent_spec.admission): exhaustive search of admission/tiny, Deadline
+Scheduling's worked example replayed as spec actions, the guards of each action and the known-bad
+variants.
 
 Until the generic checker lands, a small BFS in this file exhausts the tiny model.
 """
@@ -165,11 +166,11 @@ def test_quiescent_states_are_recovered(tiny: tuple[AdmissionSpec, Exploration])
     assert all(model.recovered(s) for s in quiescent)
 
 
-# --- the seed's worked example: R1-R4 ----------------------------------------------------------
+# --- Deadline Scheduling's worked example: R1-R4 --------------------------------------------------
 
 
 def _worked_example(threshold: float) -> AdmissionSpec:
-    """Seed "Worked Example: Three Requests": 100 GB/s, deadline_aware, 1 GiB window."""
+    """Deadline Scheduling "Three Requests": 100 GB/s, deadline_aware, 1 GiB window."""
     return AdmissionSpec(
         AdmissionConfig(
             name="admission/worked_example",

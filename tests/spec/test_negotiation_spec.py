@@ -1,4 +1,5 @@
-"""The negotiation spec: its own transition table (SEMANTICS §7) and the model over it."""
+"""The negotiation spec: its own transition table (docs/semantics.md#negotiation) and the model over
+it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The executable spec shares no code with the implementation (DESIGN principle 2)."""
+"""The executable spec shares no code with the implementation (docs/design.md#principle-2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The dispatch core over an in-memory fake Device: the seed's paths end to end."""
+"""The dispatch core over an in-memory fake Device: Deadline Scheduling's paths end to end."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_queue_off_goes_straight_to_the_rails_in_slices() -> None:
 
 
 def test_the_seeds_three_requests_and_the_fourth() -> None:
-    """Seed "Worked Example: Three Requests": MLUs 1.07 / 0.30, then R4 at 1.45 is dropped."""
+    """Deadline Scheduling "Three Requests": MLUs 1.07 / 0.30, then R4 at 1.45 is dropped."""
     config = {
         "enable_runtime_queue": True,
         "runtime_queue": {
@@ -91,8 +91,9 @@ def test_the_seeds_three_requests_and_the_fourth() -> None:
         [
             write(64 * MIB, deadline_ns=now + 20 * MS),
             write(512 * MIB, deadline_ns=now + 5 * MS),
-            # R3 is not eligible (the seed routes it to TCP); a staging-internal owner is the
-            # ineligible kind here: dispatched without a prediction, its bytes not counted.
+            # R3 is not eligible (Deadline Scheduling's example routes it to TCP); a
+            # staging-internal owner is the ineligible kind here: dispatched without a prediction,
+            # its bytes not counted.
             write(16 * MIB, deadline_ns=now + 3 * MS, kind=OwnerKind.STAGING_INTERNAL),
         ],
         now,
@@ -136,7 +137,7 @@ def test_theta_below_one_drops_r2() -> None:
 
 @pytest.mark.parametrize(("arbitration", "order"), [(True, "BAC"), (False, "ABC")])
 def test_the_seeds_three_slices(arbitration: bool, order: str) -> None:
-    """Seed "Worked Example: Three Slices": 32 MiB posted at 50 GB/s; A 10 ms, B 2 ms, C none."""
+    """Deadline Scheduling "Three Slices": 32 MiB posted at 50 GB/s; A 10 ms, B 2 ms, C none."""
     rail = FakeDevice(link_speed_gbps=400.0)
     config = {
         "transports": {"rdma": {"deadline_bw_arbitration": arbitration}},

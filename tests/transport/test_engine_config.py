@@ -1,4 +1,5 @@
-"""The engine configuration: the seed's keys through tent_sched, receiver_credit, dispatch."""
+"""The engine configuration: Deadline Scheduling's keys through tent_sched, receiver_credit,
+dispatch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Engine configuration: the seed's JSON plus ``receiver_credit`` and ``dispatch``.
+"""Engine configuration: Deadline Scheduling's JSON plus ``receiver_credit`` and ``dispatch``.
 
 ``load_engine_config`` reads one engine configuration (a parsed mapping or JSON text):
 
@@ -138,7 +138,8 @@ def _default_capacity() -> ResourceAmounts:
 
 @attrs.frozen(kw_only=True)
 class GrantPolicyConfig:
-    """``receiver_credit/grant``: how the receiver carves grants (SEMANTICS §8 grant policy).
+    """``receiver_credit/grant``: how the receiver carves grants
+    (docs/semantics.md#receiver-allocator grant policy).
 
     ``max_grant`` bounds one grant per resource (missing: the resource's capacity),
     ``min_grant`` is the all-or-nothing floor of one grant, ``initial_grant`` what an activation

@@ -1,11 +1,11 @@
 """Registered memory, the regions exposed to each peer, and the segment-descriptor message.
 
 Credit amounts say *how much* a sender may have in flight; regions say *where* it may write
-(TRANSPORT "Leases"). The receiver registers segments (a ``bytearray``, an ``mmap``, any writable
-contiguous buffer), then exposes regions of them to one peer's session; an exposure ends at
-:meth:`SegmentTable.revoke` or when the session is fenced (:meth:`SegmentTable.revoke_session`).
-The TCP receiver asks :meth:`SegmentTable.check` for every write header *before* any payload
-byte is read.
+(docs/transport_design.md#leases). The receiver registers segments (a ``bytearray``, an ``mmap``,
+any writable contiguous buffer), then exposes regions of them to one peer's session; an exposure
+ends at :meth:`SegmentTable.revoke` or when the session is fenced
+(:meth:`SegmentTable.revoke_session`). The TCP receiver asks :meth:`SegmentTable.check` for every
+write header *before* any payload byte is read.
 
 The exposures of one (peer, session) travel to that peer in a versioned
 :class:`SegmentDescriptors` message (``spec/wire.cddl`` ``segment-descriptors``; golden vectors in

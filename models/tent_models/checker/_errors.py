@@ -1,8 +1,8 @@
 """Typed exceptions of :mod:`tent_models.checker`.
 
 Expected outcomes of a check (an invariant violated, a deadlock, a vacuous witness) are *values*
-in the :class:`~tent_models.checker.CheckResult`, never exceptions (DESIGN principle 8). These
-exceptions mean the caller or the model misused the API.
+in the :class:`~tent_models.checker.CheckResult`, never exceptions (docs/design.md#principle-8).
+These exceptions mean the caller or the model misused the API.
 """
 
 from __future__ import annotations

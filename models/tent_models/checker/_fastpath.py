@@ -1,5 +1,5 @@
-"""A model's optional fast path for the checker's hot loop (DESIGN: "let the checker work on a
-compact encoding in its hot loop").
+"""A model's optional fast path for the checker's hot loop (docs/design.md#checker-bar: "let the
+checker work on a compact encoding in its hot loop").
 
 The :class:`~tent_models.model_api.SpecModel` protocol is all the checker needs. A model may
 also offer, for speed only:
@@ -71,11 +71,11 @@ def component_engine(model: Any) -> ComponentEngine | None:
 def fingerprinter(model: Any) -> Callable[[Any], int]:
     """The state -> fingerprint function the checker uses for ``model``.
 
-    A model may provide its own stable ``fingerprint(state)`` (the fast path of DESIGN's
-    "compact encoding in the hot loop", e.g. hashing memoised per-component digests); it must
-    then be a 64-bit value that depends only on the state's value, identical in every process,
-    and equal exactly when ``pack`` is equal (up to 64-bit collisions). Otherwise it is
-    ``fingerprint(model.pack(state))``.
+    A model may provide its own stable ``fingerprint(state)`` (the fast path of
+    docs/design.md#checker-bar, "compact encoding in the hot loop", e.g. hashing memoised
+    per-component digests); it must then be a 64-bit value that depends only on the state's value,
+    identical in every process, and equal exactly when ``pack`` is equal (up to 64-bit collisions).
+    Otherwise it is ``fingerprint(model.pack(state))``.
     """
     own = getattr(model, "fingerprint", None)
     if callable(own):

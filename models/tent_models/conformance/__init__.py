@@ -1,4 +1,5 @@
-"""The lockstep conformance runner: implementation against spec, step by step (DESIGN §3).
+"""The lockstep conformance runner: implementation against spec, step by step
+(docs/design.md#principle-3).
 
 :mod:`tent_models.conformance._lockstep` is the generic core (any ``SpecModel`` plus an
 :class:`ImplementationAdapter`); :mod:`tent_models.conformance.admission` adapts

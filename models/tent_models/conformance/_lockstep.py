@@ -1,6 +1,6 @@
 """The generic lockstep core: drive a spec and an implementation with the same operations.
 
-DESIGN principle 3 ("refinement is checked, not assumed"). A spec model (anything satisfying
+docs/design.md#principle-3 ("refinement is checked, not assumed"). A spec model (anything satisfying
 :class:`~tent_models.model_api.SpecModel`) and an :class:`ImplementationAdapter` receive the same
 ``(action, args)`` instances. After every step the runner compares the adapter's abstraction of
 the implementation with the adapter's projection of the spec state (both are spec states: the

@@ -93,8 +93,9 @@ def queue_for(config: AdmissionConfig) -> AdmissionQueue:
     """A fresh implementation queue with the configuration's limits and policy.
 
     The spec accepts any θ ≥ 0, so the queue is built with ``allow_aggressive_threshold`` (the
-    implementation otherwise refuses 0 < θ < 1 as a configuration error, SEMANTICS §2).
-    Raises ``tent_sched.errors.ConfigError`` for limits the implementation refuses.
+    implementation otherwise refuses 0 < θ < 1 as a configuration error,
+    docs/semantics.md#admission-queue). Raises ``tent_sched.errors.ConfigError`` for limits the
+    implementation refuses.
     """
     limits = QueueLimits(
         max_outstanding_owners=config.max_outstanding_owners,
@@ -268,7 +269,8 @@ class AdmissionAdapter:
                     f"its gate answer carried {expected!r}"
                 )
         nothing = not (result.picked or result.dropped or result.blocked or result.rejected)
-        if was_empty and nothing:  # SEMANTICS §2: a pick over an empty queue returns []
+        # docs/semantics.md#admission-queue: a pick over an empty queue returns []
+        if was_empty and nothing:
             return Outcome.unchanged()
         self._dropped.update(result.dropped)
         self._was_blocked.update(gate.blocked)
@@ -290,7 +292,8 @@ class AdmissionAdapter:
     def _retire(self, batch: int) -> Outcome:
         self.queue.retire_batch(batch)
         retired = {i for i in self._live if self.config.submits[i].batch == batch}
-        if not retired:  # SEMANTICS §2: retiring a token without records is a no-op
+        # docs/semantics.md#admission-queue: retiring a token without records is a no-op
+        if not retired:
             return Outcome.unchanged()
         self._live -= retired
         self._last_pick = None
@@ -318,7 +321,8 @@ class AdmissionAdapter:
     def refusal(
         self, state: AdmissionState, action: str, args: tuple[Hashable, ...]
     ) -> Outcome | None:
-        """The implementation's answer when the spec's guard is false (SEMANTICS §2).
+        """The implementation's answer when the spec's guard is false
+        (docs/semantics.md#admission-queue).
 
         1. admit of a pending submit → TooManyRequests (capacity); of a submit already admitted
            and not retired → InvalidEntry (its public ids are still mapped); of a retired one →
@@ -429,8 +433,9 @@ def admission_lockstep(
     spec: AdmissionSpec, *, initial: AdmissionState | None = None
 ) -> Lockstep[AdmissionState]:
     """A :class:`Lockstep` of ``spec`` and a fresh :class:`AdmissionAdapter` for its config."""
-    # The spec restates model_api's Step/Invariant shapes as its own NamedTuples (DESIGN
-    # principle 2), so it is a SpecModel structurally but not to mypy's nominal tuple check.
+    # The spec restates model_api's Step/Invariant shapes as its own NamedTuples
+    # (docs/design.md#principle-2), so it is a SpecModel structurally but not to mypy's nominal
+    # tuple check.
     model = cast("SpecModel[AdmissionState]", spec)
     return Lockstep(model, AdmissionAdapter(spec.config), initial=initial)
 

@@ -452,7 +452,8 @@ class GatedAdapter:
             owner = _owner(state, args[0])
             if not self.config.cancel or owner is None:
                 return None
-            # SEMANTICS §2 cancel: CANCELED again is an idempotent no-op, else InvalidEntry
+            # docs/semantics.md#admission-queue cancel: CANCELED again is an idempotent no-op, else
+            # InvalidEntry
             return Outcome.unchanged() if owner.status == "CANCELED" else _RAISED_IE
         if action == "pick":
             window = (args[0], args[1])

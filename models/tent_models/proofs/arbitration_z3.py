@@ -1,7 +1,9 @@
-"""z3 proofs of the arbitration order (SEMANTICS §3, seed "RDMA Bandwidth Arbitration").
+"""z3 proofs of the arbitration order (docs/semantics.md#arbitration, Deadline Scheduling "RDMA
+Bandwidth Arbitration").
 
-``order_by_deadline`` is encoded here from SEMANTICS §3, not imported. The greedy loop is
-unrolled slot by slot for ``n`` symbolic slices (symbolic deadlines, clock and scores), exactly as
+``order_by_deadline`` is encoded here from docs/semantics.md#arbitration, not imported. The greedy
+loop is unrolled slot by slot for ``n`` symbolic slices (symbolic deadlines, clock and scores),
+exactly as
 specified:
 
 1. score every unplaced slice with ``deadline_mlu(bytes_ahead, length, deadline, now, bw)``;
@@ -107,7 +109,8 @@ class _Slices:
         self.now = z3.Int("now")
 
     def active(self) -> Term:
-        """Inputs on which the arbitration reorders (SEMANTICS §3), in the u64 domain."""
+        """Inputs on which the arbitration reorders (docs/semantics.md#arbitration), in the u64
+        domain."""
         return z3.And(
             *(z3.And(d >= 0, d < U64_LIMIT) for d in self.deadlines),
             self.now >= 0,
@@ -136,7 +139,8 @@ class _Slices:
 
 
 def _category(score: Term, deadline: Term, now: Term, variant: str | None) -> Term:
-    """The score of one slice by category (SEMANTICS §1 edge rules, lemma ``score_range``)."""
+    """The score of one slice by category (docs/semantics.md#mlu edge rules, lemma
+    ``score_range``)."""
     ahead = z3.And(score > 0, score < DBL_MAX)
     if variant == "no_deadline_as_past_due":  # the past-due test runs first, and 0 <= now
         return z3.If(deadline <= now, score == DBL_MAX, ahead)
@@ -189,12 +193,13 @@ def _better(candidate: Term, best: Term, variant: str | None) -> Term:
         return candidate >= best
     if variant == "ascending":
         return candidate < best
-    return candidate > best  # SEMANTICS §3: "strictly greater wins, so ties go to the lowest index"
+    # docs/semantics.md#arbitration: "strictly greater wins, so ties go to the lowest index"
+    return candidate > best
 
 
 def _unroll(s: _Slices, variant: str | None) -> tuple[list[_Slot], Term]:
-    """The greedy loop of SEMANTICS §3 for ``s.n`` slices, every slot, and the lemma's
-    constraint on the slots' scores."""
+    """The greedy loop of docs/semantics.md#arbitration for ``s.n`` slices, every slot, and the
+    lemma's constraint on the slots' scores."""
     placed: list[Term] = [z3.BoolVal(False)] * s.n
     slots = []
     constraints = []

@@ -1,7 +1,7 @@
-"""z3 proofs of the MLU predictor's properties (SEMANTICS §1).
+"""z3 proofs of the MLU predictor's properties (docs/semantics.md#mlu).
 
 ``deadline_mlu(bytes_ahead, length, deadline_ns, now_ns, bandwidth_bps)`` is encoded twice, from
-SEMANTICS §1 and not from the implementation:
+docs/semantics.md#mlu and not from the implementation:
 
 * **over the reals** (:func:`real_mlu`): the piecewise definition with the exact quotient
   ``(bytes_ahead + length) · 1e9 / (bandwidth · (deadline − now))`` and ``DBL_MAX`` as a constant.
@@ -62,7 +62,8 @@ __all__ = [
 DBL_MAX = sys.float_info.max
 #: Integers below this convert to binary64 exactly, so the FP encoding matches Python's ``/``.
 EXACT_LIMIT = 2**53
-#: Upper bound of the real-valued domain: u64 byte counts and times (SEMANTICS "u64 counters").
+#: Upper bound of the real-valued domain: u64 byte counts and times (docs/semantics.md "u64
+#: counters").
 U64_LIMIT = 2**64
 
 _FLOAT64 = z3.Float64()
@@ -76,7 +77,7 @@ Term = Any  # a z3 expression (z3 ships no type information)
 
 
 def real_mlu(bytes_ahead: Term, length: Term, deadline: Term, now: Term, bandwidth: Term) -> Term:
-    """The MLU over the reals: SEMANTICS §1 with the exact quotient.
+    """The MLU over the reals: docs/semantics.md#mlu with the exact quotient.
 
     1. ``deadline == 0`` or ``bandwidth <= 0`` → 0 (checked first);
     2. ``deadline <= now`` → ``DBL_MAX``;
@@ -105,7 +106,7 @@ def fp_mlu(total_bytes: Term, window_ns: Term, bandwidth: Term) -> Term:
 def _fp_piecewise(
     deadline_is_zero: Term, deadline_passed: Term, total: Term, window: Term, bandwidth: Term
 ) -> Term:
-    """SEMANTICS §1 in FP64: no deadline or bandwidth ≤ 0 → +0.0; past due → DBL_MAX."""
+    """docs/semantics.md#mlu in FP64: no deadline or bandwidth ≤ 0 → +0.0; past due → DBL_MAX."""
     no_bandwidth = z3.fpLEQ(bandwidth, z3.FPVal(0.0, _FLOAT64))
     return z3.If(
         z3.Or(deadline_is_zero, no_bandwidth),
@@ -152,8 +153,10 @@ def z3_drops(
     *,
     threshold: float,
 ) -> bool:
-    """The drop decision ``fpGEQ(mlu, θ)`` evaluated in the FP64 encoding (seed: "if the value
-    reaches θ_local"). Raises like :func:`z3_mlu_value`, and for a non-finite threshold."""
+    """The drop decision ``fpGEQ(mlu, θ)`` evaluated in the FP64 encoding.
+
+    Deadline Scheduling, "Deadline-Infeasible Drop": "if the value reaches θ_local". Raises like
+    :func:`z3_mlu_value`, and for a non-finite threshold."""
     if not math.isfinite(threshold):
         raise InvalidArgument("threshold must be finite")
     mlu = z3.FPVal(z3_mlu_value(bytes_ahead, length, deadline_ns, now_ns, bandwidth_bps), _FLOAT64)

@@ -1,11 +1,11 @@
 """Executable specification of the admission queue's owner states.
 
-SEMANTICS §2 and the seed's "Admission Queue" section.
+docs/semantics.md#admission-queue and Deadline Scheduling "Admission Queue".
 
 A small, pure state machine written for review. Every action is a guard plus an effect on a frozen
 :class:`AdmissionState`; every invariant is a named predicate citing the rule it encodes. The module
-imports nothing from the implementation (DESIGN principle 2): only the stdlib and the spec's own
-:func:`tent_spec.mlu.deadline_mlu`.
+imports nothing from the implementation (docs/design.md#principle-2): only the stdlib and the spec's
+own :func:`tent_spec.mlu.deadline_mlu`.
 
 What is modelled, per owner: kind, length, deadline, degradation eligibility, credit gate key and
 the lifecycle ``QUEUED → DISPATCHING → TERMINAL(status)`` (:data:`OWNER_TRANSITIONS`). Queue-wide:

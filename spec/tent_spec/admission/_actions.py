@@ -70,7 +70,7 @@ class AdmissionActions:
     def admit(
         self, state: AdmissionState, batch: int, owner_specs: tuple[OwnerSpec, ...]
     ) -> AdmissionState | None:
-        """Admit one workload submit all or nothing (SEMANTICS §2 try_admit).
+        """Admit one workload submit all or nothing (docs/semantics.md#admission-queue try_admit).
 
         Guard: ``(batch, owner_specs)`` is a configured submit not admitted yet, and the four
         capacity inequalities hold after it. Effect:
@@ -126,8 +126,8 @@ class AdmissionActions:
     def insertion_index(self, queued: Sequence[Owner], owner: Owner) -> int:
         """Where a new owner enters the queue.
 
-        SEMANTICS §2 Order: "deadline_aware off → FIFO. On → insert after every owner with a key
-        ≤ its own (bisect_right) … EDF, ties FIFO, no-deadline owners last FIFO."
+        docs/semantics.md#admission-queue Order: "deadline_aware off → FIFO. On → insert after every
+        owner with a key ≤ its own (bisect_right) … EDF, ties FIFO, no-deadline owners last FIFO."
         """
         if not self.config.deadline_aware:
             return len(queued)
@@ -140,7 +140,8 @@ class AdmissionActions:
         max_bytes: int,
         eligibility: tuple[tuple[int, str], ...],
     ) -> AdmissionState | None:
-        """One dispatch pass (SEMANTICS §2 pick_for_dispatch) with explicit gate answers.
+        """One dispatch pass (docs/semantics.md#admission-queue pick_for_dispatch) with explicit
+        gate answers.
 
         Guard: the window is configured, the queue is non-empty and ``eligibility`` is exactly
         the ``(owner_id, answer)`` pairs of the gated owners this scan consults, in scan order.
@@ -201,7 +202,9 @@ class AdmissionActions:
         cfg = self.config
         if (
             max_owners == 0 or max_bytes == 0
-        ):  # SEMANTICS §2: "A zero budget returns [] before any promotion or drop"
+            # docs/semantics.md#admission-queue: "A zero budget returns [] before any promotion
+            # or drop"
+        ):
             record = PickRecord(
                 max_owners, max_bytes, (), (), (), (), (), 0, STOP_ZERO_BUDGET, 0, False
             )
@@ -290,8 +293,8 @@ class AdmissionActions:
     def scan_order(self, state: AdmissionState, queued: Sequence[Owner]) -> list[Owner]:
         """Queue order with the promoted group moved to the front (a stable partition).
 
-        SEMANTICS §2 Promotion: "owners with now < deadline and deadline - now < slack go first,
-        in EDF order; past-due owners are *not* promoted".
+        docs/semantics.md#admission-queue Promotion: "owners with now < deadline and deadline - now
+        < slack go first, in EDF order; past-due owners are *not* promoted".
         """
         slack = self.config.promotion_slack_ns
         if not (self.config.deadline_aware and slack > 0):
@@ -304,7 +307,8 @@ class AdmissionActions:
     def drop_charge(self, owner: Owner) -> tuple[int, int]:
         """Dispatch budget ``(owners, bytes)`` a dropped owner uses: none.
 
-        Seed "Deadline-Infeasible Drop": "A dropped owner does not consume dispatch budget."
+        Deadline Scheduling "Deadline-Infeasible Drop": "A dropped owner does not consume dispatch
+        budget."
         """
         del owner
         return (0, 0)
@@ -314,7 +318,7 @@ class AdmissionActions:
 
         Guard: the owner exists and is DISPATCHING, ``status`` is a configured terminal status.
         Effect: outstanding released; ``dispatching_bytes -= length`` if eligible, whatever the
-        status (SEMANTICS §2).
+        status (docs/semantics.md#admission-queue).
         """
         owner = self._owner(state, owner_id)
         if owner is None or owner.state != DISPATCHING:
@@ -329,7 +333,8 @@ class AdmissionActions:
     def dispatching_release(self, owner: Owner, status: str) -> int:
         """Bytes ``complete`` removes from ``dispatching_bytes``.
 
-        SEMANTICS §2 complete: "dispatching_bytes -= length if eligible, whatever the status".
+        docs/semantics.md#admission-queue complete: "dispatching_bytes -= length if eligible,
+        whatever the status".
         """
         del status
         return owner.length if owner.degradation_eligible else 0
@@ -343,7 +348,8 @@ class AdmissionActions:
         owner = self._owner(state, owner_id)
         if owner is None:
             return None
-        if owner.status == CANCELED:  # SEMANTICS §2: "CANCELED already (incl. dropped) → OK"
+        # docs/semantics.md#admission-queue: "CANCELED already (incl. dropped) → OK"
+        if owner.status == CANCELED:
             return state._replace(last_pick=None)
         if owner.state != QUEUED:
             return None
@@ -353,7 +359,8 @@ class AdmissionActions:
     def retire(self, state: AdmissionState, batch: int) -> AdmissionState | None:
         """retire_batch(token): erase every record of the batch once all are terminal.
 
-        Guard: the batch has records and all of them are TERMINAL (SEMANTICS §2: "fails with IE
+        Guard: the batch has records and all of them are TERMINAL
+        (docs/semantics.md#admission-queue: "fails with IE
         (nothing erased) while any owner of the batch is non-terminal").
         """
         batch_owners = [o for o in state.owners if o.batch == batch]
@@ -398,7 +405,8 @@ class AdmissionActions:
         return None
 
     def _fits(self, state: AdmissionState, owner_specs: tuple[OwnerSpec, ...]) -> bool:
-        """The four inclusive capacity inequalities of SEMANTICS §2 try_admit."""
+        """The four inclusive capacity inequalities of docs/semantics.md#admission-queue
+        try_admit."""
         cfg = self.config
         users = [s for s in owner_specs if s.kind == USER]
         return (

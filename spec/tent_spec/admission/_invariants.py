@@ -1,5 +1,5 @@
-"""The admission spec's safety properties, each citing the SEMANTICS rule it encodes, and its
-witnesses (reachable states that show the model is not vacuous).
+"""The admission spec's safety properties, each citing the docs/semantics.md rule it encodes, and
+its witnesses (reachable states that show the model is not vacuous).
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ class AdmissionInvariants(AdmissionActions):
         return (
             Invariant(
                 "outstanding_within_limits",
-                'SEMANTICS §2: capacity "next_owners > max_owners, next_bytes > max_bytes" → TMR',
+                'docs/semantics.md#admission-queue: capacity "next_owners > max_owners, '
+                'next_bytes > max_bytes" → TMR',
                 self._inv_outstanding_within_limits,
             ),
             Invariant(
                 "user_outstanding_within_limits_minus_reserves",
-                'SEMANTICS §2: "User owners see max - reserve; staging-internal owners see '
+                'docs/semantics.md#admission-queue: "User owners see max - reserve; '
+                "staging-internal owners see "
                 'only the totals"',
                 self._inv_user_within_limits,
             ),
@@ -52,7 +54,8 @@ class AdmissionInvariants(AdmissionActions):
             ),
             Invariant(
                 "queue_holds_exactly_the_queued_owners",
-                'SEMANTICS §2: "A blocked owner stays QUEUED in place with its enqueue order"',
+                'docs/semantics.md#admission-queue: "A blocked owner stays QUEUED in place with '
+                'its enqueue order"',
                 self._inv_queue_is_queued,
             ),
             Invariant(
@@ -78,18 +81,19 @@ class AdmissionInvariants(AdmissionActions):
             ),
             Invariant(
                 "edf_order_ties_fifo",
-                'SEMANTICS §2: "insert after every owner with a key ≤ its own (bisect_right) '
+                'docs/semantics.md#admission-queue: "insert after every owner with a key ≤ its '
+                "own (bisect_right) "
                 '… EDF, ties FIFO"; deadline_aware off → FIFO',
                 self._inv_queue_order,
             ),
             Invariant(
                 "owner_ids_never_reused",
-                'SEMANTICS §2: "owner ids from 1, monotonic, never reused"',
+                'docs/semantics.md#admission-queue: "owner ids from 1, monotonic, never reused"',
                 self._inv_ids_never_reused,
             ),
             Invariant(
                 "terminal_iff_status",
-                'SEMANTICS §2: "QUEUED → DISPATCHING → TERMINAL(status)"',
+                'docs/semantics.md#admission-queue: "QUEUED → DISPATCHING → TERMINAL(status)"',
                 self._inv_terminal_status,
             ),
         )

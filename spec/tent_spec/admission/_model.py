@@ -44,7 +44,7 @@ class AdmissionSpec(AdmissionInvariants):
             AdmissionState(
                 now_ns=0,
                 bandwidth_bps=self.config.initial_bandwidth_bps,
-                next_owner_id=1,  # SEMANTICS §2: "owner ids from 1, monotonic"
+                next_owner_id=1,  # docs/semantics.md#admission-queue: "owner ids from 1, monotonic"
                 submitted=(False,) * len(self.config.submits),
                 owners=(),
                 queue=(),

@@ -10,7 +10,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-# --- the owner lifecycle, as data (STYLE: one table in one place) ------------------------------
+# --- the owner lifecycle, as data (one table in one place, as h11's ``_state.py``) ----------------
 
 QUEUED = "QUEUED"
 DISPATCHING = "DISPATCHING"
@@ -18,9 +18,9 @@ TERMINAL = "TERMINAL"
 OWNER_STATES = (QUEUED, DISPATCHING, TERMINAL)
 OWNER_EVENTS = ("dispatch", "complete", "cancel", "drop", "reject")
 
-#: ``(state, event) -> next state``. A missing key is a forbidden transition (SEMANTICS §2:
-#: "QUEUED → DISPATCHING → TERMINAL(status)"). Cancelling an owner that is already CANCELED is an
-#: idempotent no-op of the ``cancel`` action, not a transition.
+#: ``(state, event) -> next state``. A missing key is a forbidden transition
+#: (docs/semantics.md#admission-queue: "QUEUED → DISPATCHING → TERMINAL(status)"). Cancelling an
+#: owner that is already CANCELED is an idempotent no-op of the ``cancel`` action, not a transition.
 OWNER_TRANSITIONS: Mapping[tuple[str, str], str] = {
     (QUEUED, "dispatch"): DISPATCHING,  # picked inside the dispatch window
     (QUEUED, "drop"): TERMINAL,  # MLU ≥ θ at pick time → CANCELED
@@ -45,7 +45,8 @@ BLOCKED = "blocked"
 REJECTED = "rejected"
 GATE_ANSWERS = (ELIGIBLE, BLOCKED, REJECTED)
 
-#: EDF key of an owner without a deadline (SEMANTICS §2: "key = deadline_ns or 2**64-1 when 0").
+#: EDF key of an owner without a deadline (docs/semantics.md#admission-queue: "key = deadline_ns or
+#: 2**64-1 when 0").
 NO_DEADLINE_KEY = 2**64 - 1
 
 # Why a pick stopped (PickRecord.stop).

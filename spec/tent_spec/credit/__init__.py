@@ -1,8 +1,9 @@
 """Executable specification of TENT's receiver-advertised credits: epochs, fencing, recovery.
 
 One receiver, ``N`` interchangeable senders, ``R`` resources, a lossy reordering network. The
-model follows the protocol as the implementation realises it (DESIGN "Protocol decisions",
-SEMANTICS §6-8):
+model follows the protocol as the implementation realises it (docs/design.md#protocol-decisions,
+docs/semantics.md#sender-ledger, docs/semantics.md#negotiation and
+docs/semantics.md#receiver-allocator):
 
 * **Receiver push.** The receiver carves grants from free capacity on a sender's demand
   (``grant``) and publishes the *full cumulative* grant vector of the key in an ``Update``

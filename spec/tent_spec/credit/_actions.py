@@ -3,7 +3,7 @@
 one ``_e_<action>`` per effect, grouped by who acts.
 
 Read an action's guard in the table, its conjuncts and effect here; each effect cites the RFC
-or SEMANTICS rule it follows.
+or docs/semantics.md rule it follows.
 """
 
 from __future__ import annotations
@@ -114,8 +114,9 @@ class CreditActions(CreditCore):
     def _e_grant(self, state: CreditState, s: int) -> CreditState:
         """Carve the demanded vector from free capacity and publish the new cumulative totals.
 
-        SEMANTICS §8: grants come from free capacity on demand, all-or-nothing. RFC concurrency
-        rule 4: "Grant publication happens after reservation is committed" - one step here.
+        docs/semantics.md#receiver-allocator: grants come from free capacity on demand,
+        all-or-nothing. RFC concurrency rule 4: "Grant publication happens after reservation is
+        committed" - one step here.
         """
         peer = state.peers[s]
         b = peer.books[-1]
@@ -154,7 +155,8 @@ class CreditActions(CreditCore):
         return None
 
     def _e_push_update(self, state: CreditState, s: int) -> CreditState:
-        # DESIGN: the refresh/heartbeat timer re-publishes the FULL cumulative vector.
+        # docs/design.md#control-flow: the refresh/heartbeat timer re-publishes the FULL cumulative
+        # vector.
         b = state.peers[s].books[-1]
         return self._publish(state, s, b, b.granted)
 
@@ -173,7 +175,8 @@ class CreditActions(CreditCore):
         return None
 
     def _e_send_activation(self, state: CreditState, s: int) -> CreditState:
-        # SEMANTICS §7: the receiver chooses the epoch and carries it in the activation.
+        # docs/semantics.md#negotiation: the receiver chooses the epoch and carries it in the
+        # activation.
         peer = state.peers[s]
         msg = Activation(ACTIVATION, state.session, peer.epoch)
         return self._with_peer(state, s, peer._replace(to_sender=_bag_add(peer.to_sender, msg)))
@@ -225,7 +228,7 @@ class CreditActions(CreditCore):
     def _entry_has_update(self, state: CreditState, s: int, _c: int) -> str | None:
         led = state.peers[s].ledger
         if not led.session or not led.last_seq:
-            return "no ledger entry or no update applied yet (SEMANTICS §6: IE)"
+            return "no ledger entry or no update applied yet (docs/semantics.md#sender-ledger: IE)"
         return None
 
     def _entry_not_stale(self, state: CreditState, s: int, _c: int) -> str | None:
@@ -270,7 +273,8 @@ class CreditActions(CreditCore):
         return self._with_peer(state, s, peer)
 
     def _e_rollback(self, state: CreditState, s: int, c: int) -> CreditState:
-        # SEMANTICS §6: rollback subtracts exactly what was reserved (work never handed off).
+        # docs/semantics.md#sender-ledger: rollback subtracts exactly what was reserved (work never
+        # handed off).
         peer = state.peers[s]
         led = peer.ledger
         led = led._replace(
@@ -282,7 +286,7 @@ class CreditActions(CreditCore):
 
     def _available_covers_return(self, state: CreditState, s: int, c: int) -> str | None:
         if not _vle(self._charges[c], self.available(state.peers[s].ledger)):
-            return "cannot return more than is available (SEMANTICS §6)"
+            return "cannot return more than is available (docs/semantics.md#sender-ledger)"
         return None
 
     def _e_return_unused(self, state: CreditState, s: int, c: int) -> CreditState:
@@ -316,14 +320,16 @@ class CreditActions(CreditCore):
         return seq > led.last_seq
 
     def _accepts_totals(self, led: Ledger, grants: Vec) -> bool:
-        # RFC: "every cumulative grant is non-decreasing"; SEMANTICS §6: and never below consumed.
+        # RFC: "every cumulative grant is non-decreasing"; docs/semantics.md#sender-ledger: and
+        # never below consumed.
         return _vle(led.grant_total, grants) and _vle(_vadd(led.consumed, led.returned), grants)
 
     def _new_grant_total(self, led: Ledger, grants: Vec) -> Vec:
         return grants  # absolute cumulative totals replace the old ones
 
     def _apply_update(self, led: Ledger, msg: Update) -> Ledger:
-        """SEMANTICS §6 ``apply_update``: anything not matching the rule is a no-op."""
+        """docs/semantics.md#sender-ledger ``apply_update``: anything not matching the rule is a
+        no-op."""
         if msg.session != led.session or msg.epoch != led.epoch:
             return led  # RFC: "session_id and epoch match the active peer session"
         if not self._accepts_sequence(led, msg.seq):
@@ -338,7 +344,8 @@ class CreditActions(CreditCore):
         )
 
     def _apply_activation(self, led: Ledger, msg: Activation) -> Ledger:
-        """A newer (session, epoch) starts a fresh entry: the epoch fence (SEMANTICS §6)."""
+        """A newer (session, epoch) starts a fresh entry: the epoch fence
+        (docs/semantics.md#sender-ledger)."""
         if (msg.session, msg.epoch) <= (led.session, led.epoch):
             return led  # same key: no-op (no reset of consumption); older: ignored
         # Old RESERVED tokens die with the old entry: any operation on them is IE.
@@ -351,7 +358,8 @@ class CreditActions(CreditCore):
             return peer
         if not (_vle(b.reclaimed, msg.returned) and _vle(msg.returned, b.granted)):
             return peer  # cumulative returns never decrease and never exceed the grant
-        # SEMANTICS §8: reclaim `returned − already reclaimed` (idempotent on replay).
+        # docs/semantics.md#receiver-allocator: reclaim `returned − already reclaimed` (idempotent
+        # on replay).
         nb = b._replace(usage_seq=msg.seq, reclaimed=msg.returned, demand=msg.demand)
         return peer._replace(books=(*peer.books[:-1], nb))
 
@@ -441,7 +449,8 @@ class CreditActions(CreditCore):
         return None
 
     def _e_consumer_release(self, state: CreditState, s: int, epoch: int) -> CreditState:
-        # SEMANTICS §8 release: the receiver's own consumer says so, never a sender's message.
+        # docs/semantics.md#receiver-allocator release: the receiver's own consumer says so, never a
+        # sender's message.
         peer = state.peers[s]
         b = self._books_for(peer, epoch)
         assert b is not None  # guarded
@@ -485,7 +494,8 @@ class CreditActions(CreditCore):
         return None
 
     def _e_become_stale(self, state: CreditState, s: int) -> CreditState:
-        # SEMANTICS §7: TTL expiry or disconnect; a newer update of the same key revives it.
+        # docs/semantics.md#negotiation: TTL expiry or disconnect; a newer update of the same key
+        # revives it.
         peer = state.peers[s]
         led = peer.ledger
         led = led._replace(freshness=STALE, stale_at=led.last_seq, stale_tokens=led.tokens)

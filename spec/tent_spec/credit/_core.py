@@ -68,7 +68,8 @@ class CreditCore:
     # ---- derived quantities ------------------------------------------------------------
 
     def free_capacity(self, state: CreditState) -> Vec:
-        """Capacity minus Σ (granted − released − reclaimed) over all books (SEMANTICS §8)."""
+        """Capacity minus Σ (granted − released − reclaimed) over all books
+        (docs/semantics.md#receiver-allocator)."""
         free = self._capacity
         for p in state.peers:
             for b in p.books:
@@ -77,7 +78,7 @@ class CreditCore:
 
     @staticmethod
     def available(ledger: Ledger) -> Vec:
-        """``grant_total − consumed − returned`` per resource (SEMANTICS §6)."""
+        """``grant_total − consumed − returned`` per resource (docs/semantics.md#sender-ledger)."""
         return tuple(map(sub, map(sub, ledger.grant_total, ledger.consumed), ledger.returned))
 
     def _charge_sum(self, indices: Sequence[int]) -> Vec:

@@ -161,7 +161,8 @@ class CreditSpec(ReadableCreditSpec):
     # ---- derived quantities, memoised --------------------------------------------------
 
     def free_capacity(self, state: CreditState) -> Vec:
-        """Capacity minus Σ (granted − released − reclaimed) over all books (SEMANTICS §8)."""
+        """Capacity minus Σ (granted − released − reclaimed) over all books
+        (docs/semantics.md#receiver-allocator)."""
         return self._facts(state)[1]
 
     def _facts(self, state: CreditState) -> tuple[int, Vec, bool]:

@@ -224,7 +224,8 @@ class CreditInvariants(CreditActions):
             SpecInvariant(
                 "capacity_never_exceeded",
                 'RFC acceptance 1: "Aggregate reserved receiver resources never exceed '
-                'configured capacity"; SEMANTICS §8: Σ (granted − released − reclaimed) ≤ capacity',
+                'configured capacity"; docs/semantics.md#receiver-allocator: Σ (granted − '
+                "released − reclaimed) ≤ capacity",
                 self.inv_capacity,
             ),
             SpecInvariant(
@@ -242,7 +243,8 @@ class CreditInvariants(CreditActions):
             ),
             SpecInvariant(
                 "sender_never_overdraws",
-                'RFC rule 4: "Credit violation: ... do not silently overdraw"; SEMANTICS §6: '
+                'RFC rule 4: "Credit violation: ... do not silently overdraw"; '
+                "docs/semantics.md#sender-ledger: "
                 "a grant below consumed is rejected",
                 self.inv_no_overdraw,
             ),

@@ -74,7 +74,8 @@ Bag = tuple[tuple[Any, int], ...]  # sorted (message, copies) pairs, copies >= 1
 
 
 class Ledger(NamedTuple):
-    """The sender's ledger entry (SEMANTICS §6). ``session == 0``: no entry (fresh process)."""
+    """The sender's ledger entry (docs/semantics.md#sender-ledger). ``session == 0``: no entry
+    (fresh process)."""
 
     session: int
     epoch: int
@@ -92,7 +93,8 @@ class Ledger(NamedTuple):
 
 
 class Books(NamedTuple):
-    """The receiver's books for one (sender, epoch) of the current session (SEMANTICS §8)."""
+    """The receiver's books for one (sender, epoch) of the current session
+    (docs/semantics.md#receiver-allocator)."""
 
     epoch: int
     status: int  # ACTIVE / FENCING / RECLAIMED

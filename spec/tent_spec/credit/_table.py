@@ -34,7 +34,7 @@ _ACTIONS = (
 )
 
 # Guard kinds: what a conjunct of an action's guard is for (the guard ablation reads them).
-RULE = "rule"  # a protocol rule (RFC / SEMANTICS): the behaviour it forbids is wrong
+RULE = "rule"  # a protocol rule (RFC / docs/semantics.md): the behaviour it forbids is wrong
 REDUCTION = "reduction"  # a model reduction: fewer interleavings, the same behaviours
 BOUND = "bound"  # a model bound of CreditBounds: keeps the state space finite
 BUDGET = "budget"  # a fault budget of CreditBounds

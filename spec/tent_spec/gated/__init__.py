@@ -7,7 +7,9 @@ gate and one sender endpoint per credit key) talks to one receiver (its allocato
 receiver endpoint per key) over a lossy, duplicating, reordering network, and the receiver can
 restart. The model checker then covers the combined system.
 
-What is modelled (DESIGN "Gate at dispatch eligibility", SEMANTICS §2 and §6–8):
+What is modelled (docs/design.md#gate-at-eligibility; docs/semantics.md#admission-queue,
+docs/semantics.md#sender-ledger, docs/semantics.md#negotiation and
+docs/semantics.md#receiver-allocator):
 
 * **Queue.** Owners are admitted one at a time from a bounded workload, FIFO, under the
   outstanding-owner/byte limits. Each names a credit key (``1..keys``: a remote direct WRITE

@@ -136,7 +136,8 @@ class GatedControl(GatedCore):
         return None
 
     def _e_refresh_tick(self, state: GatedState) -> GatedState:
-        # DESIGN: the receiver also pushes "on a refresh timer" - every endpoint at once.
+        # docs/design.md#control-flow: the receiver also pushes "on a refresh timer" - every
+        # endpoint at once.
         for k in range(self.config.keys):
             state = self._emit(state, k, refresh=True)
         return state
@@ -199,7 +200,8 @@ class GatedControl(GatedCore):
             and _vle(_vadd(returned, b.landed), b.granted)
         ):
             return state  # beyond the grant: a protocol violation, nothing changes
-        # SEMANTICS §8 return: reclaim ``returned − already reclaimed`` (idempotent).
+        # docs/semantics.md#receiver-allocator return: reclaim ``returned − already reclaimed``
+        # (idempotent).
         reclaim = _vsub(returned, b.reclaimed)
         # A report that still asks for credit is answered with the full vector even when its
         # target is already granted: the sender evidently lost the update that carried it
@@ -217,7 +219,8 @@ class GatedControl(GatedCore):
 
     def _on_activation(self, state: GatedState, k: int, msg: Activation) -> GatedState:
         """The same session: ignored (a duplicate). A new session: the epoch fence - a fresh
-        ledger entry, FENCING until the old session's committed work drained (SEMANTICS §7)."""
+        ledger entry, FENCING until the old session's committed work drained
+        (docs/semantics.md#negotiation)."""
         ledger = state.senders[k]
         if msg.session == ledger.session:
             return state._replace(
@@ -229,7 +232,8 @@ class GatedControl(GatedCore):
         return self._maybe_fence_drained(state, k)
 
     def _on_update(self, state: GatedState, k: int, msg: Update) -> GatedState:
-        """SEMANTICS §6 apply_update; anything not matching the rule is a no-op."""
+        """docs/semantics.md#sender-ledger apply_update; anything not matching the rule is a
+        no-op."""
         ledger = state.senders[k]
         if msg.session != ledger.session or msg.seq <= ledger.last_seq:
             return state  # another session, or "Duplicate and old updates become no-ops"

@@ -63,7 +63,8 @@ class GatedCore:
         return owner.snapshot != ledger.session
 
     def requeue_blocked(self, queue: tuple[int, ...], blocked: Sequence[int]) -> tuple[int, ...]:
-        """A blocked owner stays QUEUED *in place* (DESIGN: "with its enqueue order")."""
+        """A blocked owner stays QUEUED *in place* (docs/design.md#gate-at-eligibility: "with its
+        enqueue order")."""
         del blocked
         return queue
 
@@ -114,7 +115,8 @@ class GatedCore:
     # ---- derived quantities --------------------------------------------------------------
 
     def free_capacity(self, state: GatedState) -> Vec:
-        """Capacity minus Σ over keys of (granted − released − reclaimed) (SEMANTICS §8)."""
+        """Capacity minus Σ over keys of (granted − released − reclaimed)
+        (docs/semantics.md#receiver-allocator)."""
         free = self.config.capacity
         for b in state.receivers:
             free = _vsub(free, _vsub(_vsub(b.granted, b.released), b.reclaimed))
@@ -122,7 +124,7 @@ class GatedCore:
 
     @staticmethod
     def available(ledger: SenderKey) -> Vec:
-        """``grant_total − consumed − returned`` (SEMANTICS §6)."""
+        """``grant_total − consumed − returned`` (docs/semantics.md#sender-ledger)."""
         return _vsub(_vsub(ledger.grant_total, ledger.consumed), ledger.returned)
 
     def waiting(self, state: GatedState, key: int) -> Vec:
@@ -170,7 +172,8 @@ class GatedCore:
     # ---- grants at the receiver ----------------------------------------------------------
 
     def _grant_outstanding(self, state: GatedState, k: int) -> GatedState:
-        """Grant key ``k`` its outstanding demand from free capacity (SEMANTICS §8).
+        """Grant key ``k`` its outstanding demand from free capacity
+        (docs/semantics.md#receiver-allocator).
 
         1. want = demand target − granted, per resource where positive; none → not stalled.
         2. offer = min(want, max_grant, free); if any demanded resource would get less than 1,
@@ -233,7 +236,8 @@ class GatedCore:
         left: set[int] = set()  # keys a credit-stalled owner left without dispatching
         for owner_id in state.queue:
             owner = state.owners[owner_id - 1]
-            if owner.length > max_bytes - used_bytes:  # SEMANTICS §2: head of line, stop
+            # docs/semantics.md#admission-queue: head of line, stop
+            if owner.length > max_bytes - used_bytes:
                 break
             if owner.key:
                 k = owner.key - 1
@@ -379,7 +383,7 @@ class GatedCore:
             return "no cancel configured"
         owner = self._owner(state, owner_id)
         if owner is None or owner.state != QUEUED:
-            return "only a QUEUED owner is canceled here (SEMANTICS §2 cancel)"
+            return "only a QUEUED owner is canceled here (docs/semantics.md#admission-queue cancel)"
         return None
 
     def _e_cancel(self, state: GatedState, owner_id: int) -> GatedState:
@@ -448,8 +452,9 @@ class GatedCore:
 
     def _e_complete(self, state: GatedState, owner_id: int) -> GatedState:
         """The transport finished the owner: COMPLETED if its data landed (or it is local),
-        FAILED if it can no longer land. Completion never mints sender credit (RFC rule 6); it
-        may finish a fence (FENCING → ACTIVE once no older session's work is in flight)."""
+        FAILED if it can no longer land. Completion never mints sender credit (RFC concurrency
+        rule 6); it may finish a fence (FENCING → ACTIVE once no older session's work is in
+        flight)."""
         owner = state.owners[owner_id - 1]
         if owner.key == 0:
             return self._terminate(state, owner, "complete", COMPLETED)
@@ -476,7 +481,8 @@ class GatedCore:
         return None
 
     def _e_release(self, state: GatedState, k: int) -> GatedState:
-        # SEMANTICS §8 release: the receiver's own consumer frees capacity, never a sender.
+        # docs/semantics.md#receiver-allocator release: the receiver's own consumer frees capacity,
+        # never a sender.
         b = state.receivers[k]
         state = state._replace(
             receivers=self._set(state.receivers, k, b._replace(released=b.landed))

@@ -287,20 +287,23 @@ class GatedSpec(GatedControl):
             ),
             SpecInvariant(
                 "consumed_equals_token_charges",
-                'RFC claim 3 (atomic multi-resource eligibility); SEMANTICS §6 try_reserve: "if '
+                "RFC claim 3 (atomic multi-resource eligibility); docs/semantics.md#sender-ledger "
+                'try_reserve: "if '
                 'any resource lacks credit → insufficient, nothing changes"',
                 self.inv_consumed_equals_token_charges,
             ),
             SpecInvariant(
                 "no_dispatch_on_fenced_snapshot",
-                'DESIGN: "A rejected owner (its key was fenced) becomes TERMINAL(FAILED)"; RFC '
+                'docs/design.md#gate-at-eligibility: "A rejected owner (its key was fenced) '
+                'becomes TERMINAL(FAILED)"; RFC '
                 'acceptance 4: "Restarted peers cannot reuse old credit or old allocation '
                 'generation"',
                 self.inv_no_dispatch_on_fenced_snapshot,
             ),
             SpecInvariant(
                 "usage_within_accepted_grant",
-                'issue 6: "consumed − returned ≤ the sender\'s accepted grant total"; SEMANTICS §6 '
+                'issue 6: "consumed − returned ≤ the sender\'s accepted grant total"; '
+                "docs/semantics.md#sender-ledger "
                 "available = grant_total − consumed − returned ≥ 0",
                 self.inv_usage_within_accepted_grant,
             ),
@@ -312,7 +315,8 @@ class GatedSpec(GatedControl):
             ),
             SpecInvariant(
                 "reclaimed_within_returned",
-                'SEMANTICS §8: "return ... reclaimed as returned − already reclaimed '
+                'docs/semantics.md#receiver-allocator: "return ... reclaimed as returned − '
+                "already reclaimed "
                 '(idempotent)"; RFC principle 2: cumulative totals make duplicates harmless',
                 self.inv_reclaimed_within_returned,
             ),
@@ -330,13 +334,15 @@ class GatedSpec(GatedControl):
             ),
             SpecInvariant(
                 "blocked_owner_keeps_enqueue_order",
-                'DESIGN: "A blocked owner stays QUEUED in place with its enqueue order"; issue 6: '
+                'docs/design.md#gate-at-eligibility: "A blocked owner stays QUEUED in place with '
+                'its enqueue order"; issue 6: '
                 '"no requeue reversal"',
                 self.inv_queue_order,
             ),
             SpecInvariant(
                 "admission_counters_and_limits",
-                'SEMANTICS §2: outstanding within max_outstanding_*; dispatching_bytes is "every '
+                "docs/semantics.md#admission-queue: outstanding within max_outstanding_*; "
+                'dispatching_bytes is "every '
                 'eligible owner dispatched and not yet completed"',
                 self.inv_admission_counters,
             ),

@@ -14,8 +14,8 @@ from tent_spec.credit import (
 
 Vec = tuple[int, ...]
 
-#: Resource order of every vector: a remote direct WRITE charges all three (DESIGN "Charges by
-#: plan": DATA_BYTES + REQUEST_SLOTS + CONSUMER_SLOTS).
+#: Resource order of every vector: a remote direct WRITE charges all three (docs/design.md#charges:
+#: DATA_BYTES + REQUEST_SLOTS + CONSUMER_SLOTS).
 RESOURCES = ("DATA_BYTES", "REQUEST_SLOTS", "CONSUMER_SLOTS")
 
 # Sender endpoint phase (the negotiation states a post-handshake endpoint can be in).
@@ -24,8 +24,8 @@ STALE = "STALE"  # disconnected: no new credit-gated dispatch until the new acti
 FENCING = "FENCING"  # a new session installed; the old session's committed work still drains
 PHASES = (ACTIVE, STALE, FENCING)
 
-# Gate token lifecycle, as data (STYLE: one table in one place). NONE = no token (a local owner,
-# a rejected one, or one never picked).
+# Gate token lifecycle, as data (one table in one place, as h11's ``_state.py``). NONE = no token (a
+# local owner, a rejected one, or one never picked).
 NONE = "NONE"
 RESERVED = "RESERVED"
 COMMITTED = "COMMITTED"
@@ -75,7 +75,7 @@ class Update(NamedTuple):
     ``retry`` is the update's ``retry_after_us`` being non-zero: the receiver's last grant
     decision for the key was short (it is stalled). A sender whose demand is met that reads it
     reports again, since the report that withdrew its demand may have been lost (the
-    implementation's rule; SEMANTICS §6, issue 10 item 7)."""
+    implementation's rule; docs/semantics.md#sender-ledger, issue 10 item 7)."""
 
     kind: int
     session: int
@@ -119,7 +119,8 @@ class SenderKey(NamedTuple):
     last_seq: int  # last accepted update sequence; 0 = no update yet (nothing reservable)
     grant_total: Vec
     consumed: Vec
-    returned: Vec  # idle credit the gate gave back (cumulative, SEMANTICS §6 return)
+    # idle credit the gate gave back (cumulative, docs/semantics.md#sender-ledger return)
+    returned: Vec
     usage_seq: int  # last usage report sequence sent on this entry
     dirty: bool  # something changed since the last report
     demand: Vec  # absolute target grant totals: consumed + returned + waiting
@@ -134,7 +135,8 @@ class ReceiverKey(NamedTuple):
     granted: Vec
     landed: Vec
     released: Vec
-    reclaimed: Vec  # returned credit reclaimed from the sender's reports (SEMANTICS §8)
+    # returned credit reclaimed from the sender's reports (docs/semantics.md#receiver-allocator)
+    reclaimed: Vec
     pushed_seq: int  # last published update sequence (0 = never pushed)
     usage_seq: int  # last accepted usage sequence
     demand: Vec  # the sender's last reported demand target

@@ -1,6 +1,7 @@
 """The engine over the soft verbs device in one process: the QP exchange on the control
-connection, rkeys per (peer, session), admission at the notice, and fencing (TRANSPORT "Leases":
-``fence_complete`` only once the old session's MRs are invalid and its QP is in ERR and drained).
+connection, rkeys per (peer, session), admission at the notice, and fencing
+(docs/transport_design.md#leases: ``fence_complete`` only once the old session's MRs are invalid and
+its QP is in ERR and drained).
 """
 
 from __future__ import annotations

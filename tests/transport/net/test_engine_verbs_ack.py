@@ -1,4 +1,5 @@
-"""COMPLETED means admitted, over verbs (TRANSPORT rule 5): the receiver's VerbsAck.
+"""COMPLETED means admitted, over verbs (docs/transport_design.md#transport-rule-5): the receiver's
+VerbsAck.
 
 The sender's HCA completes a one-sided WRITE when the receiver's HCA acknowledged it, before
 any receiver code ran. These tests pause the receiver's arrival polling (what a loaded receiver
@@ -27,7 +28,8 @@ __all__ = ["fabric"]  # the autouse fixture: a private soft-verbs fabric per tes
 def test_a_write_the_receiver_never_admitted_ends_fenced_never_completed() -> None:
     """The HCA acknowledges a one-sided write before any receiver code ran. If the session
     ends before the receiver admits it, the fence drops it unannounced and gives its credit
-    back: the sender's handle must not say COMPLETED (TRANSPORT rule 5). It stays pending
+    back: the sender's handle must not say COMPLETED (docs/transport_design.md#transport-rule-5). It
+    stays pending
     until the receiver's acknowledgement, and ends FAILED ("fenced") when none can come."""
 
     async def scenario() -> None:

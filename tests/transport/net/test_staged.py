@@ -142,8 +142,8 @@ def _user():  # type: ignore[no-untyped-def]
 
 
 def test_a_mixed_submit_without_credit_bypasses_the_queue_as_the_seed_says() -> None:
-    # seed "What Enters the Queue": a submit with a staged user owner bypasses the queue as a
-    # whole (credit off: nothing charges STAGING_SLOTS, the write lands directly)
+    # Deadline Scheduling "What Enters the Queue": a submit with a staged user owner bypasses the
+    # queue as a whole (credit off: nothing charges STAGING_SLOTS, the write lands directly)
     config = load_engine_config({"enable_runtime_queue": True, "dispatch": {"slice_bytes": BLOCK}})
     rx = SyncEngine(
         config, EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY}))

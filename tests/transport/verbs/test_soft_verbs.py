@@ -1,4 +1,4 @@
-"""The soft device's RC rules, one test each (TRANSPORT.md "Soft verbs")."""
+"""The soft device's RC rules, one test each (docs/transport_design.md#soft-verbs)."""
 
 from __future__ import annotations
 

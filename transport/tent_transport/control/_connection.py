@@ -1,11 +1,12 @@
 """One authenticated control connection: a reader task, a bounded non-blocking publisher.
 
-Control never waits on data (TRANSPORT rule 1): a control connection is its own socket with its
-own tasks, marked ``SO_PRIORITY`` (a ``prio`` qdisc on a shared rail serves it first), and its
-publisher never blocks: :meth:`ControlConnection.publish` queues at most ``max_queued`` frames
-and refuses the rest (counted). Refusing is safe because every credit message is cumulative: the
-next one carries everything a refused one did (DESIGN "Protocol decisions"), exactly like a loss
-on the control channel, which the model checker covers.
+Control never waits on data (docs/transport_design.md#transport-rule-1): a control connection is its
+own socket with its own tasks, marked ``SO_PRIORITY`` (a ``prio`` qdisc on a shared rail serves it
+first), and its publisher never blocks: :meth:`ControlConnection.publish` queues at most
+``max_queued`` frames and refuses the rest (counted). Refusing is safe because every credit message
+is cumulative: the next one carries everything a refused one did
+(docs/design.md#protocol-decisions), exactly like a loss on the control channel, which the model
+checker covers.
 
 With ``faults`` (a :class:`tent_credit.testing.FaultyChannel`) every published frame passes
 through the channel, which may drop, duplicate, delay or reorder it, before it reaches the

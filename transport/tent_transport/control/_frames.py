@@ -2,9 +2,10 @@
 
 ``length`` counts the kind byte and the payload. The decoder reads the five header bytes, checks
 the length against the kind's bound and only then waits for (and buffers) the payload, so a peer
-cannot make it allocate more than ``max bound + 5`` bytes (TRANSPORT rule 3: every length is
-bounded before anything is allocated). Payloads are CBOR: the credit messages of
-``tent_credit``'s codec (kind CREDIT) and the transport's own messages (``_messages.py``).
+cannot make it allocate more than ``max bound + 5`` bytes
+(docs/transport_design.md#transport-rule-3: every length is bounded before anything is allocated).
+Payloads are CBOR: the credit messages of ``tent_credit``'s codec (kind CREDIT) and the transport's
+own messages (``_messages.py``).
 """
 
 from __future__ import annotations

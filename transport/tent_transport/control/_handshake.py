@@ -1,4 +1,5 @@
-"""Identity bound at connection setup (TRANSPORT rule 3): mutual TLS or a pre-shared key.
+"""Identity bound at connection setup (docs/transport_design.md#transport-rule-3): mutual TLS or a
+pre-shared key.
 
 Everything before authentication is fixed-size binary, never CBOR: a connection that fails the
 handshake is closed before any frame of it is decoded, and no length it sent is ever trusted.

@@ -1,10 +1,10 @@
 """The control service: pumps the sans-IO credit endpoints over authenticated connections.
 
-The driver is aioquic's shape (TRANSPORT "Layers"): feed each received frame into the endpoint,
-send what it queues, re-arm ``get_timer()``. One control connection per (sender, receiver)
+The driver is aioquic's shape (docs/transport_design.md#layers): feed each received frame into the
+endpoint, send what it queues, re-arm ``get_timer()``. One control connection per (sender, receiver)
 pair, opened by the sender (:class:`ControlClient`) to the receiver (:class:`ControlServer`).
 
-Lifecycle and fencing (TRANSPORT "Leases"):
+Lifecycle and fencing (docs/transport_design.md#leases):
 
 1. The handshake binds the peer id (``_handshake``); the receiver then numbers the connection
    (its transport *session*), ``accept``\\ s the sender's credit key (a new epoch: a previous one
@@ -275,7 +275,7 @@ class ControlServer:
 
         async def retire() -> None:
             await self._hooks.retire_session(ps.peer, ps.session)
-            # TRANSPORT "Leases": only now can no byte of the old session land
+            # docs/transport_design.md#leases: only now can no byte of the old session land
             if self._credit is not None and fenced_epoch:
                 with contextlib.suppress(CreditError):
                     self._credit.fence_complete(ps.peer, self._qos, fenced_epoch)

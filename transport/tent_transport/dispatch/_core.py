@@ -1,10 +1,10 @@
 """The sans-IO dispatch core: one per engine, driven by asyncio or by the simulator.
 
-The path of a transfer (seed "The Path of a Deadline", TRANSPORT.md "Layers"), every decision a
-call into a core:
+The path of a transfer (Deadline Scheduling "The Path of a Deadline",
+docs/transport_design.md#layers), every decision a call into a core:
 
 1. ``submit``: with ``enable_runtime_queue`` the submit enters ``AdmissionQueue.try_admit`` as a
-   whole or not at all; without it (or for a submit the seed's bypass rule sends past the
+   whole or not at all; without it (or for a submit Deadline Scheduling's bypass rule sends past the
    queue) it goes straight to the rails.
 2. Refill (on submit, on every ``progress`` pass, so on every completion, and on the
    ``progress_fallback_interval_us`` timer): ``pick_for_dispatch`` over the free dispatch
@@ -18,7 +18,7 @@ call into a core:
    posts again. Terminal transfers are reported once, as :class:`TransferEvent` values, and
    then forgotten.
 
-The core holds no protocol rule of its own. The one routing rule it applies is the seed's
+The core holds no protocol rule of its own. The one routing rule it applies is Deadline Scheduling's
 "What Enters the Queue": a submit containing a staged user owner bypasses the queue as a whole,
 but only while receiver credit is off (RFC: "bypass is allowed only when separately bounded and
 accounted"; with credit on, staged writes are charged STAGING_SLOTS through the gate).

@@ -1,6 +1,6 @@
 """The values of the dispatch core's API: what a caller submits, sees and is told.
 
-All frozen attrs classes validated on construction (STYLE): an invalid request cannot be built,
+All frozen attrs classes validated on construction: an invalid request cannot be built,
 so :meth:`DispatchCore.submit` only has to check what depends on the core's state.
 """
 
@@ -110,7 +110,8 @@ def _as_memoryview(value: object) -> memoryview:
 
 @attrs.frozen(kw_only=True)
 class TransferRequest:
-    """One transfer, the seed's ``Request``: opcode, local buffer, peer, target, deadline, tier.
+    """One transfer, Deadline Scheduling's ``Request``: opcode, local buffer, peer, target,
+    deadline, tier.
 
     1. ``local`` is any contiguous buffer (``bytes``, ``bytearray``, ``mmap``, a memoryview);
        it must hold exactly ``length`` bytes and, for a READ, be writable. It is not copied:

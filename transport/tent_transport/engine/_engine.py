@@ -1,6 +1,6 @@
 """The asyncio engine: drives the sans-IO dispatch core and the control service.
 
-The driver (TRANSPORT "One dispatcher, sans-IO"): every input (a submit, a rail's completion
+The driver (docs/transport_design.md#layers): every input (a submit, a rail's completion
 wake-up, a credit message, the core's fallback timer) schedules one *pass*: ``progress(now)``
 on the dispatch core, the terminal events handed to their handles, then every control client
 flushed (the gate's reservations and completions changed what the endpoints want to say) and

@@ -1,4 +1,5 @@
-"""Transfer handles: what a submit returns (TRANSPORT rule 5: handles never lie).
+"""Transfer handles: what a submit returns (docs/transport_design.md#transport-rule-5: handles never
+lie).
 
 A handle covers the transfers of one submit. Its status is PENDING until *every* transfer
 ended, and a transfer ends only when none of its bytes can still move (every posted slice

@@ -3,7 +3,7 @@
 It is the :class:`~tent_transport.devices.tcp.DataPlane` of the engine's data listeners and the
 :class:`~tent_transport.control.ReceiverHooks` of its control listener. Every credit decision is
 a call into ``tent_credit`` (``CreditReceiver.admit_write``, ``release``); what it adds is the
-transport's part of a lease (TRANSPORT "Leases"):
+transport's part of a lease (docs/transport_design.md#leases):
 
 1. A CREDITED write must name this receiver's credit session and the epoch of the data
    connection's control session, and its DATA_BYTES must be exactly its length (the lease

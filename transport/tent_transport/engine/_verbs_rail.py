@@ -6,16 +6,16 @@ notice ring, then the data as WRITE_WITH_IMM carrying the write id. The budget t
 sees is half the device's, and the notice's completion is not reported (the data's is; if the
 notice fails, RC moves the QP to ERR and the data is flushed, so it reports that).
 
-**A WRITE completes only when the receiver admitted it** (TRANSPORT rule 5). The HCA's success
-says the bytes reached the receiver's memory, not that the receiver admitted them: it has not
-even looked yet, and a session that ends now drops the write unannounced while the fence gives
-its credit back. So a successful data completion is *held* until the receiver's
-:class:`~tent_transport.verbs.VerbsAck` covers its notice: ADMITTED reports it as it is,
-SUPERSEDED as ``INTEGRITY_ERROR``, REFUSED as ``WRITE_REFUSED``. When the session ends first
-(detach, a new session), every held write is reported ``FLUSHED`` ("fenced: ..."), never
-SUCCESS; it may have been admitted just before the end (its ack lost with the connection), so
-a failure means "not known to be admitted", a success always means "admitted". A failed data
-completion is reported at once, as before.
+**A WRITE completes only when the receiver admitted it**
+(docs/transport_design.md#transport-rule-5). The HCA's success says the bytes reached the receiver's
+memory, not that the receiver admitted them: it has not even looked yet, and a session that ends now
+drops the write unannounced while the fence gives its credit back. So a successful data completion
+is *held* until the receiver's :class:`~tent_transport.verbs.VerbsAck` covers its notice: ADMITTED
+reports it as it is, SUPERSEDED as ``INTEGRITY_ERROR``, REFUSED as ``WRITE_REFUSED``. When the
+session ends first (detach, a new session), every held write is reported ``FLUSHED`` ("fenced:
+..."), never SUCCESS; it may have been admitted just before the end (its ack lost with the
+connection), so a failure means "not known to be admitted", a success always means "admitted". A
+failed data completion is reported at once, as before.
 
 Staged writes are refused on this rail (``PostRefused(ready=True)``: the core fails them):
 staging needs receiver code between landing and the target, which a one-sided write has not.

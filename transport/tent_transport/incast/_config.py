@@ -5,7 +5,7 @@ real engine, over TCP on loopback or over the soft verbs device (:data:`DEVICES`
 receiver's *nominal* capacity is ``slots`` blocks; its physical pool holds every sender's
 whole pipeline (``senders * depth`` blocks), so disabled and fixed modes can exceed the
 nominal capacity without corrupting data: that excess is what they are measured on. Only
-credit mode is held to the nominal capacity (TRANSPORT "The RFC's incast matrix").
+credit mode is held to the nominal capacity (docs/transport_design.md#incast-matrix).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def _healthy(row: str, senders: int, mode: Mode, **kw: object) -> RunConfig:
 
 
 def _rows(modes: Sequence[Mode], scale: int) -> list[list[RunConfig]]:
-    """The RFC's rows (TRANSPORT.md), each a list of per-mode configs."""
+    """The RFC's rows (docs/transport_design.md), each a list of per-mode configs."""
     b = 24 * scale
     rows: list[list[RunConfig]] = []
     for n in (1, 4, 16):

@@ -19,7 +19,7 @@ from ._config import DEVICES, NETWORKS
 
 __all__ = ["RFC_FIGURES", "comparison", "medians", "write_report"]
 
-# TRANSPORT.md "The RFC's incast matrix" (H20 cluster, 4 MiB, 8-slot cap; 64 for the slowdown):
+# docs/transport_design.md#incast-matrix (H20 cluster, 4 MiB, 8-slot cap; 64 for the slowdown):
 # (fixed peak, fixed violations, credit peak, credit violations); healthy 16-sender throughput
 # credit vs fixed +0.41%; lease batch 1 cost 7.75%, batch 2 none.
 RFC_FIGURES: dict[str, tuple[int, int, int, int]] = {

@@ -95,7 +95,8 @@ def build() -> Built:
         "`--out` writes `table.md`, `summary.json` and the plots below. A workload file is the "
         "JSON form of `tent_transport.sim.Workload`: NICs (`LinkSpec`: rate in bytes/ns, QP "
         "budget, per-slice overhead, completion batching, rate changes), engine-configuration "
-        "overrides (the seed's JSON) and flows (`FlowSpec`: streams, requests, size and "
+        "overrides (the [Deadline Scheduling](sources.md#source-deadline-scheduling) JSON keys) "
+        "and flows (`FlowSpec`: streams, requests, size and "
         "deadline-window ranges, arrival `poisson` / `periodic` / `burst` / `closed`, priority, "
         "eligibility); `examples/sim_workload.json` is one. That example also shows a limit of "
         "the drop worth knowing: its predictor charges every dispatched byte ahead of a new "
@@ -130,8 +131,8 @@ def build() -> Built:
         "dispatched falls. Without the drop (θ = 0) an overloaded queue serves almost everything "
         "late. In this simulator the predictor is nearly exact (each link serves in posting "
         "order, and the in-flight bytes it charges really are ahead), so the best goodput sits "
-        "near 1.0; on hardware, parallel QPs make the predictor pessimistic and the seed's "
-        "1.2-1.5 absorbs that bias. Treat 1.0 as the floor.",
+        "near 1.0; on hardware, parallel QPs make the predictor pessimistic and Deadline "
+        "Scheduling's recommended 1.2-1.5 absorbs that bias. Treat 1.0 as the floor.",
         "",
         "## A static cutoff: the #3980 signature",
         "",
@@ -177,8 +178,9 @@ def build() -> Built:
             for k, v in meters.items()
         )
         + ": about ten 10 ms intervals whatever the batch depth. Under deep batches the "
-        "selection EWMA sits on its lower clamp on the healthy link, as the seed's "
-        '"Why per-completion timing cannot serve the predictors" says.',
+        "selection EWMA sits on its lower clamp on the healthy link, as the section "
+        '"Side by Side" of Deadline Scheduling says: "Why per-completion timing cannot serve '
+        'the predictors".',
         "",
         f"![Transmit estimate and selection EWMA]({FIGURES}/meters.svg)",
         "",

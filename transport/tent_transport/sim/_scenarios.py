@@ -31,9 +31,9 @@ _QUEUE: dict[str, Any] = {"enable_runtime_queue": True, "runtime_queue": _RUNTIM
 
 
 def seed_requests() -> Workload:
-    """Seed "Worked Example: Three Requests": two 50 GB/s NICs (800 Gb/s in sum), θ 1.2.
+    """Deadline Scheduling "Three Requests": two 50 GB/s NICs (800 Gb/s in sum), θ 1.2.
 
-    R1 64 MiB / 20 ms, R2 512 MiB / 5 ms and R3 16 MiB / 3 ms (not eligible: the seed routes
+    R1 64 MiB / 20 ms, R2 512 MiB / 5 ms and R3 16 MiB / 3 ms (not eligible: the example routes
     it to TCP; here it is staging-internal work, which is never predicted) in one submit, then
     R4 256 MiB / 6 ms while R1 and R2 are in flight.
     """
@@ -77,8 +77,8 @@ def seed_requests() -> Workload:
 
 
 def seed_slices() -> Workload:
-    """Seed "Worked Example: Three Slices": one 50 GB/s NIC with 32 MiB posted; A (10 ms),
-    B (2 ms) and C (no deadline), 16 MiB each, posted together. Queue off (arbitration only)."""
+    """Deadline Scheduling "Three Slices": one 50 GB/s NIC with 32 MiB posted; A (10 ms), B (2 ms)
+    and C (no deadline), 16 MiB each, posted together. Queue off (arbitration only)."""
     at = 1 * US
     return Workload(
         name="seed-slices",

@@ -8,7 +8,7 @@
 - :class:`VerbsAck` (schema 2): the receiver's answer to the session's write notices, in notice
   order. A one-sided WRITE completes at the sender's HCA when the receiver's HCA acknowledged
   it, before any receiver code ran; the sender's handle completes only on this message
-  (TRANSPORT rule 5), so COMPLETED means *admitted*.
+  (docs/transport_design.md#transport-rule-5), so COMPLETED means *admitted*.
 
 Wire form: a canonical CBOR array ``[tag, schema_version, fields...]`` (tags 0x5601, 0x5602 and
 0x5603), at most :data:`MAX_VERBS_MESSAGE_BYTES`; the schema is ``spec/verbs.cddl`` and the

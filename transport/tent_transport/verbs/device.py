@@ -2,8 +2,9 @@
 
 Sender side (the Device protocol): per peer one RC QP on this rail. A poll round posts up to
 ``min(free CQ slots, max_send_wr − outstanding on the QP, pending)`` slices in one chained
-``post_send`` in the order given (TRANSPORT.md rule 7); WRITEs go as RDMA WRITE_WITH_IMM carrying
-the write id (network byte order), READs as RDMA READ. Completions come back in order per QP.
+``post_send`` in the order given (docs/transport_design.md#transport-rule-7); WRITEs go as RDMA
+WRITE_WITH_IMM carrying the write id (network byte order), READs as RDMA READ. Completions come back
+in order per QP.
 
 Receiver side (:class:`~tent_transport.verbs._protection.Exposures`): per (peer, session) MRs
 over the regions exposed to it, whose rkeys travel in :class:`VerbsRegion` messages and are

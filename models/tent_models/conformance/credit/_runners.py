@@ -77,7 +77,8 @@ def credit_lockstep(
     clean = spec if spec is not None else CreditSpec(bounds, name="credit/conformance")
     adapter = CreditAdapter(clean.bounds, trace=trace)
     model = EagerGrantSpec(clean, push_order=adapter.push_order)
-    # The spec restates model_api's Step/Invariant shapes (DESIGN principle 2): structural only.
+    # The spec restates model_api's Step/Invariant shapes (docs/design.md#principle-2): structural
+    # only.
     lockstep = Lockstep(cast("SpecModel[CreditState]", model), adapter)
     return CreditRun(model=model, adapter=adapter, lockstep=lockstep)
 

@@ -1,7 +1,8 @@
 """z3 proofs of the credit rules: inductive invariants of the sender ledger and receiver allocator.
 
-The rules are encoded here directly from SEMANTICS §6 (sender ledger) and §8 (receiver allocator);
-nothing is imported from the implementation (a proof of the code's own formulas proves nothing).
+The rules are encoded here directly from docs/semantics.md#sender-ledger (sender ledger) and §8
+(receiver allocator); nothing is imported from the implementation (a proof of the code's own
+formulas proves nothing).
 
 Two transition systems, each a set of named state fields, an ``Init`` predicate, named actions
 (guard plus effect; every field an action does not assign keeps its value) and named predicates:

@@ -1,5 +1,5 @@
-"""The receiver allocator as a transition system (SEMANTICS §8): two key+epoch records sharing
-one capacity per resource."""
+"""The receiver allocator as a transition system (docs/semantics.md#receiver-allocator): two
+key+epoch records sharing one capacity per resource."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ _COUNTERS = ("granted", "landed", "released", "reclaimed_return", "reclaimed_fen
 
 
 def _allocator(mutation: str | None) -> _System:
-    """SEMANTICS §8 over two symbolic key+epoch records sharing one capacity per resource."""
+    """docs/semantics.md#receiver-allocator over two symbolic key+epoch records sharing one capacity
+    per resource."""
     a = _IntArith()
     fields: list[str] = [*_vec("capacity"), *_vec("reserve")]
     for k in KEYS:

@@ -38,7 +38,7 @@ ALLOCATOR_INVARIANT = (
 LEDGER_MUTATIONS: Mapping[str, str] = types.MappingProxyType(
     {
         "accept_decreasing_grant": "apply_update checks a grant only against consumed, not "
-        "against its previous total (SEMANTICS §6: below previous total → IA)",
+        "against its previous total (docs/semantics.md#sender-ledger: below previous total → IA)",
         "ignore_epoch": "apply_update accepts an update of another epoch",
         "return_beyond_available": "return_unused does not check the amount against available",
     }

@@ -131,7 +131,8 @@ def predicate_names(system: str) -> tuple[str, ...]:
 
 
 def prove_ledger_inductive(*, mutation: str | None = None) -> ProofResult:
-    """Prove :data:`LEDGER_INVARIANT` inductive for the sender ledger (SEMANTICS §6).
+    """Prove :data:`LEDGER_INVARIANT` inductive for the sender ledger
+    (docs/semantics.md#sender-ledger).
 
     Invariants: ``0 ≤ consumed, returned`` and ``consumed + returned ≤ grant_total`` (available
     never negative, never above granted); ``grant_total ≤`` the receiver's granted total of that
@@ -142,7 +143,8 @@ def prove_ledger_inductive(*, mutation: str | None = None) -> ProofResult:
 
 
 def prove_allocator_inductive(*, mutation: str | None = None) -> ProofResult:
-    """Prove :data:`ALLOCATOR_INVARIANT` inductive for the receiver allocator (SEMANTICS §8).
+    """Prove :data:`ALLOCATOR_INVARIANT` inductive for the receiver allocator
+    (docs/semantics.md#receiver-allocator).
 
     Invariants: per resource ``Σ outstanding ≤ capacity`` and ``Σ USER outstanding ≤ capacity −
     staging_reserve``; per record ``outstanding ≥ 0``, ``released ≤ landed``, and the fence

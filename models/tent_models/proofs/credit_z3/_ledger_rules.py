@@ -1,4 +1,5 @@
-"""The sender ledger as a transition system (SEMANTICS §6), with the receiver's side of one key."""
+"""The sender ledger as a transition system (docs/semantics.md#sender-ledger), with the receiver's
+side of one key."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from tent_models.proofs.credit_z3._encoding import (
 
 
 def _ledger(arith: _Arith, mutation: str | None) -> _System:
-    """SEMANTICS §6 for one key (the epoch fence included), with the receiver's side of it."""
+    """docs/semantics.md#sender-ledger for one key (the epoch fence included), with the receiver's
+    side of it."""
     a = arith
     sender_fields = ["epoch", "last_seq"]
     for r in RESOURCES:

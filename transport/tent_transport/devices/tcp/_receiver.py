@@ -1,6 +1,7 @@
 """The receiver side of the TCP data path: bind, admit, land straight into the segment.
 
-Per data connection, in order (TRANSPORT rules 2–4):
+Per data connection, in order (docs/transport_design.md#transport-rule-2,
+docs/transport_design.md#transport-rule-3 and docs/transport_design.md#transport-rule-4):
 
 1. **Bind.** The listener sends a fresh challenge; the first ``BIND.size`` bytes must prove the
    connection belongs to the sender's live, authenticated control session

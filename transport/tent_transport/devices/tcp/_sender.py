@@ -1,18 +1,18 @@
 """The sender side of the TCP data path: :class:`TcpRail`, a :class:`Device` over TCP.
 
-One rail holds one data connection per peer (TRANSPORT rule 6), opened by :meth:`TcpRail.attach`
-and bound to the authenticated control session before it carries anything. :meth:`post` writes
-each slice's header (with the payload's CRC32C and its lease) and then the payload; the
-receiver's acknowledgements arrive in posting order and complete the slices. A READ's payload is
-received straight into the slice's local buffer and verified. Every posted slice completes
-exactly once: a lost connection completes all of its outstanding slices as FLUSHED.
+One rail holds one data connection per peer (docs/transport_design.md#transport-rule-6), opened by
+:meth:`TcpRail.attach` and bound to the authenticated control session before it carries anything.
+:meth:`post` writes each slice's header (with the payload's CRC32C and its lease) and then the
+payload; the receiver's acknowledgements arrive in posting order and complete the slices. A READ's
+payload is received straight into the slice's local buffer and verified. Every posted slice
+completes exactly once: a lost connection completes all of its outstanding slices as FLUSHED.
 
-Budgets (TRANSPORT rule 7): ``post_budget(peer) = min(free completion slots, max_qp_wr -
-outstanding on that connection)``, and 0 while the connection is not ready. Posted payloads are
-not copied: the connection keeps views of the callers' buffers until the bytes are sent (the
-handle holds the buffer until the acknowledgement anyway, rule 5). Plaintext connections run on
-:class:`~._raw.RawSocketTransport`, which sends from those views; TLS ones on asyncio's SSL
-transport, fed in chunks while its buffer is nearly empty.
+Budgets (docs/transport_design.md#transport-rule-7): ``post_budget(peer) = min(free completion
+slots, max_qp_wr - outstanding on that connection)``, and 0 while the connection is not ready.
+Posted payloads are not copied: the connection keeps views of the callers' buffers until the bytes
+are sent (the handle holds the buffer until the acknowledgement anyway, rule 5). Plaintext
+connections run on :class:`~._raw.RawSocketTransport`, which sends from those views; TLS ones on
+asyncio's SSL transport, fed in chunks while its buffer is nearly empty.
 """
 
 from __future__ import annotations
