@@ -23,11 +23,13 @@ def _device() -> str:
 
 
 @needs_nic
-@pytest.mark.parametrize("case", sorted(c for c, r in REFUSALS.items() if r.real))
+@pytest.mark.parametrize("case", sorted(c for c, r in REFUSALS.items() if r.follows != "ours"))
 def test_real_device_refuses_as_the_table_says(case: str) -> None:
+    """Every row that follows a provider: the NIC reports that provider's value or one the row
+    names for another provider (``elsewhere``)."""
     backend = load_pyverbs()
     observed, target_changed = SCENARIOS[case](backend, _device())
-    assert observed == REFUSALS[case].value(backend.enums), REFUSALS[case].source
+    assert observed in REFUSALS[case].accepted(backend.enums), REFUSALS[case].source
     assert not target_changed
 
 

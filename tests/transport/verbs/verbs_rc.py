@@ -64,12 +64,12 @@ class Side:
 
 
 def rts_attr(backend: VerbsBackend, remote_gid: Any, remote_qpn: int, *,
-             rnr_retry: int = 7) -> Any:
+             rnr_retry: int = 7, max_dest_rd_atomic: int = 1) -> Any:
     """The RTR+RTS attributes of rdma-core's ``RCResources.to_rts`` (GRH route, RNR timers)."""
     e = backend.enums
     attr = backend.QPAttr(port_num=1)
     attr.path_mtu = e.IBV_MTU_1024
-    attr.max_dest_rd_atomic = 1
+    attr.max_dest_rd_atomic = max_dest_rd_atomic
     attr.max_rd_atomic = 1
     attr.min_rnr_timer = 12
     attr.timeout = 14
@@ -83,11 +83,13 @@ def rts_attr(backend: VerbsBackend, remote_gid: Any, remote_qpn: int, *,
     return attr
 
 
-def connect(a: Side, b: Side, *, rnr_retry: int = 7) -> None:
-    """Move both QPs INIT → RTR → RTS, each aimed at the other."""
+def connect(a: Side, b: Side, *, rnr_retry: int = 7, b_rd_atomic: int = 1) -> None:
+    """Move both QPs INIT → RTR → RTS, each aimed at the other (``b`` with
+    ``max_dest_rd_atomic`` ``b_rd_atomic``)."""
     gid_a, gid_b = a.ctx.query_gid(1, 0), b.ctx.query_gid(1, 0)
     a.qp.to_rts(rts_attr(a.backend, gid_b, b.qp.qp_num, rnr_retry=rnr_retry))
-    b.qp.to_rts(rts_attr(b.backend, gid_a, a.qp.qp_num, rnr_retry=rnr_retry))
+    b.qp.to_rts(rts_attr(b.backend, gid_a, a.qp.qp_num, rnr_retry=rnr_retry,
+                         max_dest_rd_atomic=b_rd_atomic))
 
 
 def poll_until(cq: Any, count: int, timeout_s: float = POLL_TIMEOUT_S) -> list[Any]:
@@ -141,19 +143,23 @@ def raised_errno(backend: VerbsBackend, call: Callable[[], object]) -> int:
 
 
 class Pair:
-    """A connected initiator/target pair with a source MR and a remote-writable target MR."""
+    """A connected initiator/target pair with a source MR and a remote-writable target MR.
+
+    ``target_access`` is the target MR's access, ``target_qp_access`` the target QP's
+    ``qp_access_flags`` and ``target_rd_atomic`` its ``max_dest_rd_atomic``.
+    """
 
     def __init__(self, backend: VerbsBackend, device: str, **side_kw: Any) -> None:
         e = backend.enums
         self.backend = backend
         rnr_retry = side_kw.pop("rnr_retry", 7)
-        target_access = side_kw.pop(
-            "target_access",
-            e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ,
-        )
+        everything = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+        target_access = side_kw.pop("target_access", everything)
+        target_qp_access = side_kw.pop("target_qp_access", everything)
+        target_rd_atomic = side_kw.pop("target_rd_atomic", 1)
         self.init = Side(backend, device, **side_kw)
-        self.target = Side(backend, device, **side_kw)
-        connect(self.init, self.target, rnr_retry=rnr_retry)
+        self.target = Side(backend, device, qp_access=target_qp_access, **side_kw)
+        connect(self.init, self.target, rnr_retry=rnr_retry, b_rd_atomic=target_rd_atomic)
         self.src = self.init.mr(4096, e.IBV_ACCESS_LOCAL_WRITE)
         self.src.write(b"\xab" * 4096, 4096)
         self.dst = self.target.mr(4096, target_access)
@@ -211,6 +217,44 @@ def _register_all() -> None:
         return status
 
     SCENARIOS["write_after_deregistration"] = _with_pair(after_dereg)
+    local_write, remote_write, remote_read = 1, 2, 4  # IBV_ACCESS_* (the same in pyverbs)
+    SCENARIOS["write_through_qp_without_remote_write"] = _with_pair(
+        no_remote_write, target_qp_access=local_write | remote_read
+    )
+
+    def read_one(p: Pair) -> int:
+        sink = p.init.mr(4096, _e(p).IBV_ACCESS_LOCAL_WRITE)
+        return p.one(write_wr(p.backend, 1, sink, 64, p.dst.rkey, p.dst.buf, read=True))
+
+    SCENARIOS["read_through_qp_without_remote_read"] = _with_pair(
+        read_one, target_qp_access=local_write | remote_write
+    )
+    SCENARIOS["read_with_zero_max_dest_rd_atomic"] = _with_pair(read_one, target_rd_atomic=0)
+    SCENARIOS["write_imm_with_bad_rkey_without_receive"] = _with_pair(
+        lambda p: p.one(
+            write_wr(p.backend, 1, p.src, 64, p.dst.rkey ^ 0x5A5A00, p.dst.buf, imm=7)
+        ),
+        rnr_retry=0,
+    )
+    SCENARIOS["zero_length_write_with_invalid_rkey"] = _with_pair(
+        lambda p: p.one(write_wr(p.backend, 1, p.src, 0, p.dst.rkey ^ 0x5A5A00, 0))
+    )
+
+    def receive_after(imm: int | None) -> Callable[[Pair], int]:
+        def run(p: Pair) -> int:
+            # the target has one receive posted; a write leaving its region fails at the
+            # responder, which moves the target QP to ERR: that receive completes with...
+            post_recv(p.target, 9, p.sink)
+            wr = write_wr(p.backend, 1, p.src, 64, p.dst.rkey, p.dst.buf + 4096 - 32, imm=imm)
+            assert p.one(wr) == _e(p).IBV_WC_REM_ACCESS_ERR
+            wcs = poll_until(p.target.rcq, 1)
+            assert [w.wr_id for w in wcs] == [9], "the target's receive never completed"
+            return int(wcs[0].status)
+
+        return run
+
+    SCENARIOS["responder_receive_after_access_violation"] = _with_pair(receive_after(None))
+    SCENARIOS["responder_receive_of_write_imm_access_violation"] = _with_pair(receive_after(7))
     SCENARIOS["write_with_unknown_rkey"] = _with_pair(
         lambda p: p.one(write_wr(p.backend, 1, p.src, 64, p.dst.rkey ^ 0x5A5A00, p.dst.buf))
     )
@@ -499,3 +543,53 @@ def incast_sender_main(conn: Any, fabric: str, target: tuple[str, int, int, int]
         statuses.extend(int(w.status) for w in poll_until(side.scq, count))
     conn.send((statuses, hashlib.sha256(payload).hexdigest()))
     side.close()
+
+
+def responder_main(conn: Any, fabric: str) -> None:
+    """A target process whose QPs the tests break from another process, one at a time.
+
+    Commands over ``conn``: ``("open", qp_access, mr_access, rd_atomic, receives)`` makes a QP
+    (``qp_access_flags``), a 4 KiB MR (``mr_access``) and posts ``receives`` receives (wr ids
+    100, 101, ...), answering ``(gid, qpn, rkey, addr)``; ``("connect", gid, qpn)`` brings the
+    QP to RTS with ``max_dest_rd_atomic`` ``rd_atomic`` and answers ``"ready"``;
+    ``("report", n)`` polls the receive CQ until ``n`` completions came (bounded), then answers
+    ``(qp state, [(wr_id, status), ...], sha256 of the MR)``; ``("close",)``; ``"exit"``.
+    """
+    import hashlib
+    from pathlib import Path
+
+    from tent_transport.verbs import soft_backend
+
+    backend = soft_backend(Path(fabric))
+    e = backend.enums
+    side: Side | None = None
+    mr: Any = None
+    rd_atomic = 1
+    while (command := conn.recv()) != "exit":
+        verb = command[0]
+        if verb == "open":
+            _, qp_access, mr_access, rd_atomic, receives = command
+            side = Side(backend, "soft0", qp_access=qp_access)
+            mr = side.mr(4096, mr_access)
+            sink = side.mr(64, e.IBV_ACCESS_LOCAL_WRITE)
+            for index in range(receives):
+                post_recv(side, 100 + index, sink)
+            conn.send((side.ctx.query_gid(1, 0).gid, side.qp.qp_num, mr.rkey, mr.buf))
+        elif verb == "connect":
+            assert side is not None
+            _, gid, qpn = command
+            side.qp.to_rts(rts_attr(backend, backend.GID(gid), qpn, max_dest_rd_atomic=rd_atomic))
+            conn.send("ready")
+        elif verb == "report":
+            assert side is not None
+            wcs = poll_until(side.rcq, command[1]) if command[1] else side.rcq.poll(1)[1]
+            state = side.qp.query(e.IBV_QP_STATE)[0].qp_state
+            digest = hashlib.sha256(mr.read(4096, 0)).hexdigest()
+            conn.send((state, [(w.wr_id, w.status) for w in wcs], digest))
+        elif verb == "close":
+            assert side is not None
+            side.close()
+            side = None
+            conn.send("closed")
+    if side is not None:
+        side.close()

@@ -1,19 +1,33 @@
 """The soft RC queue pair: its state machine (one table), posting, and one-sided execution.
 
-Execution follows an RC responder's checks in order, and the first that fails decides the
+The soft device follows **Linux rxe** (``drivers/infiniband/sw/rxe``), the one RC provider whose
+every rule is readable source; docs/rdma.md ("Which provider each status follows") lists where
+others differ. A send WR is executed in rxe's order, and the first check that fails decides the
 initiator's completion (nothing is written):
 
-1. the seeded fault draw (``SoftConfig.fault_rate``) → ``fault_status``;
-2. the target node and QP exist, are RTR/RTS, and are connected to this QP → else
-   ``IBV_WC_RETRY_EXC_ERR`` (a real requester never hears back and exhausts its retries);
-3. every local SGE lies in a valid local MR of this QP's PD (LOCAL_WRITE for a READ's
-   destination) → else ``IBV_WC_LOC_PROT_ERR``;
-4. the rkey is valid, of the target QP's PD, grants REMOTE_WRITE / REMOTE_READ (and so does the
-   target QP's access), and the range lies inside the region → else ``IBV_WC_REM_ACCESS_ERR``;
-5. a WRITE_WITH_IMM needs a posted receive on the target: retried every ``rnr_timer_ns``,
-   ``rnr_retry`` times (7 = forever, as in IB), then ``IBV_WC_RNR_RETRY_EXC_ERR``.
+1. the seeded fault draw (``SoftConfig.fault_rate``) → ``fault_status`` (the soft device's own);
+2. requester: every local SGE of a WRITE lies in a valid local MR of this QP's PD → else
+   ``IBV_WC_LOC_PROT_ERR`` before anything is sent (rxe_req.c: ``finish_packet`` → -EFAULT);
+3. the target node and QP exist, are RTR/RTS and connected to this QP → else
+   ``IBV_WC_RETRY_EXC_ERR`` (rxe_recv.c ``check_type_state`` drops the packet; the requester
+   exhausts its retries);
+4. responder ``check_op_valid``: the target QP's ``qp_access_flags`` grant REMOTE_WRITE (a WRITE)
+   or REMOTE_READ (a READ) → else ``IBV_WC_REM_INV_REQ_ERR`` (NAK invalid request);
+5. responder ``check_resource``: a READ needs ``max_dest_rd_atomic`` > 0 → else
+   ``IBV_WC_REM_INV_REQ_ERR``; a WRITE_WITH_IMM needs a posted receive, retried every
+   ``rnr_timer_ns``, ``rnr_retry`` times (7 = forever, as in IB), then
+   ``IBV_WC_RNR_RETRY_EXC_ERR``;
+6. responder ``check_rkey``: a zero-length WRITE or READ needs no rkey and succeeds; else the rkey
+   is valid, of the target QP's PD, its MR grants REMOTE_WRITE / REMOTE_READ and the range lies
+   inside it → else ``IBV_WC_REM_ACCESS_ERR``;
+7. a READ's local SGEs are checked when its data returns (rxe_comp.c ``do_read``) →
+   ``IBV_WC_LOC_PROT_ERR``.
 
-A failed WR moves the QP to ERR; ERR flushes every outstanding WR with ``IBV_WC_WR_FLUSH_ERR``.
+A failed WR moves the initiator's QP to ERR; ERR flushes every outstanding WR with
+``IBV_WC_WR_FLUSH_ERR``. A responder error of steps 4-6 (rxe's class C) moves the *target* QP to
+ERR too: an initiator marks it in the target's shared state, and the owner takes that over at its
+next verbs call, flushing its posted receives (a WRITE_WITH_IMM that had taken a receive completes
+that receive with ``IBV_WC_REM_ACCESS_ERR``, as rxe's ``do_complete`` does).
 """
 
 from __future__ import annotations
@@ -32,7 +46,7 @@ from ._shm import QPFile
 from .pyverbs_error import PyverbsRDMAError
 
 if TYPE_CHECKING:
-    from ._hca import Context
+    from ._hca import Context, RemoteNode
 
 __all__ = ["QP", "PendingWR"]
 
@@ -70,6 +84,8 @@ for _state in (e.IBV_QPS_RESET, e.IBV_QPS_INIT, e.IBV_QPS_RTR, e.IBV_QPS_RTS, e.
     TRANSITIONS[(_state, e.IBV_QPS_ERR)] = e.IBV_QP_STATE
 
 _SUPPORTED_OPS = (e.IBV_WR_RDMA_WRITE, e.IBV_WR_RDMA_WRITE_WITH_IMM, e.IBV_WR_RDMA_READ)
+_READY = (e.IBV_QPS_RTR, e.IBV_QPS_RTS)  # a responder answers requests in these
+_LIVE = (e.IBV_QPS_INIT, e.IBV_QPS_RTR, e.IBV_QPS_RTS)  # states a responder error can end
 _INFINITE_RNR = 7
 _RNR_WAIT = -1  # _perform's "no receive posted yet"
 
@@ -155,6 +171,7 @@ class QP:
         self._remote_node = 0
         self._remote_qpn = 0
         self._rnr_retry = 0
+        self._max_dest_rd_atomic = 0
         self._rnr_timer_ns = ctx.config.rnr_timer_ns
         self._sq: deque[PendingWR] = deque()
         self._inflight: PendingWR | None = None
@@ -168,9 +185,24 @@ class QP:
 
     # state machine -----------------------------------------------------------------------------
     def _publish(self) -> None:
-        self._shared.set_header(
-            self.qp_state, self.pd.handle, self._access, self._remote_node, self._remote_qpn
-        )
+        """Write the responder state (caller holds the context lock, not the file's lock)."""
+        with self._shared.locked():  # never over an initiator's ERR (a responder error)
+            if self._shared.state() == e.IBV_QPS_ERR and self.qp_state in _LIVE:
+                self.qp_state = e.IBV_QPS_ERR
+            self._shared.set_header(
+                self.qp_state,
+                self.pd.handle,
+                self._access,
+                self._remote_node,
+                self._remote_qpn,
+                self._max_dest_rd_atomic,
+            )
+
+    def _sync_locked(self) -> None:
+        """Take over an ERR a remote initiator set (a responder error, module docstring): the
+        QP flushes as if it had failed itself. Caller holds the context lock."""
+        if self.qp_state in _LIVE and self._shared.state() == e.IBV_QPS_ERR:
+            self._enter_error_locked()
 
     def modify(self, qp_attr: QPAttr, comp_mask: int) -> None:
         """``ibv_modify_qp``: apply the attributes ``comp_mask`` names, then change state.
@@ -193,12 +225,17 @@ class QP:
                 raise PyverbsRDMAError("Failed to modify QP (no soft GID)", errno.EINVAL)
             remote_node = node
         with ctx._lock:
+            self._sync_locked()
+            if self.qp_state == e.IBV_QPS_ERR and target in _LIVE:
+                raise PyverbsRDMAError("Failed to modify QP", errno.EINVAL)  # it failed meanwhile
             if comp_mask & e.IBV_QP_ACCESS_FLAGS:
                 self._access = qp_attr.qp_access_flags
             if comp_mask & e.IBV_QP_DEST_QPN:
                 self._remote_qpn = qp_attr.dest_qp_num
             if comp_mask & e.IBV_QP_RNR_RETRY:
                 self._rnr_retry = qp_attr.rnr_retry
+            if comp_mask & e.IBV_QP_MAX_DEST_RD_ATOMIC:
+                self._max_dest_rd_atomic = qp_attr.max_dest_rd_atomic
             self._remote_node = remote_node
             self.qp_state = target
             self._publish()
@@ -231,11 +268,14 @@ class QP:
 
     def query(self, attr_mask: int) -> tuple[QPAttr, QPInitAttr]:
         """The current state and capabilities (whatever ``attr_mask`` asks for)."""
+        with self.context._lock:
+            self._sync_locked()
         attr = QPAttr(qp_state=self.qp_state, cur_qp_state=self.qp_state)
         attr.cap = self.cap
         attr.qp_access_flags = self._access
         attr.dest_qp_num = self._remote_qpn
         attr.rnr_retry = self._rnr_retry
+        attr.max_dest_rd_atomic = self._max_dest_rd_atomic
         init = QPInitAttr(qp_type=self.qp_type, scq=self.scq, rcq=self.rcq, cap=self.cap)
         return attr, init
 
@@ -248,6 +288,7 @@ class QP:
         ctx = self.context
         current: SendWR | None = wr
         with ctx._lock:
+            self._sync_locked()
             now = time.monotonic_ns()
             while current is not None:
                 code = 0
@@ -286,6 +327,7 @@ class QP:
         ctx = self.context
         current: RecvWR | None = wr
         with ctx._lock:
+            self._sync_locked()
             while current is not None:
                 code = 0
                 if self.qp_state == e.IBV_QPS_RESET or current.num_sge > self.cap.max_recv_sge:
@@ -316,6 +358,7 @@ class QP:
 
     def _drain_inbound(self, cq: CQ) -> None:
         """Move inbound receive completions into ``cq`` (caller holds the context lock)."""
+        self._sync_locked()
         while self._shared.inbound_pending():
             entry = self._shared.pop_inbound()
             if entry is None:
@@ -367,6 +410,7 @@ class QP:
         with ctx._lock:
             if pending.done or not self._sq or self._sq[0] is not pending:
                 return None
+            self._sync_locked()
             if self.qp_state != e.IBV_QPS_RTS:
                 return None
             self._inflight = pending
@@ -409,70 +453,83 @@ class QP:
         return None
 
     def _perform(self, pending: PendingWR) -> tuple[int, int]:
-        """The responder checks and the copy (module docstring); returns (status, bytes)."""
+        """The requester and responder checks in rxe's order and the copy (module docstring);
+        returns (status, bytes)."""
         ctx = self.context
         if pending.fault:
             return ctx.config.fault_status, 0
+        is_read = pending.opcode == e.IBV_WR_RDMA_READ
+        total = sum(length for _, length, _ in pending.sges)
+        if not is_read and not self._local_ok(pending, need_write=False):
+            return e.IBV_WC_LOC_PROT_ERR, 0  # rxe_req.c: the packet is never sent
         remote = ctx.remote(self._remote_node)
         rqp = remote.qp(self._remote_qpn) if remote is not None else None
         if remote is None or rqp is None:
             return e.IBV_WC_RETRY_EXC_ERR, 0
-        state, pd, access, rnode, rqpn = rqp.header()
-        if (
-            state not in (e.IBV_QPS_RTR, e.IBV_QPS_RTS)
-            or rnode != ctx.node.node_id
-            or rqpn != self.qp_num
-        ):
+        state, pd, access, rnode, rqpn, rd_atomic = rqp.header()
+        if state not in _READY or rnode != ctx.node.node_id or rqpn != self.qp_num:
             return e.IBV_WC_RETRY_EXC_ERR, 0
-        is_read = pending.opcode == e.IBV_WR_RDMA_READ
-        total = 0
+        need = e.IBV_ACCESS_REMOTE_READ if is_read else e.IBV_ACCESS_REMOTE_WRITE
+        if not access & need or (is_read and rd_atomic == 0):
+            # check_op_valid / check_resource: class C, NAK "invalid request"
+            _responder_error(rqp)
+            return e.IBV_WC_REM_INV_REQ_ERR, 0
+        if pending.opcode == e.IBV_WR_RDMA_WRITE_WITH_IMM:
+            return self._write_with_imm(pending, remote, rqp, pd, total)
+        where = _target(remote, pending, pd, need, total)
+        if where is None:
+            _responder_error(rqp)  # check_rkey: class C, NAK "remote access error"
+            return e.IBV_WC_REM_ACCESS_ERR, 0
+        if is_read:
+            if not self._local_ok(pending, need_write=True):
+                return e.IBV_WC_LOC_PROT_ERR, 0  # rxe_comp.c do_read: the data has nowhere to go
+            for addr, length, _ in pending.sges:
+                if length:
+                    ctypes.memmove(addr, where, length)
+                    where += length
+            return e.IBV_WC_SUCCESS, total
+        _gather(pending.sges, where)
+        return e.IBV_WC_SUCCESS, total
+
+    def _write_with_imm(
+        self, pending: PendingWR, remote: RemoteNode, rqp: QPFile, pd: int, total: int
+    ) -> tuple[int, int]:
+        """check_resource (a posted receive, else RNR) before check_rkey, under the target QP's
+        lock: the receive taken is the one completed, with the data or with the error."""
+        with rqp.locked():
+            if rqp.header()[0] not in _READY:
+                return e.IBV_WC_RETRY_EXC_ERR, 0
+            if rqp.recv_outstanding() == 0:
+                return _RNR_WAIT, 0
+            where = _target(remote, pending, pd, e.IBV_ACCESS_REMOTE_WRITE, total)
+            wr_id = rqp.take_recv()
+            assert wr_id is not None  # we hold the lock and saw one
+            if where is None:
+                rqp.push_inbound(wr_id, 0, 0, e.IBV_WC_REM_ACCESS_ERR, e.IBV_WC_RECV)
+                rqp.set_state(e.IBV_QPS_ERR)
+                return e.IBV_WC_REM_ACCESS_ERR, 0
+            _gather(pending.sges, where)
+            rqp.push_inbound(
+                wr_id, total, pending.imm, e.IBV_WC_SUCCESS, e.IBV_WC_RECV_RDMA_WITH_IMM
+            )
+        return e.IBV_WC_SUCCESS, total
+
+    def _local_ok(self, pending: PendingWR, *, need_write: bool) -> bool:
+        """Every non-empty local SGE lies in a valid MR of this QP's PD (LOCAL_WRITE for a
+        READ's destination); rxe's ``copy_data`` skips zero-length SGEs."""
         for addr, length, lkey in pending.sges:
-            mr = ctx._mrs.get(lkey)
+            if length == 0:
+                continue
+            mr = self.context._mrs.get(lkey)
             if (
                 mr is None
                 or mr.pd is not self.pd
                 or addr < mr.buf
                 or addr + length > mr.buf + mr.length
-                or (is_read and not mr.access & e.IBV_ACCESS_LOCAL_WRITE)
+                or (need_write and not mr.access & e.IBV_ACCESS_LOCAL_WRITE)
             ):
-                return e.IBV_WC_LOC_PROT_ERR, 0
-            total += length
-        need = e.IBV_ACCESS_REMOTE_READ if is_read else e.IBV_ACCESS_REMOTE_WRITE
-        entry = remote.keys.lookup(pending.rkey)
-        if (
-            entry is None
-            or entry.buf == 0
-            or entry.pd != pd
-            or not entry.access & need
-            or not access & need
-            or pending.raddr < entry.base_addr
-            or pending.raddr + total > entry.base_addr + entry.length
-        ):
-            return e.IBV_WC_REM_ACCESS_ERR, 0
-        buf = remote.buffer(entry.buf)
-        if buf is None:
-            return e.IBV_WC_REM_ACCESS_ERR, 0
-        where = buf.address + entry.file_offset + (pending.raddr - entry.base_addr)
-        if is_read:
-            for addr, length, _ in pending.sges:
-                ctypes.memmove(addr, where, length)
-                where += length
-            return e.IBV_WC_SUCCESS, total
-        if pending.opcode == e.IBV_WR_RDMA_WRITE:
-            _gather(pending.sges, where)
-            return e.IBV_WC_SUCCESS, total
-        with rqp.locked():
-            if rqp.header()[0] not in (e.IBV_QPS_RTR, e.IBV_QPS_RTS):
-                return e.IBV_WC_RETRY_EXC_ERR, 0
-            if rqp.recv_outstanding() == 0:
-                return _RNR_WAIT, 0
-            _gather(pending.sges, where)
-            wr_id = rqp.take_recv()
-            assert wr_id is not None  # we hold the lock and saw one
-            rqp.push_inbound(
-                wr_id, total, pending.imm, e.IBV_WC_SUCCESS, e.IBV_WC_RECV_RDMA_WITH_IMM
-            )
-        return e.IBV_WC_SUCCESS, total
+                return False
+        return True
 
     def close(self) -> None:
         """Destroy: ERR (flushing what is outstanding), then unreachable to every initiator."""
@@ -485,15 +542,46 @@ class QP:
                 self._publish()
                 self._flush_locked()
             del ctx._qps[self.qp_num]
-            self._shared.set_header(e.IBV_QPS_ERR, 0, 0, 0, 0)
+            self._shared.set_header(e.IBV_QPS_ERR, 0, 0, 0, 0, 0)
             (ctx.node.path / f"qp-{self.qp_num}").unlink(missing_ok=True)
         ctx._fire()
 
 
+def _target(remote: RemoteNode, pending: PendingWR, pd: int, need: int, total: int) -> int | None:
+    """rxe ``check_rkey``: where in this process the remote range is mapped, or None for an
+    rkey violation (unknown or invalidated rkey, another PD, an MR without ``need``, a range
+    outside it). A zero-length operation needs no rkey: it touches nothing (any address)."""
+    if total == 0:
+        return 0
+    entry = remote.keys.lookup(pending.rkey)
+    if (
+        entry is None
+        or entry.buf == 0
+        or entry.pd != pd
+        or not entry.access & need
+        or pending.raddr < entry.base_addr
+        or pending.raddr + total > entry.base_addr + entry.length
+    ):
+        return None
+    buf = remote.buffer(entry.buf)
+    if buf is None:
+        return None
+    return buf.address + entry.file_offset + (pending.raddr - entry.base_addr)
+
+
+def _responder_error(rqp: QPFile) -> None:
+    """A class C responder error: the target QP goes to ERR (rxe ``do_class_ac_error``, then
+    ``rxe_qp_error``); its owner flushes it at its next verbs call."""
+    with rqp.locked():
+        if rqp.header()[0] in _READY:
+            rqp.set_state(e.IBV_QPS_ERR)
+
+
 def _gather(sges: list[tuple[int, int, int]], where: int) -> None:
     for addr, length, _ in sges:
-        ctypes.memmove(where, addr, length)
-        where += length
+        if length:
+            ctypes.memmove(where, addr, length)
+            where += length
 
 
 def _wc_opcode(wr_opcode: int) -> int:

@@ -7,9 +7,11 @@ A *fabric* is a directory (``/dev/shm/...`` by default). Every soft HCA (one ``C
 - ``keys``: the key table, one 48-byte entry per memory region, written only by the owner and read
   by initiators to check an rkey, its access flags, its PD and its range;
 - ``buf-<n>``: registered memory that other processes may write into or read from;
-- ``qp-<qpn>``: a QP's responder side: its state, PD, access flags and connected peer, the ring of
-  posted receives (the owner produces, the one connected initiator consumes) and the ring of
-  inbound receive completions (the initiator produces, the owner consumes).
+- ``qp-<qpn>``: a QP's responder side: its state, PD, access flags, connected peer and
+  ``max_dest_rd_atomic``, the ring of posted receives (the owner produces, the one connected
+  initiator consumes) and the ring of inbound receive completions (the initiator produces, the
+  owner consumes). The owner writes the header; an initiator writes only its state, to ERR,
+  when the responder fails a request (Linux rxe's class C errors), under the file's lock.
 
 Rings are single-producer single-consumer with 8-byte aligned indices, so neither side waits for the
 other; only taking a posted receive and the owner flushing them at ERR share an ``flock``, held for
@@ -46,9 +48,10 @@ _KEY_INDEX_BITS = 12
 # rkey, valid, access, pd, buf, base_addr, length, file_offset
 KEY_ENTRY = struct.Struct("<IIIIQQQQ")
 
-# QP file: state, pd, access, remote node (lo, hi), remote qpn, recv capacity, pad
-_QP_HEADER = struct.Struct("<IIIIIII4x")
+# QP file: state, pd, access, remote node (lo, hi), remote qpn, recv capacity, max_dest_rd_atomic
+_QP_HEADER = struct.Struct("<IIIIIIII")
 _QP_HEADER_SIZE = 64
+_STATE = struct.Struct("<I")  # the header's first field
 _RING_INDEX = struct.Struct("<Q")
 _RECV_ENTRY = struct.Struct("<Q")  # wr_id
 # wr_id, byte_len, imm_data, status, opcode, src_qp
@@ -196,9 +199,9 @@ class QPFile:
             size = os.fstat(self.fd).st_size
         self.mm = mmap.mmap(self.fd, size)
         if create:
-            self.mm[0:_QP_HEADER_SIZE] = _QP_HEADER.pack(0, 0, 0, 0, 0, 0, recv_capacity).ljust(
-                _QP_HEADER_SIZE, b"\0"
-            )
+            self.mm[0:_QP_HEADER_SIZE] = _QP_HEADER.pack(
+                0, 0, 0, 0, 0, 0, recv_capacity, 0
+            ).ljust(_QP_HEADER_SIZE, b"\0")
         self.capacity = _QP_HEADER.unpack_from(self.mm, 0)[6]
         self._recv_idx = _QP_HEADER_SIZE
         self._recv_base = self._recv_idx + ring
@@ -206,19 +209,24 @@ class QPFile:
         self._in_base = self._in_idx + ring
 
     # header ------------------------------------------------------------------------------------
-    def header(self) -> tuple[int, int, int, int, int]:
-        """(state, pd, access, remote node, remote qpn)."""
-        state, pd, access, lo, hi, rqpn, _ = _QP_HEADER.unpack_from(self.mm, 0)
-        return state, pd, access, lo | (hi << 32), rqpn
+    def header(self) -> tuple[int, int, int, int, int, int]:
+        """(state, pd, access, remote node, remote qpn, max_dest_rd_atomic)."""
+        state, pd, access, lo, hi, rqpn, _, rd_atomic = _QP_HEADER.unpack_from(self.mm, 0)
+        return state, pd, access, lo | (hi << 32), rqpn, rd_atomic
 
-    def set_header(self, state: int, pd: int, access: int, rnode: int, rqpn: int) -> None:
+    def set_header(  # noqa: PLR0917 (the header's fields, in its layout's order)
+        self, state: int, pd: int, access: int, rnode: int, rqpn: int, rd_atomic: int
+    ) -> None:
         packed = _QP_HEADER.pack(
-            state, pd, access, rnode & 0xFFFFFFFF, rnode >> 32, rqpn, self.capacity
+            state, pd, access, rnode & 0xFFFFFFFF, rnode >> 32, rqpn, self.capacity, rd_atomic
         )
         self.mm[0 : _QP_HEADER.size] = packed
 
+    def state(self) -> int:
+        return int(_STATE.unpack_from(self.mm, 0)[0])
+
     def set_state(self, state: int) -> None:
-        self.mm[0:4] = struct.pack("<I", state)
+        _STATE.pack_into(self.mm, 0, state)
 
     # locking -----------------------------------------------------------------------------------
     @contextlib.contextmanager
