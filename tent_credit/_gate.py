@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import ClassVar, Literal
 
 import attrs
@@ -817,14 +817,20 @@ class DispatchGate:
         route.completed += 1
         return events
 
-    def rollback_unsettled(self) -> int:
-        """Roll back every token issued and neither committed nor rolled back; return how many.
+    def rollback_unsettled(self, *, keep: Collection[GateToken] = ()) -> int:
+        """Roll back every token issued and neither committed nor rolled back, except those in
+        ``keep``; return how many.
 
         For a dispatch loop whose pick raised (the queue dispatched nothing, but the gate may
-        have reserved for owners it asked earlier in that pick). Call it only when no picked
-        owner is still awaiting its submit.
+        have reserved for owners it asked earlier in that pick). ``keep`` names the tokens of
+        owners picked earlier that still await their submit (a dispatch core commits at a
+        transfer's first post). Raises :class:`InvalidArgument` if ``keep`` holds a non-token;
+        nothing changes then.
         """
-        tokens = list(self._unsettled.values())
+        if not all(isinstance(token, GateToken) for token in keep):
+            raise InvalidArgument("keep must hold GateToken values")
+        kept = {token.ticket_id for token in keep if token._gate is self}
+        tokens = [t for t in self._unsettled.values() if t.ticket_id not in kept]
         for token in tokens:
             self._settle_rollback(token, TICKET_TRANSITIONS[(TicketState.RESERVED, "rollback")])
         return len(tokens)

@@ -10,7 +10,8 @@ docs/transport_design.md#layers), every decision a call into a core:
    ``progress_fallback_interval_us`` timer): ``pick_for_dispatch`` over the free dispatch
    window, with the sum of the rails' transmit estimates as the bandwidth provider and the
    ``DispatchGate`` as eligibility. Picked owners are cut into slices, each assigned a rail on
-   the selection EWMA, and the gate's token is committed (the transport accepted the work).
+   the selection EWMA; the gate's token is committed when the first slice is posted, and rolled
+   back if the transfer ends before that (``_settle.py``).
 3. Post: per rail, ``order_tiers`` (arbitration within a priority tier), then per peer the
    ``post_budget`` prefix as one chained ``Device.post``.
 4. ``progress`` polls every rail at one timestamp, feeds the meters, ends transfers whose last
@@ -39,7 +40,6 @@ from tent_credit import (
     DispatchGate,
     EndpointEvent,
     GateRejected,
-    GateToken,
     RejectReason,
 )
 from tent_credit import errors as credit_errors
@@ -70,6 +70,7 @@ from ._records import (
     pressure_of,
     translate,
 )
+from ._settle import Settlement
 from ._types import (
     EndReason,
     TransferEvent,
@@ -144,6 +145,7 @@ class DispatchCore:
         if self._queue is not None:
             self._queue.add_degradation_hook(self._note_drop)
 
+        self._settle = Settlement(gate)
         self._records: dict[int, TransferRecord] = {}
         self._by_owner: dict[int, TransferRecord] = {}
         self._batch_live: dict[int, int] = {}
@@ -471,6 +473,12 @@ class DispatchCore:
     def _dispatch(self, now_ns: int) -> None:
         if self._queue is not None and self._queued:
             self._refill(now_ns)
+        for record in self._settle.stale():  # their slices carry a lease the receiver refuses
+            record.failed = True
+            record.reason = EndReason.REJECTED
+            record.detail = REJECT_DETAIL[RejectReason.SNAPSHOT_FENCED]
+            self._withdraw(record)
+            self._maybe_finish(record, now_ns)
         self._rails.post_all(now_ns, self._posted, self._slice_ended)
 
     def _eligibility(self, owner: OwnerView, now_ns: int, /) -> EligibilityDecision:
@@ -501,8 +509,8 @@ class DispatchCore:
                 eligibility=None if gate is None else self._eligibility,
             )
         except (sched_errors.SchedError, credit_errors.CreditError) as exc:
-            if gate is not None:
-                gate.rollback_unsettled()  # the pick changed nothing; give back its tokens
+            if gate is not None:  # the pick changed nothing; give back its own tokens
+                gate.rollback_unsettled(keep=self._settle.pending_tokens())
             self._reject_reason.clear()
             raise translate(exc) from exc
         if gate is not None:
@@ -537,7 +545,8 @@ class DispatchCore:
                     hook(transfer_id, mlu)
 
     def _hand_off(self, record: TransferRecord, token: object | None) -> None:
-        """Cut a dispatched transfer into slices, assign each a rail, commit the gate token."""
+        """Cut a dispatched transfer into slices and assign each a rail; its gate token waits
+        for the first post (``_settle.py``)."""
         record.phase = TransferPhase.DISPATCHED
         record.token = token
         self._dispatched += 1
@@ -545,8 +554,7 @@ class DispatchCore:
             item.rail = self._rails.choose(item.request.length)
             record.waiting.add(item)
             self._rails.enqueue(item)
-        if self._gate is not None and isinstance(token, GateToken):
-            self._gate.commit(token)  # the rails accepted the work (RFC "submit-success commit")
+        self._settle.handed_off(record)
 
     # ---------------------------------------------------------------- internals: completion
 
@@ -554,6 +562,7 @@ class DispatchCore:
         record = item.owner
         record.waiting.discard(item)
         record.slices_posted += 1
+        self._settle.posted(record)  # the first post commits (RFC "submit-success commit")
 
     def _slice_ended(self, item: PendingSlice, status: SliceStatus, detail: str, now: int) -> None:
         record = item.owner
@@ -607,8 +616,7 @@ class DispatchCore:
             self._queue.complete(record.owner_id, status)
             self._window_owners -= 1
             self._window_bytes -= request.length
-        if self._gate is not None and isinstance(record.token, GateToken):
-            self._endpoint_events.extend(self._gate.complete(record.token, now_ns))
+        self._endpoint_events.extend(self._settle.ended(record, now_ns))
         if self._metrics is not None:
             self._metrics.record_completion(
                 status=status,

@@ -1,0 +1,62 @@
+"""The engine's runtime queue at its seams, as a user of the engine sees them (issue 26).
+
+Real engines in one process: a refused post gives its credit back, the queue drains without
+the caller polling, and a disabled gate submits exactly like no gate.
+"""
+
+from __future__ import annotations
+
+import os
+
+from net_helpers import run, until
+from procs import KEY, credit_config
+from tent_transport.config import load_engine_config
+from tent_transport.control import PskIdentity
+from tent_transport.engine import Engine, EngineOptions
+from verbs_engine import BLOCK, connected, fabric, write
+
+from tent_sched import TaskStatus
+
+__all__ = ["fabric"]  # the autouse fixture: a private soft-verbs fabric per test
+
+
+def _pair(config: dict[str, object], device: str = "tcp") -> tuple[Engine, Engine]:
+    loaded = load_engine_config(config)
+    rx_identity = PskIdentity(local_peer=2, keys={1: KEY})
+    tx_identity = PskIdentity(local_peer=1, keys={2: KEY})
+    rx = Engine(loaded, EngineOptions(peer_id=2, identity=rx_identity, device=device))
+    tx = Engine(loaded, EngineOptions(peer_id=1, identity=tx_identity, device=device))
+    return rx, tx
+
+
+def test_a_post_the_device_refuses_gives_its_credit_back() -> None:
+    """A one-slot receiver; a write the verbs rail refuses at post (no region at that offset)
+    ends FAILED and its charge is rolled back exactly, so the next write gets the only slot.
+    Before, the failed write kept the slot consumed and every later write stalled forever."""
+
+    async def scenario() -> None:
+        rx, tx = _pair(credit_config("required", slots=1, block=BLOCK, batch=1), "softverbs")
+        try:
+            peer, segment, memory = await connected(rx, tx, 4 * BLOCK)
+            refused = tx.submit([write(peer, segment, 8 * BLOCK, os.urandom(BLOCK))])
+            state = await refused.wait(10)
+            assert state.status is TaskStatus.FAILED and "post refused" in state.detail
+            assert tx.gate is not None
+            route = tx.gate.statistics().routes[0]
+            assert (route.rolled_back, route.committed) == (1, 0)
+            block = os.urandom(BLOCK)
+            good = tx.submit([write(peer, segment, 0, block)])
+            event = await rx.landed()
+            assert bytes(memory[:BLOCK]) == block
+            rx.release(event)
+            assert (await good.wait(10)).status is TaskStatus.COMPLETED
+            assert rx.credit is not None
+            await until(
+                lambda: set(rx.credit.allocator.statistics().outstanding.values()) == {0},
+                what="every credit back",
+            )
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario(), timeout=60)
