@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from net_helpers import run, until
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
+from tent_transport.devices.tcp import TcpRail
 from tent_transport.engine import Engine, EngineOptions
 from verbs_engine import BLOCK, connected, fabric, write
 
@@ -55,6 +57,36 @@ def test_a_post_the_device_refuses_gives_its_credit_back() -> None:
                 lambda: set(rx.credit.allocator.statistics().outstanding.values()) == {0},
                 what="every credit back",
             )
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario(), timeout=60)
+
+
+def test_the_queue_drains_without_the_caller_polling_on_a_rail_that_never_wakes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rail that reports completions only when polled (as a NIC without a completion
+    channel: pyverbs of rdma-core < 57): the last transfer in flight still ends, on the
+    progress fallback timer, while the caller only waits. Before, the timer ran only while
+    owners were queued and the handle stayed PENDING for good."""
+    monkeypatch.setattr(TcpRail, "set_wakeup", lambda self, callback: None)
+
+    async def scenario() -> None:
+        rx, tx = _pair(credit_config("disabled"))
+        try:
+            host, port = await rx.start()
+            peer = await tx.connect(host, port)
+            memory = bytearray(BLOCK)
+            segment = rx.register(memory)
+            rx.expose(1, segment.segment_id, 0, BLOCK)
+            await tx.wait_regions(peer, lambda d: bool(d.regions))
+            block = os.urandom(BLOCK)
+            handle = tx.submit([write(peer, segment.segment_id, 0, block)])
+            state = await handle.wait(10)  # only waits: nothing else wakes the sender
+            assert state.status is TaskStatus.COMPLETED, state
+            assert bytes(memory) == block
         finally:
             await tx.close()
             await rx.close()

@@ -298,16 +298,19 @@ class DispatchCore:
     def next_timer_ns(self) -> int | None:
         """When the driver must call :meth:`progress` at the latest (``None``: only on wake-up).
 
-        The earliest of a simulated rail's next completion and, while owners are queued or
-        slices wait for a QP slot, the progress fallback timer (``progress_fallback_interval_us``
-        after the last pass; 0 disables it).
+        The earliest of a simulated rail's next completion and, while owners are queued, slices
+        wait for a QP slot or posted slices sit on a device that names no completion time (seen
+        only when polled), the progress fallback timer (``progress_fallback_interval_us`` after
+        the last pass; 0 disables it): the seed's worker "also refills on a timer", so the last
+        transfer in flight is polled to its end without the caller polling.
         """
         candidates: list[int] = []
         due = self._rails.next_completion_ns()
         if due is not None:
             candidates.append(due)
         interval_ns = self._config.sched.runtime_queue.progress_fallback_interval_us * 1000
-        if interval_ns > 0 and (self._queued or self._rails.has_waiting()):
+        rails = self._rails
+        if interval_ns > 0 and (self._queued or rails.has_waiting() or rails.has_unscheduled()):
             candidates.append(self._last_progress_ns + interval_ns)
         return min(candidates) if candidates else None
 

@@ -157,6 +157,14 @@ class RailSet:
     def has_waiting(self) -> bool:
         return any(rail.waiting for rail in self._rails)
 
+    def has_unscheduled(self) -> bool:
+        """Whether a rail holds posted slices without naming when they complete: an
+        asynchronous device, whose completions are seen only when it is polled (a NIC without
+        a completion channel never wakes the driver)."""
+        return any(
+            rail.outstanding and rail.device.next_completion_ns() is None for rail in self._rails
+        )
+
     def next_completion_ns(self) -> int | None:
         due = [
             d for d in (rail.device.next_completion_ns() for rail in self._rails) if d is not None
