@@ -221,8 +221,8 @@ class DispatchCore:
         contexts: list[DispatchContext | None] = []
         for request in batch:
             qos = default_qos if request.qos_class is None else request.qos_class
-            if self._gate is None:
-                contexts.append(None)
+            if self._gate is None or not self._credit_active:
+                contexts.append(None)  # a DISABLED gate is exactly no gate (docs/gate.md)
                 continue
             try:
                 contexts.append(self._gate.context(credit_plan(request), request.peer, qos))
@@ -502,7 +502,7 @@ class DispatchCore:
         bytes_left = window.max_dispatch_bytes - self._window_bytes
         if owners_left <= 0 or bytes_left <= 0:
             return
-        gate = self._gate
+        gate = self._gate if self._credit_active else None  # DISABLED: no gate at all
         try:
             result = self._queue.pick_for_dispatch(
                 owners_left,
