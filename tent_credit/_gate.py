@@ -36,7 +36,7 @@ from ._describe import describe
 from ._endpoints import EndpointEvent, SenderEndpoint
 from ._ledger import ReservationToken
 from ._negotiation import CreditMode
-from ._types import CreditCharge, CreditKey, CreditResource, Plan, SessionId, charge_for_plan
+from ._types import CreditCharge, CreditKey, CreditResource, Plan, SessionId
 from .errors import ArithmeticOverflow, InvalidArgument, InvalidEntry, TooManyRequests
 
 __all__ = [
@@ -453,7 +453,7 @@ class DispatchGate:
             self._end_stall(owner_id, now_ns, dispatched=False)
             route.rejected_snapshots += 1
             return GateRejected(RejectReason.SNAPSHOT_FENCED)
-        charge = charge_for_plan(ctx.plan, owner.length)
+        charge = ctx.charge(owner.length)
         assert charge is not None  # remote plans always charge
         # A block adds the charge to the route's waiting demand: refuse one that cannot be
         # added (ArithmeticOverflow) before anything counts it (issue 10 item 10).
@@ -633,7 +633,7 @@ class DispatchGate:
             _check_owner(view)
             ctx = self._context_of(view)
             route = self._route(ctx.receiver, ctx.qos_class)
-            charge = charge_for_plan(ctx.plan, view.length)
+            charge = ctx.charge(view.length)
             if charge is None or route.last_info is None:
                 raise InvalidEntry(f"owner {owner_id} was not blocked by this gate")
             skipped.append((route, view, charge, route.last_info))

@@ -19,7 +19,7 @@ from ._arith import U32_MAX, U64_MAX
 from ._backpressure import BackpressureInfo
 from ._describe import describe
 from ._negotiation import CreditMode, NegotiationState
-from ._types import CreditCharge, CreditResource, Plan, SessionId
+from ._types import CreditCharge, CreditResource, Plan, SessionId, charge_for_plan
 from .errors import InvalidArgument
 
 if TYPE_CHECKING:  # annotations only: the gate module imports this one
@@ -100,6 +100,11 @@ def _u32(_inst: object, attr: attrs.Attribute[int], value: object) -> None:
         raise InvalidArgument(f"{attr.name} must be a u32 int, got {describe(value)}")
 
 
+def _requests(_inst: object, _attr: attrs.Attribute[int], value: object) -> None:
+    if type(value) is not int or not 1 <= value <= U32_MAX:
+        raise InvalidArgument(f"requests must be an int in [1, 2**32 - 1], got {describe(value)}")
+
+
 def _plan(_inst: object, _attr: attrs.Attribute[Plan], value: object) -> None:
     if not isinstance(value, Plan):
         raise InvalidArgument(f"unknown plan {describe(value)}")
@@ -130,15 +135,21 @@ class DispatchContext:
     :meth:`DispatchGate.add_endpoint`; ``qos_class`` picks that receiver's credit class;
     ``snapshot`` pins the ``(session, epoch)`` the owner was admitted under (``None``: unpinned).
     A queued owner whose snapshot was fenced meanwhile (receiver restart, sender reconnect) is
-    rejected at pick, never dispatched on the new epoch's credit. Raises
-    :class:`InvalidArgument` for an unknown plan, a non-u64 receiver, a non-u32 class or a
-    malformed snapshot.
+    rejected at pick, never dispatched on the new epoch's credit. ``requests`` is how many
+    requests the owner carries (merged requests: :func:`charge_for_plan` charges the slots per
+    request). Raises :class:`InvalidArgument` for an unknown plan, a non-u64 receiver, a
+    non-u32 class, a malformed snapshot or ``requests`` outside ``[1, 2**32 - 1]``.
     """
 
     plan: Plan = attrs.field(validator=_plan)
     receiver: int = attrs.field(validator=_u64)
     qos_class: int = attrs.field(default=0, validator=_u32)
     snapshot: tuple[SessionId, int] | None = attrs.field(default=None, validator=_snapshot)
+    requests: int = attrs.field(default=1, validator=_requests)
+
+    def charge(self, length: int) -> CreditCharge | None:
+        """The owner's remote charge (:func:`charge_for_plan` of its plan and requests)."""
+        return charge_for_plan(self.plan, length, self.requests)
 
     @property
     def remote(self) -> bool:

@@ -193,24 +193,30 @@ class Plan(enum.Enum):
     LOCAL = "local"
 
 
-def charge_for_plan(plan: Plan, length: int) -> CreditCharge | None:
+def charge_for_plan(plan: Plan, length: int, requests: int = 1) -> CreditCharge | None:
     """The remote receiver charge of a transfer of ``length`` bytes under ``plan``.
 
     Direct WRITE = DATA_BYTES + REQUEST_SLOTS + CONSUMER_SLOTS; staged WRITE adds STAGING_SLOTS;
     RDMA READ and local copies return ``None``: they use local accounting and are never stalled
-    by a remote ledger (RFC "Terminology and Direction").
+    by a remote ledger (RFC "Terminology and Direction"). ``requests`` > 1 is one owner carrying
+    that many merged requests (``length`` their total): the slots are charged per request, so
+    the owner reserves exactly what its requests would have reserved one by one.
     """
     if not isinstance(plan, Plan):
         raise InvalidArgument(f"unknown plan {describe(plan)}")
     if type(length) is not int or not 0 < length <= U64_MAX:
         raise InvalidArgument(f"transfer length must be in (0, 2**64), got {describe(length)}")
+    if type(requests) is not int or not 0 < requests <= min(length, U32_MAX):
+        raise InvalidArgument(
+            f"requests must be in [1, min(length, 2**32 - 1)], got {describe(requests)}"
+        )
     if plan in (Plan.RDMA_READ, Plan.LOCAL):
         return None
     parts = {
         CreditResource.DATA_BYTES: length,
-        CreditResource.REQUEST_SLOTS: 1,
-        CreditResource.CONSUMER_SLOTS: 1,
+        CreditResource.REQUEST_SLOTS: requests,
+        CreditResource.CONSUMER_SLOTS: requests,
     }
     if plan is Plan.REMOTE_STAGED_WRITE:
-        parts[CreditResource.STAGING_SLOTS] = 1
+        parts[CreditResource.STAGING_SLOTS] = requests
     return CreditCharge.of(parts)

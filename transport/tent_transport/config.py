@@ -8,6 +8,10 @@
   (``disabled`` / ``optional`` / ``required``), ``default_qos_class``, the gate's legacy window
   and fallback, the receiver's capacities and its grant policy.
 * ``dispatch`` (:class:`DispatchConfig`): how the dispatch core cuts and polls.
+* ``merge_requests`` (bool, default false; the reference's key, whose default is true): the
+  dispatch core merges a submit's contiguous requests into one owner (docs/transport.md
+  "Batches, merging and cancel"). Off by default here: under receiver credit a merged owner
+  must be granted all its requests' slots at once.
 
 Rules (every failure is a :class:`~tent_transport.errors.ConfigError` naming the key's path):
 
@@ -275,6 +279,7 @@ class EngineConfig:
     sched: SchedulingConfig = attrs.field(factory=SchedulingConfig)
     receiver_credit: ReceiverCreditConfig = attrs.field(factory=ReceiverCreditConfig)
     dispatch: DispatchConfig = attrs.field(factory=DispatchConfig)
+    merge_requests: bool = False
 
     def __attrs_post_init__(self) -> None:
         for name, kind in (
@@ -284,6 +289,8 @@ class EngineConfig:
         ):
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"{name} must be a {kind.__name__}")
+        if type(self.merge_requests) is not bool:
+            raise ConfigError(f"merge_requests must be a bool, got {self.merge_requests!r}")
         if self.receiver_credit.enabled and not self.sched.enable_runtime_queue:
             # The reference's fail-closed opt-in: the gate sits at the queue's dispatch
             # eligibility, so credit without the queue would dispatch ungated.
@@ -341,4 +348,5 @@ def load_engine_config(data: Mapping[str, Any] | str | bytes) -> EngineConfig:
             **credit_kwargs, grant=GrantPolicyConfig(**grant_section)
         ),
         dispatch=DispatchConfig(**dispatch_section),
+        merge_requests=data.get("merge_requests", False),
     )

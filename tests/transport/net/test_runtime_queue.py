@@ -92,3 +92,46 @@ def test_the_queue_drains_without_the_caller_polling_on_a_rail_that_never_wakes(
             await rx.close()
 
     run(scenario(), timeout=60)
+
+
+def test_merged_requests_are_one_owner_and_one_post_and_the_receiver_sees_each() -> None:
+    """``merge_requests``: four contiguous KV pages written into contiguous offsets become one
+    owner in the queue and one chained post; the receiver still gets (and releases) each page
+    as its own write, and every page's handle completes."""
+    config = {**credit_config("required", slots=8, block=BLOCK), "merge_requests": True}
+
+    async def scenario() -> None:
+        rx, tx = _pair(config)
+        try:
+            host, port = await rx.start()
+            peer = await tx.connect(host, port)
+            memory = bytearray(4 * BLOCK)
+            segment = rx.register(memory)
+            rx.expose(1, segment.segment_id, 0, 4 * BLOCK)
+            await tx.wait_regions(peer, lambda d: bool(d.regions))
+            pages = bytearray(os.urandom(4 * BLOCK))
+            view = memoryview(pages)
+            handle = tx.submit(
+                [write(peer, segment.segment_id, i * BLOCK, view[i * BLOCK : (i + 1) * BLOCK])
+                 for i in range(4)]
+            )
+            landed = [await rx.landed() for _ in range(4)]
+            assert sorted((e.offset, e.length) for e in landed) == [
+                (i * BLOCK, BLOCK) for i in range(4)
+            ]
+            for event in landed:
+                rx.release(event)
+            state = await handle.wait(10)
+            assert (state.status, state.ended, state.moved_bytes) == (
+                TaskStatus.COMPLETED, 4, 4 * BLOCK
+            )
+            assert bytes(memory) == bytes(pages)
+            queue = tx.core.queue
+            assert queue is not None and queue.statistics().admitted_total == 1
+            assert tx.core.statistics().merged_total == 3
+            assert tx.core.rail_statistics()[0].posts == 1
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario(), timeout=60)

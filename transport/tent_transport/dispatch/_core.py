@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import attrs
 from prometheus_client import CollectorRegistry
 
 from tent_credit import (
@@ -59,6 +60,7 @@ from tent_sched.metrics import SchedMetrics
 from ..config import EngineConfig
 from ..devices._base import U64_MAX, Device, SliceStatus
 from ..errors import ConfigError, InvalidArgument, InvalidEntry
+from ._merge import Merged, merge
 from ._rails import PendingSlice, RailSet, RailStatistics
 from ._records import (
     REJECT_DETAIL,
@@ -164,7 +166,7 @@ class DispatchCore:
         self._dispatched = 0
         self._window_owners = 0
         self._window_bytes = 0
-        self._submitted = self._bypassed = 0
+        self._submitted = self._bypassed = self._merged = 0
         self._ended: dict[EndReason, int] = dict.fromkeys(EndReason, 0)
 
     # ---------------------------------------------------------------- views
@@ -217,66 +219,92 @@ class DispatchCore:
                 raise InvalidArgument(f"requests[{position}] is not a TransferRequest")
         if not batch:
             return ()
-        default_qos = self._config.receiver_credit.default_qos_class
-        contexts: list[DispatchContext | None] = []
-        for request in batch:
-            qos = default_qos if request.qos_class is None else request.qos_class
-            if self._gate is None or not self._credit_active:
-                contexts.append(None)  # a DISABLED gate is exactly no gate (docs/gate.md)
-                continue
-            try:
-                contexts.append(self._gate.context(credit_plan(request), request.peer, qos))
-            except credit_errors.CreditError as exc:
-                raise translate(exc) from exc
+        owners = self._owners_of(batch)
+        contexts = [self._context_of(merged) for merged in owners]
         bypass = self._queue is None or (
             not self._credit_active
             and any(r.kind is OwnerKind.USER and r.plan is TransferPlan.STAGED for r in batch)
         )
         ids = tuple(range(self._next_transfer, self._next_transfer + len(batch)))
-        if bypass:
-            records = [TransferRecord(tid, r, now_ns, 0) for tid, r in zip(ids, batch, strict=True)]
-        else:
+        records = [
+            TransferRecord(
+                ids[min(m.indices)],
+                m.request,
+                now_ns,
+                0,
+                tuple((ids[i], batch[i].length) for i in m.indices),
+            )
+            for m in owners
+        ]
+        if not bypass:
             assert self._queue is not None
             token = self._next_batch
-            owners = [
+            requests = [
                 OwnerRequest(
-                    public_id=index + 1,
-                    length=request.length,
-                    kind=request.kind,
-                    deadline_ns=request.deadline_ns,
+                    public_id=min(merged.indices) + 1,
+                    derived_ids=tuple(sorted(i + 1 for i in merged.indices))[1:],
+                    length=merged.request.length,
+                    kind=merged.request.kind,
+                    deadline_ns=merged.request.deadline_ns,
                     # seed: eligible = routed to the rails and not staged
                     degradation_eligible=(
-                        request.plan is TransferPlan.DIRECT and request.kind is OwnerKind.USER
+                        merged.request.plan is TransferPlan.DIRECT
+                        and merged.request.kind is OwnerKind.USER
                     ),
-                    priority=request.priority,
+                    priority=merged.request.priority,
                     gate_key=None if ctx is None else ctx.gate_key,
                     context=ctx,
                 )
-                for index, (request, ctx) in enumerate(zip(batch, contexts, strict=True))
+                for merged, ctx in zip(owners, contexts, strict=True)
             ]
             try:
-                owner_ids = self._queue.try_admit(token, len(owners), owners)
+                owner_ids = self._queue.try_admit(token, len(batch), requests)
             except sched_errors.SchedError as exc:
                 raise translate(exc) from exc
             self._next_batch += 1
             self._batch_live[token] = len(owner_ids)
-            records = []
-            for tid, request, owner_id in zip(ids, batch, owner_ids, strict=True):
-                record = TransferRecord(tid, request, now_ns, token)
+            for record, owner_id in zip(records, owner_ids, strict=True):
+                record.batch = token
                 record.owner_id = owner_id
                 self._by_owner[owner_id] = record
-                records.append(record)
             self._queued += len(records)
         self._next_transfer += len(batch)
         self._submitted += len(batch)
+        self._merged += len(batch) - len(records)
         for record in records:
-            self._records[record.transfer_id] = record
+            for tid, _length in record.parts:
+                self._records[tid] = record
         if bypass:
             self._bypassed += len(records)
             for record in records:
                 self._hand_off(record, None)
         self._dispatch(now_ns)
         return ids
+
+    def _owners_of(self, batch: tuple[TransferRequest, ...]) -> list[Merged]:
+        """The submit's owners: its requests, or with ``merge_requests`` their merged runs."""
+        if not self._config.merge_requests:
+            return [Merged(request, (index,)) for index, request in enumerate(batch)]
+        queue = self._config.sched.runtime_queue
+        limit = queue.max_dispatch_bytes if self._queue is not None else None
+        default_qos = self._config.receiver_credit.default_qos_class
+        return merge(batch, default_qos=default_qos, limit=limit)
+
+    def _context_of(self, merged: Merged) -> DispatchContext | None:
+        """The gate's context of an owner (``None`` without an active gate); raises the gate's
+        typed error for a request it cannot describe."""
+        if self._gate is None or not self._credit_active:
+            return None  # a DISABLED gate is exactly no gate (docs/gate.md)
+        request = merged.request
+        default_qos = self._config.receiver_credit.default_qos_class
+        qos = default_qos if request.qos_class is None else request.qos_class
+        try:
+            context = self._gate.context(credit_plan(request), request.peer, qos)
+            if len(merged.indices) > 1:  # the slots are charged per request
+                context = attrs.evolve(context, requests=len(merged.indices))
+        except credit_errors.CreditError as exc:
+            raise translate(exc) from exc
+        return context
 
     # ---------------------------------------------------------------- progress
 
@@ -368,14 +396,15 @@ class DispatchCore:
             or type(queued) is not bool
         ):
             raise InvalidArgument("fail_peer needs a u64 peer, a str detail and a bool queued")
+        records = {r.transfer_id: r for r in self._records.values()}.values()  # merged: once
         hit = [
             r
-            for r in self._records.values()
+            for r in records
             if r.phase is TransferPhase.DISPATCHED and r.request.peer == peer and r.waiting
         ]
         waiting = [
             r
-            for r in self._records.values()
+            for r in records
             if queued and r.phase is TransferPhase.QUEUED and r.request.peer == peer
         ]
         for record in hit:
@@ -406,6 +435,7 @@ class DispatchCore:
         if record.phase is TransferPhase.QUEUED and self._gate is not None:
             stall = self._gate.stall(record.owner_id)
             info = None if stall is None else stall.info
+        part = next(i for i, (tid, _) in enumerate(record.parts) if tid == transfer_id)
         return TransferState(
             transfer_id=transfer_id,
             status=record.status,
@@ -414,7 +444,7 @@ class DispatchCore:
             slices_waiting=len(record.waiting),
             slices_posted=record.slices_posted,
             slices_ended=record.slices_ended,
-            moved_bytes=record.moved_bytes,
+            moved_bytes=record.part_moved[part],
         )
 
     def backpressure(self, peer: int) -> BackpressureInfo | None:
@@ -443,6 +473,7 @@ class DispatchCore:
         return DispatchStatistics(
             submitted_total=self._submitted,
             bypassed_total=self._bypassed,
+            merged_total=self._merged,
             completed_total=ended[EndReason.COMPLETED],
             failed_total=ended[EndReason.SLICE_FAILED] + ended[EndReason.PEER_FAILED],
             canceled_total=ended[EndReason.CANCELED],
@@ -576,6 +607,7 @@ class DispatchCore:
         record.slices_ended += 1
         if status.moved:
             record.moved_bytes += item.request.length
+            record.part_moved[item.part] += item.request.length
         elif not record.failed:
             record.failed = True
             record.reason = EndReason.SLICE_FAILED
@@ -636,20 +668,21 @@ class DispatchCore:
                 del self._batch_live[record.batch]
                 assert self._queue is not None
                 self._queue.retire_batch(record.batch)
-        self._ended[reason] += 1
-        self._events.append(
+        self._ended[reason] += len(record.parts)
+        self._events.extend(  # one per request: a merged owner's requests end with it
             TransferEvent(
-                transfer_id=record.transfer_id,
+                transfer_id=transfer_id,
                 status=status,
                 reason=reason,
                 detail=detail,
                 peer=request.peer,
-                length=request.length,
-                moved_bytes=record.moved_bytes,
+                length=length,
+                moved_bytes=moved,
                 deadline_ns=request.deadline_ns,
                 priority=request.priority,
                 submit_ns=record.submit_ns,
                 end_ns=now_ns,
                 dropped_mlu=record.dropped_mlu,
             )
+            for (transfer_id, length), moved in zip(record.parts, record.part_moved, strict=True)
         )

@@ -37,12 +37,15 @@ __all__ = ["PendingSlice", "RailSet", "RailStatistics"]
 class PendingSlice:
     """One slice of a transfer, from rail assignment until it ends (mutable, core-private)."""
 
-    __slots__ = ("owner", "rail", "request", "submit_ns")
+    __slots__ = ("owner", "part", "rail", "request", "submit_ns")
 
-    def __init__(self, owner: TransferRecord, rail: int, request: SliceRequest) -> None:
+    def __init__(
+        self, owner: TransferRecord, rail: int, request: SliceRequest, part: int = 0
+    ) -> None:
         self.owner = owner
         self.rail = rail
         self.request = request
+        self.part = part  # which of the owner's (merged) requests it carries
         self.submit_ns = -1  # set when posted
 
 

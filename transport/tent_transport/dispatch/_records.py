@@ -57,10 +57,14 @@ def translate(exc: Exception) -> TransportError:
 
 @attrs.frozen(kw_only=True)
 class DispatchStatistics:
-    """A snapshot of a :class:`DispatchCore`; ``*_total`` counters are cumulative."""
+    """A snapshot of a :class:`DispatchCore`; ``*_total`` counters are cumulative and count
+    requests (a merged owner's requests each), ``queued_transfers`` and
+    ``dispatched_transfers`` count owners (a merged owner once)."""
 
     submitted_total: int
     bypassed_total: int
+    merged_total: int
+    """Requests that joined another request's owner (``merge_requests``)."""
     completed_total: int
     failed_total: int
     canceled_total: int
@@ -84,12 +88,15 @@ def credit_plan(request: TransferRequest) -> Plan:
     return Plan.REMOTE_DIRECT_WRITE
 
 
-def slice_lease(token: object, length: int, *, last: bool) -> WriteLease | None:
+def slice_lease(
+    token: object, length: int, *, last: bool, requests: int = 1
+) -> WriteLease | None:
     """The lease one slice of a credited WRITE carries, or ``None`` (no credit token).
 
     The token's charge is split over the transfer's slices: each slice carries its own
-    DATA_BYTES, the slot resources ride on the last slice, so the slices sum to the charge the
-    gate reserved (what the receiver's write admission counts as landed).
+    DATA_BYTES, the slot resources ride on the last slice of each of the transfer's
+    ``requests`` (one share each: a merged owner's slots are charged per request), so the slices
+    sum to the charge the gate reserved (what the receiver's write admission counts as landed).
     """
     if not isinstance(token, GateToken) or token.reservation is None:
         return None  # no credit needed, a DISABLED gate, or the bounded legacy window
@@ -99,7 +106,7 @@ def slice_lease(token: object, length: int, *, last: bool) -> WriteLease | None:
         if resource is CreditResource.DATA_BYTES:
             parts.append((int(resource), length))
         elif last:
-            parts.append((int(resource), amount))
+            parts.append((int(resource), amount // requests))
     return WriteLease(
         session=reservation.key.receiver_session.value,
         epoch=reservation.epoch,
@@ -113,6 +120,7 @@ class TransferRecord:
 
     __slots__ = (
         "batch",
+        "cancel_sent",
         "canceled",
         "detail",
         "dropped_mlu",
@@ -120,6 +128,8 @@ class TransferRecord:
         "in_window",
         "moved_bytes",
         "owner_id",
+        "part_moved",
+        "parts",
         "phase",
         "reason",
         "request",
@@ -133,10 +143,19 @@ class TransferRecord:
     )
 
     def __init__(
-        self, transfer_id: int, request: TransferRequest, submit_ns: int, batch: int
+        self,
+        transfer_id: int,
+        request: TransferRequest,
+        submit_ns: int,
+        batch: int,
+        parts: tuple[tuple[int, int], ...] = (),
     ) -> None:
         self.transfer_id = transfer_id
         self.request = request
+        # (transfer id, length) of each request the transfer carries, in remote-offset order:
+        # one, or several merged requests (their ids resolve to this record)
+        self.parts = parts or ((transfer_id, request.length),)
+        self.part_moved = [0] * len(self.parts)
         self.submit_ns = submit_ns
         self.batch = batch  # the queue's batch token (0: never queued)
         self.owner_id = 0  # the queue's owner id (0: never queued)
@@ -153,6 +172,7 @@ class TransferRecord:
         self.moved_bytes = 0
         self.failed = False
         self.canceled = False
+        self.cancel_sent = False  # a device was asked to cancel its posted slices
 
 
 class SliceCutter:
@@ -166,11 +186,30 @@ class SliceCutter:
         self._next_write_id = 1
 
     def cut(self, record: TransferRecord, token: object, slice_bytes: int) -> list[PendingSlice]:
-        """The slices of ``record`` (rail 0 until the caller assigns one), in offset order."""
-        request = record.request
+        """The slices of ``record`` (rail 0 until the caller assigns one), in offset order; a
+        merged transfer is cut request by request, so each request is its own write(s)."""
         out: list[PendingSlice] = []
-        for offset in range(0, request.length, slice_bytes):
-            length = min(slice_bytes, request.length - offset)
+        start = 0
+        for part, (_tid, part_length) in enumerate(record.parts):
+            end = start + part_length
+            out.extend(self._cut_part(record, token, slice_bytes, part, start, end))
+            start = end
+        return out
+
+    def _cut_part(  # noqa: PLR0917 (one request's span of the record)
+        self,
+        record: TransferRecord,
+        token: object,
+        slice_bytes: int,
+        part: int,
+        start: int,
+        end: int,
+    ) -> list[PendingSlice]:
+        request = record.request
+        requests = len(record.parts)
+        out: list[PendingSlice] = []
+        for offset in range(start, end, slice_bytes):
+            length = min(slice_bytes, end - offset)
             write_id = 0
             if request.opcode is Opcode.WRITE:
                 write_id = self._next_write_id
@@ -183,13 +222,13 @@ class SliceCutter:
                 remote_segment=request.remote_segment,
                 remote_offset=request.remote_offset + offset,
                 length=length,
-                lease=slice_lease(token, length, last=offset + length == request.length),
+                lease=slice_lease(token, length, last=offset + length == end, requests=requests),
                 deadline_ns=request.deadline_ns,
                 priority=request.priority,
                 write_id=write_id,
             )
             self._next_wr_id += 1
-            out.append(PendingSlice(record, 0, slice_request))
+            out.append(PendingSlice(record, 0, slice_request, part))
         return out
 
 
