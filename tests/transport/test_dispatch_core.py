@@ -15,7 +15,13 @@ from tent_transport.dispatch import (
     TransferPlan,
     TransferRequest,
 )
-from tent_transport.errors import ConfigError, InvalidArgument, InvalidEntry, TooManyRequests
+from tent_transport.errors import (
+    ConfigError,
+    InvalidArgument,
+    InvalidEntry,
+    NotSupported,
+    TooManyRequests,
+)
 from transport_fakes import FakeDevice, lazy_buffer
 
 from tent_sched import OwnerKind, TaskStatus
@@ -208,7 +214,9 @@ def test_cancel_queued_dispatched_and_fully_posted() -> None:
     first, second = core.submit([write(MIB), write(MIB)], 0)
     assert core.status(second).phase is TransferPhase.QUEUED  # the window holds one owner
     assert core.cancel(second, 1) is True
-    assert core.cancel(first, 1) is False  # every slice posted: bytes may still move
+    with pytest.raises(NotSupported):  # posted on a rail that cannot cancel: nothing changes
+        core.cancel(first, 1)
+    assert core.status(first).slices_posted == 1 and core.cancel(second, 1) is True
     (event,) = core.progress(2)
     assert (event.transfer_id, event.status) == (second, TaskStatus.CANCELED)
     rail.ready = False
@@ -404,6 +412,7 @@ def test_the_public_api_is_pinned() -> None:
         "TransferState",
     ]
     assert sorted(devices.__all__) == [
+        "Cancellable",
         "Device",
         "Opcode",
         "SliceCompletion",
@@ -416,6 +425,7 @@ def test_the_public_api_is_pinned() -> None:
         "add_degradation_hook",
         "backpressure",
         "cancel",
+        "cancel_many",
         "config",
         "drain_endpoint_events",
         "fail_peer",

@@ -87,7 +87,9 @@ def test_contiguous_requests_become_one_owner_one_post_and_keep_their_slots() ->
     assert queue is not None and queue.statistics().admitted_total == 1
     assert rig.core.statistics().merged_total == 3
     (post,) = rig.rail.posts  # one owner, one chained post, one write per request
-    assert [(s.remote_offset, s.length) for s in post] == [(i * 16 * KIB, 16 * KIB) for i in range(4)]
+    assert [(s.remote_offset, s.length) for s in post] == [
+        (i * 16 * KIB, 16 * KIB) for i in range(4)
+    ]
     leases = [s.lease for s in post]
     assert all(lease is not None and dict(lease.charge) == {1: 16 * KIB, 2: 1, 4: 1}
                for lease in leases)

@@ -78,3 +78,21 @@ class FakeDevice:
     def close(self) -> None:
         self.closed = True
         self.finish(status=SliceStatus.FLUSHED)
+
+
+class CancellableFakeDevice(FakeDevice):
+    """A FakeDevice that can cancel posted slices (``Cancellable``); records every call."""
+
+    def __init__(self, name: str = "rail0", **kwargs: object) -> None:
+        super().__init__(name, **kwargs)  # type: ignore[arg-type]
+        self.cancels: list[list[int]] = []
+
+    def cancel(self, wr_ids: Sequence[int], now_ns: int) -> None:
+        self.cancels.append(list(wr_ids))
+        targets = set(wr_ids)
+        stopped = [s for s in self.outstanding if s.wr_id in targets]
+        self.outstanding = [s for s in self.outstanding if s.wr_id not in targets]
+        for item in stopped:
+            self.cq.append(
+                SliceCompletion(wr_id=item.wr_id, status=SliceStatus.CANCELED, length=item.length)
+            )

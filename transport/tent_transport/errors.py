@@ -19,6 +19,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidEntry",
     "LocalProtocolError",
+    "NotSupported",
     "PostRefused",
     "RemoteProtocolError",
     "TooManyRequests",
@@ -41,6 +42,12 @@ class InvalidEntry(TransportError, LookupError):
 
 class TooManyRequests(TransportError):
     """TMR: a capacity limit (queue, window, rail) would be exceeded. Nothing changed."""
+
+
+class NotSupported(TransportError):
+    """The operation needs a capability the device (or peer) lacks, e.g. canceling a slice a
+    rail already posted on a device without :class:`~tent_transport.devices.Cancellable`.
+    Nothing changed."""
 
 
 class ConfigError(InvalidArgument):

@@ -15,6 +15,9 @@ from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
 from tent_transport.devices.tcp import TcpRail
 from tent_transport.engine import Engine, EngineOptions
+from tent_transport.engine import _devices as devices_module
+from tent_transport.errors import NotSupported
+from tent_transport.verbs import soft, soft_backend
 from verbs_engine import BLOCK, connected, fabric, write
 
 from tent_sched import TaskStatus
@@ -130,6 +133,36 @@ def test_merged_requests_are_one_owner_and_one_post_and_the_receiver_sees_each()
             assert queue is not None and queue.statistics().admitted_total == 1
             assert tx.core.statistics().merged_total == 3
             assert tx.core.rail_statistics()[0].posts == 1
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario(), timeout=60)
+
+
+def test_cancel_of_work_posted_on_a_rail_that_cannot_cancel_is_not_supported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A verbs rail cannot take back a posted work request: canceling a handle whose slices
+    are posted raises NotSupported and changes nothing (the write lands and completes); the
+    same handle API cancels queued work at once (docs/transport.md "Batches, merging and
+    cancel"). Before, such a cancel silently answered False."""
+    slow = soft.SoftConfig(delay_ns=(300_000_000, 300_000_000))  # each WR runs 0.3 s late
+    monkeypatch.setattr(devices_module, "soft_backend", lambda: soft_backend(config=slow))
+
+    async def scenario() -> None:
+        rx, tx = _pair(credit_config("required", slots=4, block=BLOCK), "softverbs")
+        try:
+            peer, segment, memory = await connected(rx, tx, BLOCK)
+            block = os.urandom(BLOCK)
+            handle = tx.submit([write(peer, segment, 0, block)])
+            await until(lambda: handle.status().in_flight_slices > 0, what="the posted write")
+            with pytest.raises(NotSupported):
+                handle.cancel()
+            event = await rx.landed()
+            rx.release(event)
+            assert (await handle.wait(10)).status is TaskStatus.COMPLETED
+            assert bytes(memory[:BLOCK]) == block
         finally:
             await tx.close()
             await rx.close()

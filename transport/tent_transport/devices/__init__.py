@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._base import (
+    Cancellable,
     Device,
     Opcode,
     SliceCompletion,
@@ -12,6 +13,7 @@ from ._base import (
 )
 
 __all__ = [
+    "Cancellable",
     "Device",
     "Opcode",
     "SliceCompletion",

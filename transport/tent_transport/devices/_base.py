@@ -24,6 +24,7 @@ __all__ = [
     "U32_MAX",
     "U64_MAX",
     "U128_MAX",
+    "Cancellable",
     "Device",
     "Opcode",
     "SliceCompletion",
@@ -60,6 +61,8 @@ class SliceStatus(enum.Enum):
     """The QP or connection went to error; outstanding work was flushed."""
     TRANSPORT_ERROR = "transport_error"
     """Connection lost, RNR retry exceeded, or any other transport failure."""
+    CANCELED = "canceled"
+    """The device stopped the slice at the caller's request (:class:`Cancellable`)."""
 
     @property
     def moved(self) -> bool:
@@ -256,4 +259,21 @@ class Device(Protocol):
 
     def close(self) -> None:
         """Release the device. Outstanding slices are flushed (polled as ``FLUSHED``)."""
+        ...
+
+
+@runtime_checkable
+class Cancellable(Protocol):
+    """The optional part of the :class:`Device` protocol: canceling posted slices.
+
+    A device that can stop work it accepted implements it; the dispatch core then cancels a
+    transfer whose slices are posted (a device without it answers such a cancel with
+    :class:`~tent_transport.errors.NotSupported`). The TCP and verbs rails do not: a slice on a
+    stream or an RC send queue cannot be taken back alone.
+    """
+
+    def cancel(self, wr_ids: Sequence[int], now_ns: int) -> None:
+        """Stop the given posted slices. Each still completes exactly once through
+        :meth:`Device.poll`, in posting order per peer: ``CANCELED`` if the device stopped it,
+        its own status if it had ended first. Unknown or already polled ids are ignored."""
         ...

@@ -58,8 +58,8 @@ from tent_sched import errors as sched_errors
 from tent_sched.metrics import SchedMetrics
 
 from ..config import EngineConfig
-from ..devices._base import U64_MAX, Device, SliceStatus
-from ..errors import ConfigError, InvalidArgument, InvalidEntry
+from ..devices._base import U64_MAX, Cancellable, Device, SliceStatus
+from ..errors import ConfigError, InvalidArgument, InvalidEntry, NotSupported
 from ._merge import Merged, merge
 from ._rails import PendingSlice, RailSet, RailStatistics
 from ._records import (
@@ -239,7 +239,7 @@ class DispatchCore:
         if not bypass:
             assert self._queue is not None
             token = self._next_batch
-            requests = [
+            owner_requests = [
                 OwnerRequest(
                     public_id=min(merged.indices) + 1,
                     derived_ids=tuple(sorted(i + 1 for i in merged.indices))[1:],
@@ -258,7 +258,7 @@ class DispatchCore:
                 for merged, ctx in zip(owners, contexts, strict=True)
             ]
             try:
-                owner_ids = self._queue.try_admit(token, len(batch), requests)
+                owner_ids = self._queue.try_admit(token, len(batch), owner_requests)
             except sched_errors.SchedError as exc:
                 raise translate(exc) from exc
             self._next_batch += 1
@@ -351,18 +351,59 @@ class DispatchCore:
     # ---------------------------------------------------------------- cancel and failure
 
     def cancel(self, transfer_id: int, now_ns: int) -> bool:
-        """Cancel a transfer; return whether it will end CANCELED.
+        """Cancel one transfer: :meth:`cancel_many` of ``(transfer_id,)``."""
+        return self.cancel_many((transfer_id,), now_ns)
 
-        A queued transfer ends at once (reported by the next :meth:`progress`). A dispatched one
-        gives up the slices not yet posted and ends CANCELED once its posted slices ended; if
-        every slice was already posted, or it already ended, nothing changes and the answer is
-        ``False`` (handles never lie: posted bytes may still move). Raises InvalidArgument /
-        InvalidEntry for a bad time or an unknown id.
+    def cancel_many(self, transfer_ids: Sequence[int], now_ns: int) -> bool:
+        """Cancel transfers; return whether every one of them ends CANCELED.
+
+        Per transfer (the id of any request of a merged owner cancels the whole owner):
+
+        1. QUEUED: it ends CANCELED at once (reported by the next :meth:`progress`); no device
+           is touched.
+        2. DISPATCHED: its slices not yet posted are withdrawn and its posted slices are
+           canceled on their devices (:class:`~tent_transport.devices.Cancellable`, each device
+           asked once); it ends CANCELED once every posted slice ended (handles never lie:
+           bytes may move until the device reports the slice's end; ``moved_bytes`` says how
+           many did). Its credit, if never posted, is rolled back.
+        3. Already canceled: nothing changes (idempotent: no device is asked again); counts as
+           ending CANCELED.
+        4. Ended, or ending FAILED (a slice failed, its peer was declared dead): nothing changes;
+           counts as not ending CANCELED.
+
+        Validates every id first: raises InvalidArgument / InvalidEntry for a bad time or an
+        unknown id, and :class:`~tent_transport.errors.NotSupported` when a transfer has a slice
+        posted on a device that cannot cancel; nothing changes then.
         """
         self._check_now(now_ns)
-        record = self._record(transfer_id)
-        if record.phase is TransferPhase.TERMINAL or record.canceled:
-            return False
+        if not isinstance(transfer_ids, Sequence):
+            raise InvalidArgument(f"transfer_ids must be a sequence, got {transfer_ids!r}")
+        records = {r.transfer_id: r for r in map(self._record, transfer_ids)}.values()
+        posted: dict[int, dict[int, list[int]]] = {}
+        for record in records:
+            if record.phase is not TransferPhase.DISPATCHED or record.canceled or record.failed:
+                continue
+            on_rails = self._rails.posted_of(record)
+            for index in on_rails:
+                device = self._rails.devices[index]
+                if not isinstance(device, Cancellable):
+                    raise NotSupported(
+                        f"transfer {record.transfer_id} has slices posted on {device.name}, "
+                        "which cannot cancel posted work"
+                    )
+            posted[record.transfer_id] = on_rails
+        every = True
+        for record in records:
+            every = self._cancel_one(record, posted.get(record.transfer_id), now_ns) and every
+        return every
+
+    def _cancel_one(
+        self, record: TransferRecord, posted: dict[int, list[int]] | None, now_ns: int
+    ) -> bool:
+        if record.canceled:
+            return True
+        if record.phase is TransferPhase.TERMINAL or record.failed:
+            return record.status is TaskStatus.CANCELED
         if record.phase is TransferPhase.QUEUED:
             assert self._queue is not None
             self._queue.cancel(record.owner_id)
@@ -371,10 +412,12 @@ class DispatchCore:
             self._queued -= 1
             self._end(record, TaskStatus.CANCELED, EndReason.CANCELED, "canceled", now_ns)
             return True
-        if not record.waiting:
-            return False
         record.canceled = True
         self._withdraw(record)
+        for index, wr_ids in (posted or {}).items():
+            device = self._rails.devices[index]
+            assert isinstance(device, Cancellable)
+            device.cancel(wr_ids, now_ns)
         self._maybe_finish(record, now_ns)
         return True
 

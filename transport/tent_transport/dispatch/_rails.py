@@ -157,6 +157,15 @@ class RailSet:
                 rail.waiting = kept
                 rail.waiting_bytes = sum(item.request.length for item in kept)
 
+    def posted_of(self, record: TransferRecord) -> dict[int, list[int]]:
+        """The wr_ids of ``record``'s posted, not yet completed slices, by rail index."""
+        out: dict[int, list[int]] = {}
+        for index, rail in enumerate(self._rails):
+            ids = [wr_id for wr_id, item in rail.outstanding.items() if item.owner is record]
+            if ids:
+                out[index] = ids
+        return out
+
     def has_waiting(self) -> bool:
         return any(rail.waiting for rail in self._rails)
 

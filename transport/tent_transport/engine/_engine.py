@@ -560,8 +560,8 @@ class Engine:
         self._wake()
         return handle
 
-    def _cancel(self, transfer_id: int) -> bool:
-        answer = self.core.cancel(transfer_id, time.monotonic_ns())
+    def _cancel(self, transfer_ids: tuple[int, ...]) -> bool:
+        answer = self.core.cancel_many(transfer_ids, time.monotonic_ns())
         self._wake()
         return answer
 

@@ -60,7 +60,7 @@ class TransferHandle:
         ids: tuple[int, ...],
         *,
         lookup: Callable[[int], TransferState | TransferEvent],
-        cancel: Callable[[int], bool],
+        cancel: Callable[[tuple[int, ...]], bool],
         peers_connected: Callable[[], bool],
     ) -> None:
         self.ids = ids
@@ -143,6 +143,13 @@ class TransferHandle:
         return state
 
     def cancel(self) -> bool:
-        """Cancel every live transfer; ``True`` if all of them will end CANCELED. A transfer
-        whose slices are all posted cannot be canceled (its bytes may still move)."""
-        return all([self._cancel(tid) for tid in self.ids if tid not in self._events])
+        """Cancel every live transfer; ``True`` if all of them end CANCELED.
+
+        Queued work cancels at once; work already posted is canceled on its device and ends
+        CANCELED when the device reports it. Raises
+        :class:`~tent_transport.errors.NotSupported` (nothing canceled) when a transfer has
+        slices posted on a rail that cannot cancel posted work (TCP, verbs).
+        """
+        live = tuple(tid for tid in self.ids if tid not in self._events)
+        answer = self._cancel(live) if live else True
+        return answer and all(e.status is TaskStatus.CANCELED for e in self._events.values())

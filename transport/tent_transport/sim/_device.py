@@ -188,6 +188,33 @@ class SimDevice:
             self._done_head = 0
         return out
 
+    def cancel(self, wr_ids: Sequence[int], now_ns: int) -> None:
+        """:class:`~tent_transport.devices.Cancellable`: every named slice not yet finished
+        completes CANCELED, visible at ``now_ns`` but never before a completion queued ahead of
+        it (completions keep their order); a lost slice completes CANCELED after them. The link
+        time such a slice had booked is not given back (the simulated wire does not rewind).
+        Unknown or already polled ids are ignored."""
+        self._advance(now_ns)
+        targets = {wr_id for wr_id in wr_ids if wr_id in self._peer_of}
+        if not targets:
+            return
+        floor = now_ns
+        entries = self._done[self._done_head :]
+        for position, (visible, seq, completion) in enumerate(entries):
+            shown = visible
+            if completion.wr_id in targets:
+                targets.discard(completion.wr_id)
+                if visible > now_ns:
+                    shown = max(now_ns, floor)
+                    canceled = attrs.evolve(completion, status=SliceStatus.CANCELED)
+                    entries[position] = (shown, seq, canceled)
+            floor = max(floor, shown)
+        for wr_id in sorted(targets, key=list(self._peer_of).index):  # lost: posting order
+            _peer, length = self._peer_of[wr_id]
+            canceled = SliceCompletion(wr_id=wr_id, status=SliceStatus.CANCELED, length=length)
+            entries.append((floor, self._posted, canceled))
+        self._done[self._done_head :] = entries
+
     def next_completion_ns(self) -> int | None:
         if self._done_head < len(self._done):
             return self._done[self._done_head][0]
