@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._batches import Request, TaskState
 from ._engine import Engine
 from ._handle import HandleState, TransferHandle
 from ._options import EngineOptions
@@ -15,7 +16,9 @@ __all__ = [
     "HandleState",
     "ReceiverSide",
     "ReceiverStatistics",
+    "Request",
     "SyncEngine",
     "SyncHandle",
+    "TaskState",
     "TransferHandle",
 ]

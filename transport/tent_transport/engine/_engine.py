@@ -32,6 +32,7 @@ from tent_credit import (
     SessionId,
 )
 from tent_credit.metrics import CreditCollector
+from tent_sched import TaskStatus
 
 from ..config import EngineConfig
 from ..control import (
@@ -65,6 +66,7 @@ from ..segments import (
     SegmentTable,
     decode_descriptors,
 )
+from ._batches import BatchTable, Request, TaskState, task_state
 from ._devices import build_transport
 from ._handle import TransferHandle
 from ._metrics import TransportCollector
@@ -195,6 +197,7 @@ class Engine:
         )
         self._links: dict[int, _Link] = {}
         self._handles: dict[int, TransferHandle] = {}
+        self._batches = BatchTable()
         self._pressure: dict[int, BackpressureInfo | None] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pass_scheduled = False
@@ -522,6 +525,21 @@ class Engine:
         nothing is submitted then.
         """
         batch = submit_batch(requests)
+        ids = self._admit(batch)
+        peers = {r.peer for r in batch}
+        handle = TransferHandle(
+            ids,
+            lookup=self.core.status,
+            cancel=self._cancel,
+            peers_connected=lambda: all(self.connected(p) for p in peers),
+        )
+        for tid in ids:
+            self._handles[tid] = handle
+        self._wake()
+        return handle
+
+    def _admit(self, batch: tuple[TransferRequest, ...]) -> tuple[int, ...]:
+        """:meth:`submit`'s checks, then the dispatch core's submit; the transfer ids."""
         if self._closed:
             raise LocalProtocolError("the engine is closed")
         for request in batch:
@@ -547,18 +565,51 @@ class Engine:
             ):
                 # its STAGING_SLOTS ride on one slice only: the receiver stages whole writes
                 raise LocalProtocolError("a staged write must fit one dispatch slice")
-        ids = self.core.submit(batch, time.monotonic_ns())
-        peers = {r.peer for r in batch}
-        handle = TransferHandle(
-            ids,
-            lookup=self.core.status,
-            cancel=self._cancel,
-            peers_connected=lambda: all(self.connected(p) for p in peers),
-        )
-        for tid in ids:
-            self._handles[tid] = handle
+        return self.core.submit(batch, time.monotonic_ns())
+
+    # ---------------------------------------------------------------- sender: batches
+
+    def open_segment(self, peer: int, segment_id: int) -> int:
+        """The segment handle (TENT's ``SegmentID``) of ``segment_id`` at ``peer``, for a
+        :class:`Request`'s ``target_id`` (``_batches.py``)."""
+        return self._batches.open_segment(peer, segment_id)
+
+    def allocate_batch(self, capacity: int) -> int:
+        """A batch of at most ``capacity`` tasks (``_batches.py``); InvalidArgument if bad."""
+        return self._batches.allocate(capacity)
+
+    def submit_transfer(self, batch_id: int, requests: Sequence[Request]) -> tuple[int, ...]:
+        """Submit :class:`Request` values into a batch, all or nothing; return their task ids.
+
+        Raises InvalidEntry (unknown or freed batch, unknown segment handle), TooManyRequests
+        (past the batch's capacity) and :meth:`submit`'s errors; nothing is published then.
+        """
+        batch = self._batches.resolve(requests)
+        self._batches.check(batch_id, len(batch))
+        tasks = self._batches.bind(batch_id, self._admit(batch))
         self._wake()
-        return handle
+        return tasks
+
+    def transfer_status(self, batch_id: int, task_id: int) -> TaskState:
+        """A task's state; InvalidEntry for an unknown or freed batch or task."""
+        transfer_id, event = self._batches.transfer_of(batch_id, task_id)
+        return task_state(event if event is not None else self.core.status(transfer_id))
+
+    def batch_status(self, batch_id: int) -> tuple[TaskState, ...]:
+        """Every task's state, by task id; InvalidEntry for an unknown or freed batch."""
+        tasks = self._batches.tasks(batch_id)
+        return tuple(self.transfer_status(batch_id, task) for task in range(tasks))
+
+    def cancel_transfer(self, batch_id: int, task_id: int) -> bool:
+        """Cancel a task (:meth:`TransferHandle.cancel`'s rules); whether it ends CANCELED."""
+        transfer_id, event = self._batches.transfer_of(batch_id, task_id)
+        if event is not None:
+            return event.status is TaskStatus.CANCELED
+        return self._cancel((transfer_id,))
+
+    def free_batch(self, batch_id: int) -> None:
+        """Free a batch now; its unfinished tasks run on and are reclaimed when they end."""
+        self._batches.free(batch_id)
 
     def _cancel(self, transfer_ids: tuple[int, ...]) -> bool:
         answer = self.core.cancel_many(transfer_ids, time.monotonic_ns())
@@ -657,6 +708,7 @@ class Engine:
             handle = self._handles.pop(event.transfer_id, None)
             if handle is not None:
                 handle._ended(event)
+            self._batches.ended(event)
         self.core.drain_endpoint_events()
         for link in self._links.values():
             link.client.flush()

@@ -22,6 +22,7 @@ from ..config import EngineConfig
 from ..dispatch import TransferRequest
 from ..errors import LocalProtocolError, TransferFailed
 from ..segments import Access, Exposure, Segment, SegmentDescriptors
+from ._batches import Request, TaskState
 from ._engine import Engine, submit_batch
 from ._handle import HandleState, TransferHandle
 from ._options import EngineOptions
@@ -177,6 +178,30 @@ class SyncEngine:
         handle = self.submit_nowait(requests)
         handle._future.result(30)
         return handle
+
+    # the batch API (``_batches.py``): each call runs on the engine's loop and waits for it
+
+    def open_segment(self, peer: int, segment_id: int) -> int:
+        return self._call(lambda: self.engine.open_segment(peer, segment_id))
+
+    def allocate_batch(self, capacity: int) -> int:
+        return self._call(lambda: self.engine.allocate_batch(capacity))
+
+    def submit_transfer(self, batch_id: int, requests: Sequence[Request]) -> tuple[int, ...]:
+        """Submit into a batch and wait until the engine admitted it; its task ids."""
+        return self._call(lambda: self.engine.submit_transfer(batch_id, requests))
+
+    def transfer_status(self, batch_id: int, task_id: int) -> TaskState:
+        return self._call(lambda: self.engine.transfer_status(batch_id, task_id))
+
+    def batch_status(self, batch_id: int) -> tuple[TaskState, ...]:
+        return self._call(lambda: self.engine.batch_status(batch_id))
+
+    def cancel_transfer(self, batch_id: int, task_id: int) -> bool:
+        return self._call(lambda: self.engine.cancel_transfer(batch_id, task_id))
+
+    def free_batch(self, batch_id: int) -> None:
+        self._call(lambda: self.engine.free_batch(batch_id))
 
     def pressure(self, peer: int) -> BackpressureInfo | None:
         """The pressure a submit to ``peer`` would meet (last pass's snapshot); never blocks."""
