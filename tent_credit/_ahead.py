@@ -36,7 +36,16 @@ import attrs
 
 from ._types import CreditResource
 
-__all__ = ["Standing", "quantum", "standing", "unit_of", "whole_units"]
+__all__ = [
+    "Shape",
+    "Standing",
+    "position",
+    "quantum",
+    "shape_of",
+    "standing",
+    "unit_of",
+    "whole_units",
+]
 
 Vector = Mapping[CreditResource, int]
 
@@ -121,6 +130,70 @@ class Standing:
         }
 
 
+@attrs.frozen
+class Shape:
+    """What a key's level and the number of keys with a level decide (recomputed only when
+    either changes): its unit, its level in units and its hold before any per-key cap."""
+
+    unit: Mapping[CreditResource, int]
+    level: int
+    hold: int
+
+
+def shape_of(level: Vector, pool: Vector, *, active: int, static: int) -> Shape:
+    """Rules 1-3 of the module docstring, before the per-key cap.
+
+    pre: active >= 1 and static >= 0
+    post: 0 <= __return__.hold <= __return__.level
+    """
+    unit = unit_of(level)
+    level_units = whole_units(level, unit) if unit else 0
+    if not level_units:
+        return Shape(unit=unit, level=0, hold=0)
+    # adaptive: the fair share, rounded up (8 slots among 3 keys hold 3 each: the third key's
+    # last unit waits in the line for capacity, rather than 2 each and 2 slots idle)
+    chunk = static or max(1, min(-(-pool.get(r, 0) // (u * active)) for r, u in unit.items()))
+    return Shape(unit=unit, level=level_units, hold=min(level_units, chunk))
+
+
+def position(
+    shape: Shape,
+    unlanded: Vector,
+    *,
+    settled: bool = False,
+    cap_room: Vector | None = None,
+) -> Standing:
+    """The key's position now: ``unlanded`` from the receiver's books, ``settled`` that
+    nothing of the key is in flight (every charge its sender consumed has landed: its unlanded
+    credit is then all unused and counts in whole units down, so a fragment smaller than one
+    charge, an activation grant below the charge say, is topped up to a whole one instead of
+    blocking the key), ``cap_room`` what the key's per-key cap still leaves for unlanded
+    credit (``None``: no cap).
+
+    post: __return__.deficit >= 0
+    """
+    unit = shape.unit
+    if not shape.level:
+        return Standing(unit=unit, level=0, hold=0, unlanded=0, deficit=0, quantum=1)
+    hold = shape.hold
+    if cap_room is not None:
+        hold = min(hold, whole_units(cap_room, unit))
+    if settled:
+        held = min(unlanded.get(r, 0) // u for r, u in unit.items())
+    else:
+        held = max(-(-unlanded.get(r, 0) // u) for r, u in unit.items())
+    held = max(0, held)
+    return Standing(
+        unit=unit,
+        level=shape.level,
+        hold=hold,
+        unlanded=held,
+        deficit=max(0, hold - held),
+        quantum=quantum(hold, capped=shape.level > hold),
+        settled=settled,
+    )
+
+
 def standing(
     level: Vector,
     unlanded: Vector,
@@ -134,39 +207,11 @@ def standing(
     """The key's position (module docstring): ``level`` from its report, ``unlanded`` from
     the receiver's books, ``pool`` what its allocation class may hold in total per resource,
     ``active`` the keys with a level (this one included), ``static`` the fixed chunk in units
-    (0: adaptive), ``cap_room`` what the key's per-key cap still leaves for unlanded credit
-    (``None``: no cap), ``settled`` that nothing of the key is in flight (every charge its
-    sender consumed has landed): its unlanded credit is then all unused and counts in whole
-    units down, so a fragment smaller than one charge (an activation grant below the charge,
-    say) is topped up to a whole one instead of blocking the key.
+    (0: adaptive); ``cap_room`` and ``settled`` as :func:`position`.
 
     pre: active >= 1 and static >= 0
     post: 0 <= __return__.hold <= __return__.level
     post: __return__.deficit >= 0
     """
-    unit = unit_of(level)
-    level_units = whole_units(level, unit) if unit else 0
-    if not level_units:
-        return Standing(unit=unit, level=0, hold=0, unlanded=0, deficit=0, quantum=1)
-    # adaptive: the fair share, rounded up (8 slots among 3 keys hold 3 each: the third key's
-    # last unit waits in the line for capacity, rather than 2 each and 2 slots idle)
-    chunk = static or max(1, min(-(-pool.get(r, 0) // (u * active)) for r, u in unit.items()))
-    hold = min(level_units, chunk)
-    if cap_room is not None:
-        hold = min(hold, whole_units(cap_room, unit))
-    held = whole_units(unlanded, unit) if settled else _units_ceil(unlanded, unit)
-    return Standing(
-        unit=unit,
-        level=level_units,
-        hold=hold,
-        unlanded=held,
-        deficit=max(0, hold - held),
-        quantum=quantum(hold, capped=level_units > hold),
-        settled=settled,
-    )
-
-
-def _units_ceil(amounts: Vector, unit: Vector) -> int:
-    # Unlanded credit counts up: a fragment of a unit still held (e.g. part of a write landed)
-    # means the unit is not free for a new grant yet, so a top-up never overshoots the hold.
-    return max((-(-amounts.get(r, 0) // u) for r, u in unit.items()), default=0)
+    shape = shape_of(level, pool, active=active, static=static)
+    return position(shape, unlanded, settled=settled, cap_room=cap_room)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
+from types import MappingProxyType
 
 import attrs
 
@@ -286,6 +287,11 @@ class ReceiverCreditAllocator:
         user_room = self._config.limit_for(resource, allocation_class)
         return min(free_total, user_room - self._user_outstanding[resource])
 
+    def user_free(self) -> dict[CreditResource, int]:
+        """:meth:`free_for` of every modelled resource for the USER class."""
+        user = AllocationClass.USER
+        return {r: self.free_for(r, user) for r in self._resources}
+
     def key_totals(self, sender_peer: int, qos_class: int, epoch: int) -> KeyTotalsSnapshot:
         """A snapshot of one key+epoch. Raises IA on malformed ids, IE if the record is unknown
         (never opened, or fenced and settled, hence forgotten)."""
@@ -299,13 +305,13 @@ class ReceiverCreditAllocator:
             epoch=ident[2],
             allocation_class=record.allocation_class,
             state=record.state,
-            granted=record.granted,
-            consumed_reported=record.consumed_reported,
-            returned_reported=record.returned_reported,
-            landed=record.landed,
-            released=record.released,
-            reclaimed_by_return=record.reclaimed_by_return,
-            reclaimed_by_fence=record.reclaimed_by_fence,
+            granted=MappingProxyType(record.granted),
+            consumed_reported=MappingProxyType(record.consumed_reported),
+            returned_reported=MappingProxyType(record.returned_reported),
+            landed=MappingProxyType(record.landed),
+            released=MappingProxyType(record.released),
+            reclaimed_by_return=MappingProxyType(record.reclaimed_by_return),
+            reclaimed_by_fence=MappingProxyType(record.reclaimed_by_fence),
             reclaimed=_frozen(reclaimed),
             outstanding=_frozen({r: record.outstanding(r) for r in self._resources}),
         )
@@ -446,7 +452,7 @@ class ReceiverCreditAllocator:
         }
         self._commit(
             ident,
-            attrs.evolve(record, state=next_state, reclaimed_by_fence=_frozen(reclaim)),
+            attrs.evolve(record, state=next_state, reclaimed_by_fence=reclaim),
         )
         for r, amount in reclaim.items():
             self._reclaimed_by_fence[r] += amount
@@ -499,7 +505,7 @@ class ReceiverCreditAllocator:
         free = self._grantable(ident[:2], record.allocation_class, demand, shape)
         offers, blocked = _plan_grant(free, demand, self._config.max_grant, self._config.min_grant)
         granted = {r: checked_add(record.granted[r], offers.get(r, 0)) for r in self._resources}
-        self._commit(ident, attrs.evolve(record, state=next_state, granted=_frozen(granted)))
+        self._commit(ident, attrs.evolve(record, state=next_state, granted=granted))
         remaining = {r: w - offers.get(r, 0) for r, w in demand.items() if w > offers.get(r, 0)}
         if remaining:
             self._live_demand[ident[:2]] = remaining
@@ -545,7 +551,7 @@ class ReceiverCreditAllocator:
         ):
             return None
         granted = {r: checked_add(record.granted[r], amounts.get(r, 0)) for r in self._resources}
-        self._commit(ident, attrs.evolve(record, state=next_state, granted=_frozen(granted)))
+        self._commit(ident, attrs.evolve(record, state=next_state, granted=granted))
         self._grants_issued += 1
         return GrantDecision(
             sender_peer=ident[0],
@@ -556,6 +562,28 @@ class ReceiverCreditAllocator:
             retry_after_us=0,
             blocked=(),
         )
+
+    def ahead_inputs(
+        self, sender_peer: int, qos_class: int, epoch: int
+    ) -> tuple[dict[CreditResource, int], bool, dict[CreditResource, int] | None]:
+        """:meth:`unlanded`, :meth:`settled` and :meth:`cap_room` of the key+epoch in one
+        lookup (the grant-ahead loop asks them on every landing). IA / IE like them."""
+        _ident, record = self._record(sender_peer, qos_class, epoch)
+        granted, landed, back = record.granted, record.landed, record.reclaimed_by_return
+        unlanded = {r: granted[r] - landed[r] - back[r] for r in self._resources}
+        consumed = record.consumed_reported
+        settled = all(consumed[r] <= landed[r] for r in self._resources)
+        caps = self._config.max_key_outstanding
+        if not caps:
+            return unlanded, settled, None
+        held = self._key_outstanding[(sender_peer, qos_class)]
+        room = {r: max(0, cap - (held[r] - unlanded[r])) for r, cap in caps.items()}
+        return unlanded, settled, room
+
+    def granted(self, sender_peer: int, qos_class: int, epoch: int) -> Mapping[CreditResource, int]:
+        """The key+epoch's cumulative grant totals (read-only). IA / IE like
+        :meth:`key_totals`; cheaper than it."""
+        return MappingProxyType(self._record(sender_peer, qos_class, epoch)[1].granted)
 
     def unlanded(self, sender_peer: int, qos_class: int, epoch: int) -> dict[CreditResource, int]:
         """Credit of the key+epoch that has not landed: ``granted − landed − reclaimed_by_return``
@@ -644,9 +672,9 @@ class ReceiverCreditAllocator:
             attrs.evolve(
                 record,
                 state=next_state,
-                consumed_reported=_frozen(new_consumed),
-                returned_reported=_frozen(new_returned),
-                reclaimed_by_return=_frozen(
+                consumed_reported=new_consumed,
+                returned_reported=new_returned,
+                reclaimed_by_return=(  # plain dicts in the records: replaced, never mutated
                     {r: record.reclaimed_by_return[r] + reclaim[r] for r in self._resources}
                 ),
             ),
@@ -677,7 +705,7 @@ class ReceiverCreditAllocator:
                     f"data landed for {ident} exceeds its credit of {r.name}: landed {landed[r]}"
                     f" + returned {record.reclaimed_by_return[r]} > granted {record.granted[r]}"
                 )
-        self._commit(ident, attrs.evolve(record, state=next_state, landed=_frozen(landed)))
+        self._commit(ident, attrs.evolve(record, state=next_state, landed=landed))
 
     def withdraw_demand(self, sender_peer: int, qos_class: int) -> None:
         """The key wants nothing more (its waiting work is gone): it leaves the fair split.
@@ -807,7 +835,7 @@ class ReceiverCreditAllocator:
         # Within the grant, so within u64 and within capacity: the commit cannot refuse.
         self._commit(
             ident,
-            attrs.evolve(record, state=self._next(record, _Event.LAND), landed=_frozen(landed)),
+            attrs.evolve(record, state=self._next(record, _Event.LAND), landed=landed),
         )
         return None
 
@@ -848,7 +876,7 @@ class ReceiverCreditAllocator:
                 record = attrs.evolve(
                     record,
                     state=self._next(record, _Event.COMPLETE_FENCE),
-                    reclaimed_by_fence=_frozen(reclaim),
+                    reclaimed_by_fence=reclaim,
                 )
                 for r, amount in reclaim.items():
                     reclaimed[r] += amount
@@ -878,7 +906,7 @@ class ReceiverCreditAllocator:
                     "landed and not yet released"
                 )
             released[r] = record.released[r] + amount
-        self._commit(ident, attrs.evolve(record, state=next_state, released=_frozen(released)))
+        self._commit(ident, attrs.evolve(record, state=next_state, released=released))
         for r in self._resources:
             self._released[r] += amounts.get(r, 0)
 
@@ -904,7 +932,7 @@ class ReceiverCreditAllocator:
     # -- internals --
 
     def _fresh_record(self, allocation_class: AllocationClass) -> _EpochRecord:
-        zero = _frozen(dict.fromkeys(self._resources, 0))
+        zero = dict.fromkeys(self._resources, 0)
         return _EpochRecord(
             allocation_class=allocation_class,
             state=EpochState.ACTIVE,
@@ -967,32 +995,36 @@ class ReceiverCreditAllocator:
         docs/semantics.md#receiver-allocator.
         """
         old = self._records[ident]
-        total = dict(self._outstanding)
-        user = dict(self._user_outstanding)
+        total, user = self._outstanding, self._user_outstanding
+        capacity = self._config.capacity
+        is_user = new.allocation_class is AllocationClass.USER
+        deltas = []
         for r in self._resources:
             after = new.outstanding(r)
             if after < 0 or new.released[r] > new.landed[r]:
                 raise ArithmeticOverflow(f"{ident} would hold a negative outstanding of {r.name}")
             delta = after - old.outstanding(r)
-            total[r] += delta
-            if new.allocation_class is AllocationClass.USER:
-                user[r] += delta
-            if total[r] > self._config.capacity[r] or user[r] > self._config.limit_for(
-                r, AllocationClass.USER
+            deltas.append(delta)
+            if delta <= 0:
+                continue  # nothing grows: no bound can be crossed by this resource
+            if total[r] + delta > capacity[r] or (
+                is_user and user[r] + delta > self._config.limit_for(r, AllocationClass.USER)
             ):
                 raise TooManyRequests(
                     f"{ident} would over-commit {r.name} (docs/semantics.md#receiver-allocator)"
                 )
         key = ident[:2]
         held = self._key_outstanding[key]
-        for r in self._resources:
-            held[r] += new.outstanding(r) - old.outstanding(r)
+        for r, delta in zip(self._resources, deltas, strict=True):
+            if delta:
+                held[r] += delta
+                total[r] += delta
+                if is_user:
+                    user[r] += delta
         fencing = (new.state is EpochState.FENCING) - (old.state is EpochState.FENCING)
         if fencing:
             self._key_fencing[key] = self._key_fencing.get(key, 0) + fencing
-        if new.settled():
+        if new.state is EpochState.FENCED and new.settled():
             del self._records[ident]
         else:
             self._records[ident] = new
-        self._outstanding = total
-        self._user_outstanding = user

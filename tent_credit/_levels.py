@@ -7,11 +7,14 @@ lands, so a sender reports only when it has news (docs/credit_protocol.md "Grant
 
 1. **A rise** (some resource's level above the one last reported) or **a return** (the gate gave
    idle credit back: the returned totals changed) goes out at once.
-2. **A fall**, or **idle credit** (credit on hand beyond what the waiting work needs), goes out
-   once it has lasted ``hold_ns`` without a break, with that idle credit returned: work that
-   arrives in bursts (a lane that resubmits right after its completion) keeps its credit
-   across the gaps instead of paying two reports per gap, and credit nothing will use goes
-   back to the keys that can use it (a grant that arrived after the work left, say).
+2. **Idle credit** (credit on hand beyond what the waiting work needs) that has lasted
+   ``hold_ns`` without a break goes back, with a report of the current level. A lower level
+   alone is not news: the receiver tops a key up only as its data lands, so a sender whose
+   backlog shrank ends up holding the excess as idle credit, and returns it then. Work that
+   arrives in bursts (a lane that resubmits a moment after its completion) keeps its credit
+   across the gaps instead of paying two reports per gap; credit nothing will use goes back to
+   the keys that can use it (a grant that arrived after the work left, say). The activation's
+   grant is not idle before the entry's first report: it was given ahead of any work.
 3. **A refresh** (the last report again) goes out every ``refresh_ns`` (half the freshness
    TTL; 0: never): the receiver answers it with the key's full vector. This is the only
    repeat. Totals are cumulative, so over a lossy channel the two refreshes (this one and the
@@ -92,10 +95,7 @@ class LevelReports:
     def observe(self, now_ns: int, available: Vector) -> None:
         """Start or clear rule 2's hold from the current level and credit (call after any
         change of either)."""
-        level = self.level()
-        quiet = not self._rising(level) and (
-            level != (self._reported or {}) or bool(self.idle(available))
-        )
+        quiet = self._reported is not None and bool(self.idle(available))
         if not quiet:
             self._quiet_since = None
         elif self._quiet_since is None:

@@ -122,6 +122,7 @@ class ReceiverEndpoint:
         self._ahead_waiting = False
         self._ahead_capped = False
         self._last_sent: tuple[object, ...] | None = None
+        self._news_due = False  # the grants or the retry hint may have moved since
 
     @property
     def sender_peer(self) -> int:
@@ -163,9 +164,10 @@ class ReceiverEndpoint:
         """The receiver's grant-ahead loop granted this key or re-evaluated it."""
         self._ahead_capped = capped
         self._ahead_waiting = waiting
-        self._retry_after_us = self._receiver.allocator.config.retry_after_us if (
-            capped or waiting
-        ) else 0
+        retry = self._receiver.allocator.config.retry_after_us if (capped or waiting) else 0
+        if granted or retry != self._retry_after_us:
+            self._due(news=True)
+        self._retry_after_us = retry
 
     @property
     def waiting_since(self) -> int:
@@ -177,6 +179,14 @@ class ReceiverEndpoint:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def _due(self, *, push: bool = False, news: bool = False) -> None:
+        # Something may be owed to the sender: the receiver's flush asks only such endpoints.
+        if push:
+            self._push_due = True
+        if news:
+            self._news_due = True
+        self._receiver._due[self] = None
 
     def _violation(self, detail: str) -> EndpointEvent:
         self._violations += 1
@@ -237,7 +247,7 @@ class ReceiverEndpoint:
             ):
                 return [EndpointEvent(kind="update_ignored", detail="other session or epoch")]
             if isinstance(message, Heartbeat):
-                self._push_due = True  # answer with a refresh of the full vector
+                self._due(push=True)  # answer with a refresh of the full vector
                 return []
             return self._on_usage(message)
         return [self._violation(f"a sender does not send {type(message).__name__}")]
@@ -252,6 +262,7 @@ class ReceiverEndpoint:
         common = max(set(mine) & set(offer.versions), default=0)
         self._version = common
         # A duplicated offer gets the same activation again: epochs move only on reconnect.
+        self._due()
         self._pending_activation = CapabilityActivation(
             versions=mine,
             selected_version=common,
@@ -262,7 +273,7 @@ class ReceiverEndpoint:
         )
         if common == GRANT_AHEAD_VERSION:
             self._grant_initial()
-            self._push_due = True
+            self._due(push=True)
             self._receiver._ahead.membership_changed()
             return [EndpointEvent(kind="activated", detail=f"epoch {self._epoch}")]
         if common:
@@ -271,7 +282,7 @@ class ReceiverEndpoint:
                 if amount > self._demand_target.get(resource, 0):
                     self._demand_target[resource] = amount
             self._grant_outstanding_demand()
-            self._push_due = True
+            self._due(push=True)
             return [EndpointEvent(kind="activated", detail=f"epoch {self._epoch}")]
         return [EndpointEvent(kind="legacy_fallback", detail="no common version")]
 
@@ -285,8 +296,8 @@ class ReceiverEndpoint:
             for r, a in self._receiver.initial_demand.items()
             if a > granted.get(r, 0)
         }
-        if want:
-            allocator.grant_exact(self._sender_peer, self._qos_class, want)
+        if want and allocator.grant_exact(self._sender_peer, self._qos_class, want) is not None:
+            self._due(news=True)
 
     def _on_usage(self, usage: SenderCreditUsage | CreditReturn) -> list[EndpointEvent]:
         if usage.sequence <= self._usage_sequence:
@@ -345,7 +356,7 @@ class ReceiverEndpoint:
                 # was lost): answer with the full vector even if nothing new is granted. Found by
                 # the model checker (`gated/no_refresh`): without it, and without the refresh
                 # timer, one lost update stalled the key for good.
-                self._push_due = True
+                self._due(push=True)
             events.extend(self._grant_outstanding_demand())
         if any(reclaimed.values()):
             self._receiver._capacity_freed()
@@ -371,7 +382,7 @@ class ReceiverEndpoint:
         if content == self._last_report:
             # the sender repeats itself only when it suspects a lost message (_levels rule 3):
             # answer with the full vector, even if nothing changed since the last update
-            self._push_due = True
+            self._due(push=True)
         self._last_report = content
         changed = level != self._level
         self._level = level
@@ -405,12 +416,12 @@ class ReceiverEndpoint:
             self._sender_peer, self._qos_class, demand, waiting=self._waiting
         )
         if any(decision.granted_now.values()):
-            self._push_due = True
+            self._due(push=True)
         if decision.retry_after_us:
             self._demands_blocked += 1
             self._set_stalled(True, decision.granted_now)
             self._retry_after_us = decision.retry_after_us
-            self._push_due = True  # tell the sender when to expect more
+            self._due(push=True)  # tell the sender when to expect more
             return [EndpointEvent(kind="demand_blocked", detail=str(decision.blocked))]
         self._set_stalled(bool(self._outstanding_demand()), decision.granted_now)
         self._retry_after_us = 0
@@ -426,10 +437,8 @@ class ReceiverEndpoint:
 
     def _news(self) -> tuple[object, ...]:
         # what makes an update news to its sender: the grant totals and whether to wait
-        granted = self._receiver.allocator.key_totals(
-            self._sender_peer, self._qos_class, self._epoch
-        ).granted
-        return (tuple(sorted(granted.items())), self._retry_after_us)
+        granted = self._receiver.allocator.granted(self._sender_peer, self._qos_class, self._epoch)
+        return (tuple(granted.values()), self._retry_after_us)
 
     def _update(self) -> ReceiverCreditUpdate:
         totals = self._receiver.allocator.key_totals(
@@ -449,19 +458,26 @@ class ReceiverEndpoint:
     def messages_to_send(self, now_ns: int) -> list[bytes]:
         """The activation (once per offer) and at most one update: the latest full vector."""
         _check_now(now_ns)
+        self._receiver._due.pop(self, None)  # asked now, whoever asks (a flush, a harness)
         if self._closed:
             return []
+        refresh = self._receiver.refresh_interval_ns
+        last = self._last_push_ns
+        refresh_due = bool(
+            self._version and refresh and last is not None and now_ns - last >= refresh
+        )
+        if not (self._pending_activation or self._push_due or self._news_due or refresh_due):
+            return []  # the common case, checked first: a flush asks every endpoint
         out: list[ControlMessage] = []
         if self._pending_activation is not None:
             out.append(self._pending_activation)
             self._pending_activation = None
-        refresh = self._receiver.refresh_interval_ns
-        last = self._last_push_ns
-        if self._version and refresh and last is not None and now_ns - last >= refresh:
+        if refresh_due:
             self._push_due = True
-        if self._version == GRANT_AHEAD_VERSION and not self._push_due:
+        if self._version == GRANT_AHEAD_VERSION and not self._push_due and self._news_due:
             # version 2: no frame without news (the grants or the retry hint moved)
             self._push_due = self._news() != self._last_sent
+        self._news_due = False
         if self._version and self._push_due:
             out.append(self._update())
             self._push_due = False
@@ -497,6 +513,7 @@ class ReceiverEndpoint:
 
     def close(self) -> None:
         self._closed = True
+        self._receiver._due.pop(self, None)
 
     def statistics(self) -> ReceiverEndpointStatistics:
         return ReceiverEndpointStatistics(
@@ -551,6 +568,7 @@ class CreditReceiver:
                 raise InvalidArgument(f"invalid initial grant {describe(r)}: {describe(a)}")
         self._versions = versions
         self._endpoints: dict[tuple[int, int], ReceiverEndpoint] = {}
+        self._due: dict[ReceiverEndpoint, None] = {}  # endpoints that may owe a message
         self._ahead = StandingGrants(
             self._allocator, self._ahead_endpoints, static=config.grant_chunk
         )
@@ -617,7 +635,7 @@ class CreditReceiver:
         (:attr:`ReceiverEndpoint.waiting_since`); under ``GrantSplit.FIRST_COME``, the old
         policy kept for comparison, connection order, as before (``tent_spec.gated`` models
         that policy with its push in key order)."""
-        waiting = [ep for ep in self._endpoints.values() if ep._pushable()]
+        waiting = [ep for ep in self._endpoints.values() if ep._stalled and ep._pushable()]
         if self._allocator.config.grant_split is GrantSplit.FIRST_COME:
             return tuple(waiting)
         return tuple(sorted(waiting, key=lambda ep: ep.waiting_since))
@@ -783,6 +801,15 @@ class CreditReceiver:
         for endpoint in self.stalled_endpoints():
             endpoint._capacity_freed()
         self._ahead.serve()  # version 2: the waiting line, first come (_standing rule 2)
+
+    def take_due(self) -> tuple[ReceiverEndpoint, ...]:
+        """The endpoints that may owe their sender a message since the last call (an
+        activation, an update with news, an answer), in the order they became due; the rest
+        owe nothing but a refresh (:attr:`refresh_interval_ns`). A transport's flush asks only
+        these instead of every connection."""
+        due = tuple(self._due)
+        self._due.clear()
+        return due
 
     def messages_to_send(self, now_ns: int) -> dict[tuple[int, int], list[bytes]]:
         """Per (sender_peer, qos_class): what each open connection must send now."""

@@ -87,9 +87,9 @@ class SenderEndpoint:
 
     Protocol version 2 (grant-ahead, negotiated with receivers that offer it): a usage report
     states the sender's level, its work in flight plus waiting, and goes out only with news
-    (:mod:`tent_credit._levels`): a rise or a return at once, a fall or idle credit once it
-    lasted ``level_hold_ns`` (default two usage intervals; the idle credit is returned with
-    it), and a refresh every ``refresh_interval_ns`` (default half the freshness TTL; 0: none).
+    (:mod:`tent_credit._levels`): a rise or a return at once, idle credit once it lasted
+    ``level_hold_ns`` (default 20 usage intervals; it is returned with the report), and a
+    refresh every ``refresh_interval_ns`` (default half the freshness TTL; 0: none).
 
     Version 1: usage is reported at most once per ``usage_interval_ns`` while something
     changed (consumption, returns or demand) or demand is unmet, except the report of a sender
@@ -129,7 +129,7 @@ class SenderEndpoint:
         self._inbox: ControlInbox[CreditKey] = ControlInbox(max_keys=2)
         self._usage_interval_ns = usage_interval_ns
         # version 2 (grant-ahead): the level this sender states and when it reports it
-        hold = 2 * usage_interval_ns if level_hold_ns is None else level_hold_ns
+        hold = 20 * usage_interval_ns if level_hold_ns is None else level_hold_ns
         self._levels = LevelReports(hold)
         self._direct_waiting = False  # the waiting work came from blocked try_reserve calls
         self._refresh_interval_ns = refresh_interval_ns

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
-from ._ahead import Standing, standing, whole_units
+from ._ahead import Shape, Standing, position, shape_of, whole_units
 from ._allocator import AllocationClass, ReceiverCreditAllocator
 from ._types import CreditResource
 
@@ -71,7 +71,11 @@ class StandingGrants:
         self._allocator = allocator
         self._endpoints = endpoints
         self._static = static
+        config = allocator.config
+        self._pool = {r: config.limit_for(r, AllocationClass.USER) for r in config.capacity}
         self._line: dict[Key, AheadEndpoint] = {}  # insertion order is the line's order
+        # per key: the level it was computed from, the active count, and the shape
+        self._shapes: dict[Key, tuple[Mapping[CreditResource, int], int, Shape]] = {}
         self._capped: set[Key] = set()
         self._active = 0
         self.top_ups = 0
@@ -105,6 +109,8 @@ class StandingGrants:
         live = {(ep.sender_peer, ep.qos_class) for ep in self._endpoints()}
         for key in [k for k in self._line if k not in live]:
             del self._line[key]
+        for key in [k for k in self._shapes if k not in live]:
+            del self._shapes[key]
         self._capped &= live
         self._recount()
         self._evaluate_all()
@@ -151,7 +157,7 @@ class StandingGrants:
         carry (``max_grant``)."""
         allocator = self._allocator
         unit = position.unit
-        free = {r: allocator.free_for(r, AllocationClass.USER) for r in unit}
+        free = allocator.user_free()
         return whole_units(free, unit), whole_units(allocator.config.max_grant, unit)
 
     # ---------------------------------------------------------------- positions
@@ -160,19 +166,18 @@ class StandingGrants:
         return self._allocator.unlanded(endpoint.sender_peer, endpoint.qos_class, endpoint.epoch)
 
     def _position(self, endpoint: AheadEndpoint) -> Standing:
-        allocator = self._allocator
-        peer, qos, epoch = endpoint.sender_peer, endpoint.qos_class, endpoint.epoch
-        config = allocator.config
-        pool = {r: config.limit_for(r, AllocationClass.USER) for r in config.capacity}
-        return standing(
-            endpoint.level,
-            allocator.unlanded(peer, qos, epoch),
-            pool,
-            active=max(1, self._active),
-            static=self._static,
-            cap_room=allocator.cap_room(peer, qos),
-            settled=allocator.settled(peer, qos, epoch),
+        key = (endpoint.sender_peer, endpoint.qos_class)
+        level, active = endpoint.level, max(1, self._active)
+        cached = self._shapes.get(key)
+        if cached is None or cached[0] is not level or cached[1] != active:
+            shape = shape_of(level, self._pool, active=active, static=self._static)
+            self._shapes[key] = (level, active, shape)
+        else:
+            shape = cached[2]
+        unlanded, settled, room = self._allocator.ahead_inputs(
+            endpoint.sender_peer, endpoint.qos_class, endpoint.epoch
         )
+        return position(shape, unlanded, settled=settled, cap_room=room)
 
     def _recount(self) -> bool:
         active = sum(1 for ep in self._endpoints() if any(ep.level.values()))

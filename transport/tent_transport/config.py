@@ -146,15 +146,19 @@ class GrantPolicyConfig:
     (docs/semantics.md#receiver-allocator grant policy).
 
     ``max_grant`` bounds one grant per resource (missing: the resource's capacity),
-    ``min_grant`` is the all-or-nothing floor of one grant, ``initial_grant`` what an activation
-    grants up front (keep it small, RFC principle 3), ``retry_after_us`` the hint a blocked
-    demand carries. Raises ConfigError on a malformed value.
+    ``min_grant`` is the all-or-nothing floor of one grant (version 1), ``initial_grant`` what
+    an activation grants up front (keep it small, RFC principle 3), ``retry_after_us`` the hint
+    a blocked demand carries. ``chunk`` is grant-ahead's standing credit per key in whole
+    charges (protocol version 2, docs/credit_protocol.md#grant-ahead): 0 (the default) adapts it
+    to the key's fair share of the capacity; N fixes it at N, the RFC's lease batch.
+    Raises ConfigError on a malformed value.
     """
 
     max_grant: ResourceAmounts = attrs.field(factory=dict, converter=_max_grant)
     min_grant: ResourceAmounts = attrs.field(factory=dict, converter=_min_grant)
     initial_grant: ResourceAmounts = attrs.field(factory=dict, converter=_initial_grant)
     retry_after_us: int = attrs.field(default=1000, validator=_int(_GRANT, 1))
+    chunk: int = attrs.field(default=0, validator=_int(_GRANT, 0))
 
 
 _MODES = {mode.value: mode for mode in CreditMode}
@@ -194,6 +198,9 @@ class ReceiverCreditConfig:
     freshness_ttl_ms: int = attrs.field(default=0, validator=_int(_RC, 0, _U32_MAX))
     refresh_interval_ns: int = attrs.field(default=0, validator=_int(_RC))
     usage_interval_ns: int = attrs.field(default=1_000_000, validator=_int(_RC))
+    level_hold_ns: int | None = attrs.field(default=None)
+    """Version 2: how long a sender's idle credit lasts before it returns it with a report
+    (docs/credit_protocol.md#grant-ahead; ``None``: 20 usage intervals)."""
     grant: GrantPolicyConfig = attrs.field(factory=GrantPolicyConfig)
 
     def __attrs_post_init__(self) -> None:
@@ -209,6 +216,8 @@ class ReceiverCreditConfig:
             )
         if not isinstance(self.grant, GrantPolicyConfig):
             raise ConfigError(f"{_GRANT} must be a GrantPolicyConfig")
+        if self.level_hold_ns is not None:
+            _int(_RC)(self, attrs.fields(ReceiverCreditConfig).level_hold_ns, self.level_hold_ns)
         self.allocator_config()  # rule 5: the allocator's rules are checked at load
         self.gate_config()
 
@@ -241,6 +250,7 @@ class ReceiverCreditConfig:
                 max_keys=self.max_keys,
                 retry_after_us=self.grant.retry_after_us,
                 max_key_outstanding=self.max_key_outstanding,
+                grant_chunk=self.grant.chunk,
             )
         except credit_errors.CreditError as exc:
             raise ConfigError(f"{_RC}: {exc}") from exc

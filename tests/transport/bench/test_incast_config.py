@@ -49,7 +49,7 @@ def test_an_unknown_path_is_refused() -> None:
 def test_staged_receivers_lease_staging_slots_and_keep_a_reserve_for_the_inner_moves() -> None:
     spec = _spec("staged")
     credit = engine_config(spec, "receiver")["receiver_credit"]
-    assert credit["grant"]["initial_grant"]["staging_slots"] == spec["lease_batch"]
+    assert credit["grant"]["initial_grant"]["staging_slots"] == max(1, spec["lease_batch"])
     assert credit["staging_reserve"] == {
         "data_bytes": 1 << 20,
         "request_slots": 1,
@@ -74,8 +74,11 @@ def test_the_default_matrix_has_the_rfc_rows_the_paths_and_the_lease_sweep() -> 
         assert {(row, m) for m in Mode} <= rows
     assert {("4-sender staged", Mode.CREDIT), ("4-sender mixed", Mode.CREDIT)} <= rows
     sweep = {c.lease_batch for c in configs if c.row.startswith("16-sender batch")}
-    assert sweep == {1, 4, 8}  # beside the 16-sender row's own batch 2
-    assert {c.lease_batch for c in configs if c.row == "16-sender"} == {2}
+    assert sweep == {1, 2, 4, 8}  # static lease batches beside the row's adaptive default
+    assert {c.lease_batch for c in configs if c.row == "16-sender"} == {0}
+    # no mode always runs first: the order within a row flips with the repetition
+    first = [c.mode for c in configs if c.row == "16-sender"]
+    assert first[:3] == first[3:][::-1] and first[0] is not first[3]
     # repetitions interleave: every row of repetition 0 before any of repetition 1
     reps = [c.repetition for c in configs]
     assert reps == sorted(reps)

@@ -17,7 +17,7 @@ from tent_transport.incast._verify import verify_record, verify_records
 
 def good(mode: str = "credit") -> dict[str, Any]:
     record: dict[str, Any] = {
-        "schema_version": 1,
+        "schema_version": 2,
         "row": "4-sender",
         "mode": mode,
         "repetition": 0,
@@ -27,6 +27,8 @@ def good(mode: str = "credit") -> dict[str, Any]:
         "duration_s": 1.0,
         "throughput_gbps": 0.1,
         "throughput_mib_s": 95.0,
+        "steady_s": 0.8,
+        "window_throughput_mib_s": 90.0,
         "sender_p50_us": [10.0] * 4,
         "sender_p99_us": [20.0] * 4,
         "mean_sender_p99_us": 20.0,
@@ -132,7 +134,7 @@ def test_nonzero_final_occupancy_fails(field: str) -> None:
         lambda r: r.update(offered="96"),
         lambda r: r.update(completed=True),
         lambda r: r.update(extra=1),
-        lambda r: r.update(schema_version=2),
+        lambda r: r.update(schema_version=1),  # a record of the old schema (no steady window)
     ],
 )
 def test_schema_mismatch_fails(change: Any) -> None:

@@ -277,6 +277,12 @@ class ControlClient:
         if endpoint is None or connection is None or connection.closed or self._bootstrap_pending:
             return
         now = self._clock()
+        if endpoint.ahead:
+            # version 2: the endpoint sends only news and its refresh (tent_credit._levels)
+            for message in endpoint.messages_to_send(now):
+                connection.publish(FrameKind.CREDIT, message)
+            self._timer.arm(endpoint.get_timer(), now)
+            return
         for message in endpoint.messages_to_send(now):
             if not self._repeats.admit(message, now):
                 continue  # a repeat within its back-off (module _repeats)

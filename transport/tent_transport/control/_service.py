@@ -289,6 +289,15 @@ class ControlServer:
         if self._credit is None:
             return
         now = self._clock()
+        credit = self._credit
+        due = credit.take_due()
+        if not credit.refresh_interval_ns:
+            # no refresh timer: only the endpoints that became due can owe anything
+            for owing in due:
+                ps = self._sessions.get(owing.sender_peer)
+                if ps is not None and ps.endpoint is owing and ps.current:
+                    self._send(ps, owing, now)
+            return
         # only the endpoints of our connections: the receiver may hold others (the staging
         # path's in-process endpoint), whose messages are not ours to take
         timers = []
@@ -296,14 +305,18 @@ class ControlServer:
             endpoint = ps.endpoint
             if endpoint is None or not ps.current or endpoint.closed:
                 continue
-            for message in endpoint.messages_to_send(now):
-                if not ps.repeats.admit(message, now):
-                    continue
-                if not ps.connection.publish(FrameKind.CREDIT, message):
-                    ps.repeats.refused()
+            self._send(ps, endpoint, now)
             if (when := endpoint.get_timer()) is not None:
                 timers.append(when)
         self._timer.arm(min(timers, default=None), now)
+
+    def _send(self, ps: PeerSession, endpoint: ReceiverEndpoint, now: int) -> None:
+        ahead = endpoint.ahead  # version 2 sends only news: nothing to hold back
+        for message in endpoint.messages_to_send(now):
+            if not ahead and not ps.repeats.admit(message, now):
+                continue
+            if not ps.connection.publish(FrameKind.CREDIT, message) and not ahead:
+                ps.repeats.refused()
 
     async def close(self) -> None:
         self._timer.cancel()

@@ -315,6 +315,10 @@ class Engine:
                 mode=self._mode,
                 usage_interval_ns=credit.usage_interval_ns,
                 trace=self.options.trace,
+                level_hold_ns=credit.level_hold_ns,
+                # over a lossy channel the sender refreshes its report as the receiver its
+                # vector (version 2); 0: none (TCP loses nothing without the connection)
+                refresh_interval_ns=credit.refresh_interval_ns or None,
             )
         link = _Link(
             ControlClient(

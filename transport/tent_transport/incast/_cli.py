@@ -87,7 +87,9 @@ def _custom(
 ) -> list[RunConfig]:
     try:
         counts = [int(s) for s in _split(senders)]
-        batch_list = [int(b) for b in _split(batches)]
+        batch_list = [0 if b == "adaptive" else int(b) for b in _split(batches)]
+        if any(b < 0 for b in batch_list):
+            raise ValueError(f"lease batches are 'adaptive' or ints >= 1, got {batches!r}")
         mode_list = [Mode(m) for m in _split(modes)]
         cond = Condition(condition)
     except ValueError as exc:
@@ -108,7 +110,7 @@ def _custom(
                 RunConfig(
                     row=f"{n}-sender {cond.value}"
                     + ("" if path == "direct" else f" {path}")
-                    + (f" batch {b}" if len(batch_list) > 1 else "")
+                    + ((f" batch {b}" if b else " adaptive") if len(batch_list) > 1 else "")
                     + _suffix(device, network),
                     device=device,
                     network=network,
@@ -234,9 +236,10 @@ class _Progress:
 @click.option(
     "--lease-batch",
     "batches",
-    default="2",
+    default="adaptive",
     show_default=True,
-    help="Custom rows: grant chunks, e.g. 1,2,4,8.",
+    help="Custom rows: credit's chunk, 'adaptive' (grant-ahead's fair share) or a static "
+    "lease batch in blocks, e.g. adaptive,1,2,4,8.",
 )
 @click.option(
     "--window",

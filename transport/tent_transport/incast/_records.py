@@ -2,8 +2,11 @@
 
 ``SCHEMA`` names every field and its JSON type; :func:`check_schema` is the verifier's first rule.
 Latencies are per transfer, from the submit (before credit acquisition) to its terminal event,
-in microseconds. Throughput is the receiver's: bytes that completed over the incast window
-(first submit to last completion, on the machine-wide monotonic clock every process shares).
+in microseconds. Throughput is the receiver's, in its **steady window**: the blocks that
+completed between the run's 10th- and 90th-percentile completion, over that window, on the
+machine-wide monotonic clock every process shares (``steady_s`` is its length). Setup, the first
+grants and the tail, where fewer senders are left, stay out of it; ``window_throughput_mib_s``
+is the whole window (first submit to last completion) for comparison.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ __all__ = [
     "percentile",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # field -> accepted JSON types (int fields also accept no float; bool is not an int here)
 SCHEMA: dict[str, tuple[type, ...]] = {
@@ -41,6 +44,8 @@ SCHEMA: dict[str, tuple[type, ...]] = {
     "duration_s": (float, int),
     "throughput_gbps": (float, int),
     "throughput_mib_s": (float, int),
+    "steady_s": (float, int),
+    "window_throughput_mib_s": (float, int),
     "sender_p50_us": (list,),
     "sender_p99_us": (list,),
     "mean_sender_p99_us": (float, int),
@@ -155,6 +160,21 @@ def _intervals(
     return out, leaked
 
 
+def steady(completions: Sequence[int], block: int) -> tuple[float, float]:
+    """``(seconds, bytes/s)`` of the steady window of these completion times (ns): from the
+    10th- to the 90th-percentile completion, the blocks completed after the first edge and up
+    to the second. Fewer than 10 completions: the whole span."""
+    ordered = sorted(completions)
+    if len(ordered) < 2:
+        return 0.0, 0.0
+    lo, hi = (0, len(ordered) - 1) if len(ordered) < 10 else (
+        len(ordered) // 10,
+        len(ordered) - 1 - len(ordered) // 10,
+    )
+    span = (ordered[hi] - ordered[lo]) / 1e9
+    return (span, (hi - lo) * block / span) if span > 0 else (0.0, 0.0)
+
+
 def _fenced(status: str, detail: str) -> bool:
     text = f"{status} {detail}".lower()
     return status != "COMPLETED" and any(word in text for word in _FENCED_DETAILS)
@@ -181,8 +201,10 @@ def build_record(
     stall_ns = 0
     messages = 0
     control_bytes = 0
+    finished: list[int] = []
     for report in senders:
         done = [(r[0], r[1]) for r in report["results"] if r[2] == "COMPLETED"]
+        finished.extend(t1 for _t0, t1 in done)
         lat = [(t1 - t0) / 1000.0 for t0, t1 in done]
         p50.append(round(percentile(lat, 50), 1))
         p99.append(round(percentile(lat, 99), 1))
@@ -208,6 +230,7 @@ def build_record(
         control_bytes += int(report["control_bytes"])
     window_s = (max(ends) - min(starts)) / 1e9 if starts else 0.0
     moved = completed * config.block
+    steady_s, steady_rate = steady(finished, config.block)
     last = receivers[-1] if receivers else {}
     peak: dict[str, int] = {}
     violations: dict[str, int] = {}
@@ -239,8 +262,10 @@ def build_record(
         "machine": machine(),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "duration_s": round(window_s, 4),
-        "throughput_gbps": round(moved / window_s / 1e9, 4) if window_s else 0.0,
-        "throughput_mib_s": round(moved / window_s / (1 << 20), 2) if window_s else 0.0,
+        "throughput_gbps": round(steady_rate / 1e9, 4),
+        "throughput_mib_s": round(steady_rate / (1 << 20), 2),
+        "steady_s": round(steady_s, 4),
+        "window_throughput_mib_s": round(moved / window_s / (1 << 20), 2) if window_s else 0.0,
         "sender_p50_us": p50,
         "sender_p99_us": p99,
         "mean_sender_p99_us": round(sum(p99) / len(p99), 1) if p99 else 0.0,

@@ -89,31 +89,32 @@ def engine_config(spec: dict[str, Any], side: str) -> dict[str, Any]:
                 "legacy_window": spec["window"],
             },
         }
-    grant = {"data_bytes": batch * block, "request_slots": batch, "consumer_slots": batch}
+    # the activation grants one block (small: RFC principle 3), or a static lease's batch;
+    # grant-ahead then keeps each sender topped up (chunk 0: its fair share of the slots)
+    first = max(1, batch)
+    grant = {"data_bytes": first * block, "request_slots": first, "consumer_slots": first}
     credit: dict[str, Any] = {
         "enabled": True,
         "mode": "required",
-        "usage_interval_ns": spec["usage_interval_us"] * 1000,
         "capacity": {
             "data_bytes": slots * block,
             "request_slots": slots,
             "staging_slots": slots,
             "consumer_slots": slots,
         },
-        # min_grant: one whole block, all or nothing. Without it the max-min fair split cuts
-        # DATA_BYTES below a block (16 senders x 2 MiB of 8 x 4 MiB): every sender holds part
-        # of a block, none can reserve one, nothing lands, nothing is released (measured: 14 of
-        # 128 blocks completed in 60 s)
+        # min_grant: one whole block, all or nothing, for a version-1 peer (its max-min fair
+        # split cut DATA_BYTES below a block, and 16 senders each held part of a block none
+        # could use); grant-ahead grants whole blocks by itself
         "grant": {
             "initial_grant": grant,
-            "max_grant": dict(grant, staging_slots=slots),
             "min_grant": {"data_bytes": block, "request_slots": 1, "consumer_slots": 1},
+            "chunk": batch,
         },
     }
     if spec.get("path", "direct") != "direct":
         # staged writes lease a staging slot too; one block of the capacity is the staging
         # reserve no user key may take, so the inner moves always get credit (no deadlock)
-        credit["grant"]["initial_grant"] = dict(grant, staging_slots=batch)
+        credit["grant"]["initial_grant"] = dict(grant, staging_slots=first)
         credit["staging_reserve"] = {"data_bytes": block, "request_slots": 1, "consumer_slots": 1}
     return {"enable_runtime_queue": True, "receiver_credit": credit}
 
