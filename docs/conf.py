@@ -1,9 +1,9 @@
 """Sphinx configuration: MyST markdown pages, built with -W in the test suite.
 
-Nothing is loaded from the network: the diagrams are Graphviz DOT rendered to SVG at build
-time (``sphinx.ext.graphviz``, needs the ``dot`` program: Debian's ``graphviz`` package), and
-the theme's assets are local files. ``tests/docs/test_docs_build.py`` fails on any external URL
-in the built HTML.
+Nothing is loaded from the network and nothing outside pip is needed: the diagrams are SVG files
+rendered from their DOT sources by ``tent spec diagram`` and checked in (a test checks that each
+shows its source; see ``tent_models.rendering``), and the theme's assets are local files.
+``tests/docs/test_docs_build.py`` fails on any external URL in the built HTML.
 """
 
 import importlib
@@ -14,10 +14,10 @@ from sphinx.application import Sphinx
 
 project = "TENT protocol library"
 author = "TENT protocol team"
+copyright = f"{author}, licensed under Apache-2.0"  # the footer; unset, it reads an empty "©."
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
-    "sphinx.ext.graphviz",
 ]
 myst_enable_extensions = ["colon_fence"]
 source_suffix = {".md": "markdown"}
@@ -30,9 +30,6 @@ html_theme_options = {
     "page_width": "1160px",  # room for the state diagrams at a legible scale
 }
 suppress_warnings = ["myst.header"]
-
-graphviz_output_format = "svg"
-graphviz_dot_args = ["-Gbgcolor=transparent"]
 
 # The API reference documents each package's public names: its __all__, nothing private.
 autodoc_default_options = {

@@ -40,7 +40,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from tent_models import diagrams, registry
+from tent_models import diagrams, registry, rendering
 from tent_models import manifest as manifest_file
 from tent_models.checker import InvalidArgument, on_ray
 from tent_models.manifest import Counts, Manifest, ManifestError
@@ -558,7 +558,11 @@ def spec_group() -> None:
     "found from the installed package or above the working folder).",
 )
 def spec_diagram(*, check_only: bool, docs: Path | None) -> None:
-    """Generate the state diagrams (MyST pages, Graphviz DOT) from the spec's transition tables."""
+    """Generate the state diagrams (MyST pages, Graphviz DOT, SVG) from the spec's tables.
+
+    Also renders every other ``docs/**/*.dot`` whose SVG does not show it. Rendering needs
+    Graphviz's ``dot``; ``--check`` does not.
+    """
     console = _console()
     if docs is None:
         try:
@@ -566,8 +570,9 @@ def spec_diagram(*, check_only: bool, docs: Path | None) -> None:
         except FileNotFoundError as exc:
             raise click.UsageError(str(exc)) from exc
     directory = docs / "diagrams"
+    others = [p for p in rendering.stale_renderings(docs) if p.parent != directory]
     if check_only:
-        stale = diagrams.stale(directory)
+        stale = [*diagrams.stale(directory), *(str(p.relative_to(docs)) for p in others)]
         if stale:
             console.print(
                 Text(
@@ -581,8 +586,14 @@ def spec_diagram(*, check_only: bool, docs: Path | None) -> None:
         return
     try:
         changed = diagrams.write(directory)
+        for svg in others:
+            source = svg.with_suffix(".dot").read_text(encoding="utf-8")
+            svg.write_text(rendering.render_svg(source), encoding="utf-8")
+            changed += (str(svg.relative_to(docs)),)
     except OSError as exc:
         raise click.ClickException(f"cannot write {directory}: {exc.strerror}") from exc
+    except (rendering.GraphvizMissing, RuntimeError) as exc:
+        raise click.ClickException(str(exc)) from exc
     if changed:
         console.print(f"{directory}: updated {', '.join(changed)}")
     else:

@@ -11,11 +11,13 @@ Tables drawn (each a :class:`Diagram`, see :func:`diagrams`):
   A row whose next state depends on the configured mode is labelled with its modes; every other
   row is the same in each mode that has it.
 
-Each page is MyST markdown with a title, a generated-file notice, a ```` ```{graphviz} ````
-directive holding the diagram as Graphviz DOT (:func:`dot`; ``sphinx.ext.graphviz`` renders it
-to SVG at build time, so the HTML needs no script and no network) and the table itself for
-review. ``index.md`` lists the pages in a toctree. The output folder is
-owned by the generator: :func:`write` removes pages it no longer generates.
+Each diagram is three files: ``<name>.dot``, the Graphviz DOT source (:func:`dot`);
+``<name>.svg``, its rendering, checked in and stamped with the source's digest
+(:mod:`tent_models.rendering`); and ``<name>.md``, a MyST page with a title, a generated-file
+notice, the picture and the table itself for review. Building the docs reads the SVG, so it needs
+no Graphviz, no script and no network; only :func:`write` renders, and only a source that
+changed. ``index.md`` lists the pages in a toctree. The output folder is owned by the generator:
+:func:`write` removes the ``.md``, ``.dot`` and ``.svg`` files it no longer generates.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from pathlib import Path
 
 import attrs
 from tent_spec import admission, negotiation
+
+from tent_models.rendering import render_svg, svg_problems
 
 __all__ = [
     "DEFAULT_DIRECTORY",
@@ -214,10 +218,8 @@ def page(diagram: Diagram) -> str:
             "",
             diagram.summary,
             "",
-            "```{graphviz}",
+            f"```{{image}} {diagram.name}.svg",
             f":alt: {diagram.title}: the state diagram of {diagram.source}",
-            "",
-            dot(diagram),
             "```",
             "",
             f"The table, as `{diagram.source}` states it:",
@@ -249,17 +251,24 @@ def _index(items: Sequence[Diagram]) -> str:
 
 
 def pages() -> Mapping[str, str]:
-    """File name -> text of every generated page, ``index.md`` included."""
+    """File name -> text of every generated text file: each diagram's page and DOT source, and
+    ``index.md``. The SVG renderings are checked against the DOT sources (:func:`stale`)."""
     items = diagrams()
     out = {f"{item.name}.md": page(item) for item in items}
+    out.update({f"{item.name}.dot": dot(item) + "\n" for item in items})
     out["index.md"] = _index(items)
     return out
 
 
-def stale(directory: Path = DEFAULT_DIRECTORY) -> tuple[str, ...]:
-    """Names of the pages in ``directory`` that are missing, different, or no longer generated.
+_OWNED = ("*.md", "*.dot", "*.svg")
 
-    Empty when the checked-in pages are up to date. Reads only; changes nothing.
+
+def stale(directory: Path = DEFAULT_DIRECTORY) -> tuple[str, ...]:
+    """Names of the files in ``directory`` that are missing, different, or no longer generated,
+    and of the SVGs that do not show their DOT source.
+
+    Empty when the checked-in diagrams are up to date. Reads only; changes nothing, and needs no
+    Graphviz.
     """
     expected = pages()
     out = []
@@ -267,17 +276,29 @@ def stale(directory: Path = DEFAULT_DIRECTORY) -> tuple[str, ...]:
         path = directory / name
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             out.append(name)
+        if name.endswith(".dot"):
+            svg = path.with_suffix(".svg")
+            if not svg.is_file() or svg_problems(text, svg.read_text(encoding="utf-8")):
+                out.append(svg.name)
+    rendered = {n[: -len(".dot")] + ".svg" for n in expected if n.endswith(".dot")}
     if directory.is_dir():
-        out.extend(p.name for p in directory.glob("*.md") if p.name not in expected)
+        out.extend(
+            p.name
+            for pattern in _OWNED
+            for p in directory.glob(pattern)
+            if p.name not in expected and p.name not in rendered
+        )
     return tuple(sorted(out))
 
 
 def write(directory: Path = DEFAULT_DIRECTORY) -> tuple[str, ...]:
-    """Write every page into ``directory`` (created if needed); remove pages no longer generated.
+    """Write every file into ``directory`` (created if needed); remove files no longer generated.
 
     Returns the names written or removed (empty when everything was up to date; unchanged
-    files are not rewritten). Raises ``OSError`` when the folder cannot be written; pages
-    written before the failure stay written (each file is replaced whole).
+    files are not rewritten, and only an SVG whose source changed is rendered again). Raises
+    ``OSError`` when the folder cannot be written and
+    :class:`~tent_models.rendering.GraphvizMissing` when an SVG must be rendered without
+    ``dot``; files written before the failure stay written (each file is replaced whole).
     """
     changed = stale(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -286,6 +307,10 @@ def write(directory: Path = DEFAULT_DIRECTORY) -> tuple[str, ...]:
         path = directory / name
         if name in expected:
             path.write_text(expected[name], encoding="utf-8")
-        else:
+        elif not name.endswith(".svg") or f"{name[: -len('.svg')]}.dot" not in expected:
             path.unlink()
+    for name in changed:
+        if name.endswith(".svg") and f"{name[: -len('.svg')]}.dot" in expected:
+            dot_source = expected[f"{name[: -len('.svg')]}.dot"]
+            (directory / name).write_text(render_svg(dot_source), encoding="utf-8")
     return changed

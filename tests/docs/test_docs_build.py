@@ -4,50 +4,54 @@ The build runs Sphinx in a subprocess with ``-W`` (warnings are errors): a broke
 a page left out of every toctree, a code block that does not lex, or a missing include fails it.
 The doctests of ``docs/*.md`` run separately (``--doctest-glob=*.md`` in pyproject).
 
-The diagram test parses the ``{graphviz}`` (DOT) block of ``docs/credit_protocol.md`` and
-compares its edges with :data:`tent_credit._negotiation.TRANSITIONS`, both ways, so the page
-cannot go stale when the table changes. The built HTML is checked for what an air-gapped reader
-needs: nothing loaded from outside (no external URL anywhere, except the hyperlinks that cite the
-public documents of ``docs/sources.md`` by URL, which a reader follows and a browser never
-fetches), and every diagram rendered to SVG (no DOT or mermaid source left as text).
+The build runs with a ``PATH`` that holds no program at all (Sphinx runs from this interpreter's
+absolute path), so a page that needs Graphviz's ``dot`` or any other system tool fails here: the
+docs build on a machine with only Python and pip.
+
+The diagram test parses ``docs/credit_negotiation.dot`` (the source of the negotiation picture on
+``docs/credit_protocol.md``) and compares its edges with
+:data:`tent_credit._negotiation.TRANSITIONS`, both ways, and checks that the checked-in SVG shows
+exactly that source, so the page cannot go stale when the table changes. The built HTML is
+checked for what an air-gapped reader needs: nothing loaded from outside (no external URL
+anywhere, except the hyperlinks that cite the public documents of ``docs/sources.md`` by URL,
+which a reader follows and a browser never fetches), and every diagram rendered to SVG (no DOT
+or mermaid source left as text).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tent_models.rendering import stale_renderings, svg_problems
 
 from tent_credit._negotiation import TRANSITIONS, NegotiationState
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-CREDIT_PAGE = DOCS / "credit_protocol.md"
-
-_FENCE = re.compile(r"^```\{graphviz\}[ \t]*\n(?P<body>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+CREDIT_DOT = DOCS / "credit_negotiation.dot"
 _EDGE = re.compile(
     r'^\s*(?P<src>\w+)\s*->\s*(?P<dst>\w+)\s*(?:\[label="(?P<label>\w+(?:\\n\w+)*)"\])?;$'
 )
 # The block's header: the directive's options, the graph and its default styles, the start point.
-_HEADER = re.compile(r"^\s*(:\w+:.*|digraph \w+ \{|\}|(graph|node|edge|start) \[.*\];)$")
+_HEADER = re.compile(r"^\s*(digraph \w+ \{|\}|(graph|node|edge|start) \[.*\];)$")
 
 Edge = tuple[str, str, str]
 
 
-def state_diagram_edges(markdown: str) -> set[Edge]:
-    """The labelled ``(source, event, target)`` edges of the page's one graphviz diagram.
+def state_diagram_edges(dot_source: str) -> set[Edge]:
+    """The labelled ``(source, event, target)`` edges of a DOT state diagram.
 
     The start arrow (``start -> X``) carries no event and is left out. Any other line of the
     diagram that is neither the header nor an edge with an event label is an error: the diagram
     must stay a plain rendering of the table.
     """
-    diagrams = [m.group("body") for m in _FENCE.finditer(markdown)]
-    assert len(diagrams) == 1, f"expected one graphviz block, found {len(diagrams)}"
     edges: set[Edge] = set()
-    for line in diagrams[0].splitlines():
+    for line in dot_source.splitlines():
         if not line.strip() or _HEADER.match(line):
             continue
         match = _EDGE.match(line)
@@ -66,22 +70,28 @@ def table_edges() -> set[Edge]:
 
 
 def test_negotiation_diagram_has_exactly_the_edges_of_the_transition_table() -> None:
-    drawn = state_diagram_edges(CREDIT_PAGE.read_text(encoding="utf-8"))
+    drawn = state_diagram_edges(CREDIT_DOT.read_text(encoding="utf-8"))
     expected = table_edges()
     assert expected - drawn == set(), "edges of TRANSITIONS missing from the diagram"
     assert drawn - expected == set(), "diagram edges that TRANSITIONS does not have"
 
 
 def test_negotiation_diagram_starts_in_disabled_and_names_every_state() -> None:
-    text = CREDIT_PAGE.read_text(encoding="utf-8")
+    text = CREDIT_DOT.read_text(encoding="utf-8")
     assert re.search(r"^\s*start -> DISABLED;$", text, re.MULTILINE)
     drawn_states = {s for src, _, dst in state_diagram_edges(text) for s in (src, dst)}
     assert drawn_states == {state.name for state in NegotiationState}
 
 
+def test_the_negotiation_picture_shows_its_dot_source() -> None:
+    svg = CREDIT_DOT.with_suffix(".svg").read_text(encoding="utf-8")
+    assert svg_problems(CREDIT_DOT.read_text(encoding="utf-8"), svg) == []
+    assert stale_renderings(DOCS) == {}, "stale SVG: run `tent spec diagram`"
+
+
 def test_diagram_parser_reports_a_dropped_edge() -> None:
     # The comparison above is only as good as the parser: removing one edge line must show.
-    text = CREDIT_PAGE.read_text(encoding="utf-8")
+    text = CREDIT_DOT.read_text(encoding="utf-8")
     line = '    FENCING -> ACTIVE [label="FENCE_DRAINED"];\n'
     assert line in text
     drawn = state_diagram_edges(text.replace(line, ""))
@@ -110,6 +120,7 @@ def html(tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(out),
         ],
         cwd=ROOT,
+        env={**os.environ, "PATH": str(tmp / "no-programs")},  # no dot, no system tool at all
         capture_output=True,
         text=True,
         check=False,
@@ -155,6 +166,12 @@ def test_the_built_html_names_no_external_url(html: Path) -> None:
         assert not _CSS_REMOTE.search(sheet.read_text("utf-8")), sheet.name
 
 
+def test_the_footer_names_who_holds_the_copyright(html: Path) -> None:
+    footer = (html / "index.html").read_text("utf-8").split('class="footer"', 1)[1]
+    holder = r"&#169;\s*TENT protocol team, licensed under Apache-2\.0"
+    assert re.search(holder, footer), footer[:300]
+
+
 def test_the_url_check_allows_only_a_link_to_a_cited_source() -> None:
     rfc = "https://github.com/kvcache-ai/Mooncake/issues/2849"
     assert external_urls(f'<a class="reference external" href="{rfc}">{rfc}</a>') == []
@@ -193,7 +210,7 @@ def test_every_diagram_is_rendered_svg_and_no_source_is_left_as_text(html: Path)
     for name, labels in pages.items():
         text = (html / name).read_text("utf-8")
         assert not _RAW_DIAGRAM.search(text), f"{name} shows diagram source as text"
-        (image,) = re.findall(r'<object data="([^"]+\.svg)" type="image/svg\+xml"', text)
+        (image,) = re.findall(r'<img alt="[^"]*" src="([^"]+\.svg)"', text)
         svg = (html / name).parent / image
         drawn = set(re.findall(r"<text[^>]*>([^<]+)</text>", svg.read_text("utf-8")))
         assert labels <= drawn, (name, labels - drawn)

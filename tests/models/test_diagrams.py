@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from tent_models import diagrams
 from tent_models.cli import main
+from tent_models.rendering import GraphvizMissing, svg_problems
 from tent_spec.admission import OWNER_TRANSITIONS
 from tent_spec.negotiation import MODES, TRANSITIONS
 
@@ -96,19 +98,61 @@ def test_start_and_final_states_follow_the_tables() -> None:
             assert nxt == state
 
 
-def test_pages_are_myst_with_a_title_and_a_graphviz_directive_and_the_index_lists_them() -> None:
+def test_pages_are_myst_with_a_title_and_the_picture_and_the_index_lists_them() -> None:
     pages = diagrams.pages()
     for item in diagrams.diagrams():
         text = pages[f"{item.name}.md"]
         assert text.startswith(f"# {item.title}\n")
-        assert f"```{{graphviz}}\n:alt: {item.title}: " in text
-        assert f"\n\n{diagrams.dot(item)}\n```\n" in text
+        assert f"```{{image}} {item.name}.svg\n:alt: {item.title}: " in text
+        assert pages[f"{item.name}.dot"] == diagrams.dot(item) + "\n"
         assert item.source in text
         assert f"\n{item.name}\n" in pages["index.md"]
 
 
+def test_each_checked_in_picture_shows_exactly_its_generated_dot_source() -> None:
+    for item in diagrams.diagrams():
+        svg = (DOCS / f"{item.name}.svg").read_text(encoding="utf-8")
+        assert svg_problems(diagrams.dot(item) + "\n", svg) == [], item.name
+
+
+def test_the_picture_check_sees_a_missing_arrow_and_another_source() -> None:
+    source = (DOCS / "owner_lifecycle.dot").read_text(encoding="utf-8")
+    svg = (DOCS / "owner_lifecycle.svg").read_text(encoding="utf-8")
+    # Graphviz draws each arrow as one <g class="edge"> group: remove the "complete" arrow.
+    groups = re.findall(r'<g id="edge\d+" class="edge">.*?</g>', svg, re.DOTALL)
+    (complete,) = [g for g in groups if ">complete<" in g]
+    assert svg_problems(source, svg.replace(complete, "")) == [
+        "arrow DISPATCHING -> TERMINAL ['complete'] is not drawn"
+    ]
+    changed = source.replace('label="dispatch"', 'label="go"')
+    assert svg_problems(changed, svg) == [
+        "the SVG was rendered from another DOT source",
+        "arrow QUEUED -> DISPATCHING ['go'] is not drawn",
+        "arrow QUEUED -> DISPATCHING ['dispatch'] is drawn but not in the source",
+    ]
+
+
+def _with_rendered_pictures(directory: Path) -> None:
+    """Copy the checked-in SVGs: they show the current sources, so nothing needs Graphviz."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for svg in DOCS.glob("*.svg"):
+        shutil.copyfile(svg, directory / svg.name)
+
+
+def test_write_renders_only_with_graphviz(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs"))
+    with pytest.raises(GraphvizMissing, match="apt-get install graphviz"):
+        diagrams.write(tmp_path)
+    # The text files were written before the first rendering was tried; the check needs no dot.
+    assert (tmp_path / "negotiation.md").is_file()
+    _with_rendered_pictures(tmp_path)
+    assert diagrams.stale(tmp_path) == ()
+
+
 def test_stale_pages_are_found_and_write_fixes_them(tmp_path: Path) -> None:
-    assert diagrams.stale(tmp_path) == tuple(sorted(diagrams.pages()))
+    generated = {*diagrams.pages(), *(f"{d.name}.svg" for d in diagrams.diagrams())}
+    assert diagrams.stale(tmp_path) == tuple(sorted(generated))
+    _with_rendered_pictures(tmp_path)
     written = diagrams.write(tmp_path)
     assert written == tuple(sorted(diagrams.pages()))
     assert diagrams.stale(tmp_path) == ()
@@ -128,6 +172,7 @@ def test_stale_pages_are_found_and_write_fixes_them(tmp_path: Path) -> None:
 def test_spec_diagram_check_exits_nonzero_when_stale(tmp_path: Path, damage: str) -> None:
     runner = CliRunner()
     out = str(tmp_path)  # --docs: the pages go to its diagrams/ folder
+    _with_rendered_pictures(tmp_path / "diagrams")
     assert runner.invoke(main, ["spec", "diagram", "--docs", out]).exit_code == 0
     fresh = runner.invoke(main, ["spec", "diagram", "--check", "--docs", out])
     assert fresh.exit_code == 0, fresh.output
