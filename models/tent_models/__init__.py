@@ -5,12 +5,21 @@ The public face for checking a protocol of your own is re-exported here (see
 :func:`tent_models.checker.check`.
 """
 
-from tent_models.model import Model, ModelDefinitionError, Verdict, action, invariant, witness
+from tent_models.model import (
+    Model,
+    ModelActionError,
+    ModelDefinitionError,
+    Verdict,
+    action,
+    invariant,
+    witness,
+)
 from tent_models.model_api import Invariant, SpecModel, Step, Witness
 
 __all__ = [
     "Invariant",
     "Model",
+    "ModelActionError",
     "ModelDefinitionError",
     "SpecModel",
     "Step",

@@ -62,12 +62,17 @@ class Tier(enum.StrEnum):
 
 @attrs.frozen(kw_only=True)
 class RunOptions:
-    """How targets run: checker processes, the live progress display, the expected counts."""
+    """How targets run: checker processes, the live progress display, the expected counts.
+
+    ``progress`` is ``True`` for the checker's own progress line, or a callable
+    ``(distinct, transitions, depth)`` that the caller's display updates from.
+    """
 
     workers: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    progress: bool = False
+    progress: bool | Callable[[int, int, int], None] = False
     manifest: Manifest = attrs.field(factory=Manifest)
     plain: bool = False  # hide the models' fast path (PlainModel): the readable path only
+    no_deadlock: bool = False  # judge no deadlocks (TLC's -deadlock, Apalache's --no-deadlock)
 
 
 @attrs.frozen(kw_only=True)
@@ -144,7 +149,9 @@ def _counts(result: CheckResult) -> dict[str, Any]:
 
 
 def _violation_summary(violations: Sequence[CounterExample]) -> str:
-    return ", ".join(f"{v.kind.value} {v.name}" for v in violations)
+    return ", ".join(
+        v.kind.value if v.name == v.kind.value else f"{v.kind.value} {v.name}" for v in violations
+    )
 
 
 def _report(violations: Sequence[CounterExample]) -> str:
@@ -274,7 +281,12 @@ def model_target(name: str, tier: Tier, factory: ModelFactory, description: str 
     """A shipped model configuration, checked exhaustively and compared with the manifest."""
 
     def run(options: RunOptions) -> Outcome:
-        result = check(_build(factory, options), workers=options.workers, progress=options.progress)
+        result = check(
+            _build(factory, options),
+            workers=options.workers,
+            progress=options.progress,
+            check_deadlock=not options.no_deadlock,
+        )
         return judge_model(name, tier, result, options.manifest)
 
     return Target(
@@ -293,7 +305,12 @@ def known_bad_target(
     """A known-bad variant (tier ``ci``) that must be refuted by a violation of ``invariant``."""
 
     def run(options: RunOptions) -> Outcome:
-        result = check(_build(factory, options), workers=options.workers, progress=options.progress)
+        result = check(
+            _build(factory, options),
+            workers=options.workers,
+            progress=options.progress,
+            check_deadlock=not options.no_deadlock,
+        )
         return judge_known_bad(name, Tier.CI, result, invariant)
 
     return Target(
@@ -358,6 +375,13 @@ def _guarded(target: Target, call: Callable[[], Outcome]) -> Outcome:
     try:
         outcome = call()
     except Exception as exc:
+        from tent_models._failure import describe_failure  # noqa: PLC0415 (only on a failure)
+
+        described = describe_failure(exc, target.model)
+        message, report = described or (
+            f"{type(exc).__name__}: {exc}",
+            "".join(traceback.format_exception(exc)),
+        )
         return Outcome(
             target=target.name,
             kind=target.kind,
@@ -365,8 +389,8 @@ def _guarded(target: Target, call: Callable[[], Outcome]) -> Outcome:
             passed=False,
             verdict="error",
             seconds=time.perf_counter() - started,
-            message=f"{type(exc).__name__}: {exc}",
-            report="".join(traceback.format_exception(exc)),
+            message=message,
+            report=report,
         )
     return attrs.evolve(outcome, seconds=time.perf_counter() - started)
 

@@ -182,15 +182,25 @@ def ablate(
     ladder: Sequence[Rung] = CREDIT_LADDER,
     *,
     spec_of: Callable[[str, str], type[CreditSpec]] = ablated_credit_spec,
+    progress: Callable[[int, int, int], None] | None = None,
 ) -> AblationResult:
-    """Judge one conjunct on ``ladder`` (smallest first; see the module docstring)."""
+    """Judge one conjunct on ``ladder`` (smallest first; see the module docstring).
+
+    ``progress(distinct, transitions, depth)`` hears the states explored so far over all rungs.
+    """
     started = time.perf_counter()
     cls = spec_of(ref.action, ref.guard)
     runs: list[tuple[str, int, bool]] = []
     for rung in ladder:
         model = PlainModel(cls(rung.bounds, name=f"{rung.name} without {ref.name}"))
+        done = sum(n for _m, n, _full in runs)
+        hook = (
+            None
+            if progress is None
+            else lambda d, t, depth, done=done: progress(done + d, t, depth)
+        )
         try:
-            result: CheckResult = check(model, max_states=rung.max_states)
+            result: CheckResult = check(model, max_states=rung.max_states, progress=hook or False)
         except Exception as exc:  # the effect's precondition was the removed conjunct
             return AblationResult(
                 guard=ref,
@@ -293,7 +303,8 @@ def judge(result: AblationResult) -> tuple[bool, str]:
     1. Refuted: passes for a rule conjunct; fails when ``EXPLAINED`` claims it survives (a
        stale reason), and for a reduction, bound or budget (the model then hides a violation
        behind it: a protocol bug outside the explored behaviours).
-    2. Survived or inconclusive: passes only with an explanation (:func:`explanation`).
+    2. Survived or inconclusive: passes only with an explanation (:func:`explanation`); the
+       message then starts with it (``explained: <reason> (<runs>)``).
     """
     why = explanation(result.guard)
     if result.verdict is Verdict.REFUTED:
@@ -308,7 +319,7 @@ def judge(result: AblationResult) -> tuple[bool, str]:
             f"{result.summary()}: no model refutes removing this conjunct - a redundant guard "
             "or a missing invariant; add the invariant, or a z3 proof / written reason"
         )
-    return True, f"{result.summary()} (explained: {why})"
+    return True, f"explained: {why} ({result.summary()})"
 
 
 def as_json(results: Iterable[AblationResult]) -> list[dict[str, Any]]:

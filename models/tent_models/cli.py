@@ -30,8 +30,6 @@ import attrs
 import click
 from rich.console import Console
 from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
     Progress,
     SpinnerColumn,
     TextColumn,
@@ -48,7 +46,7 @@ from tent_models.project import ProjectError, UserModel, find_pyproject, load_pr
 from tent_models.registry import Outcome, RunOptions, Target, TargetKind, Tier
 from tent_models.reports import json_report, junit_report
 from tent_models.sources import citation_legend
-from tent_models.tables import outcomes_table, targets_table
+from tent_models.tables import check_summary, outcomes_table, targets_table
 
 __all__ = ["main"]
 
@@ -199,9 +197,16 @@ def _source(
 @click.option(
     "--show-refutations",
     is_flag=True,
-    help="Also print the expected counterexample of every refuted known-bad target.",
+    help="Also print the expected counterexample of every refuted known-bad target, and each "
+    "guard ablation's verdict with the model that refuted it or the written reason it survives.",
 )
 @click.option("--no-progress", is_flag=True, help="No live progress display (off without a TTY).")
+@click.option(
+    "--no-deadlock",
+    is_flag=True,
+    help="Judge no deadlocks: a state without successors passes (as TLC's -deadlock and "
+    "Apalache's --no-deadlock). To keep the check, declare finished states with is_terminal.",
+)
 @click.option(
     "--manifest",
     "manifest_path",
@@ -252,6 +257,7 @@ def check_command(
     list_only: bool,
     show_refutations: bool,
     no_progress: bool,
+    no_deadlock: bool,
     manifest_path: Path | None,
     model_specs: tuple[str, ...],
     project_file: Path | None,
@@ -299,22 +305,19 @@ def check_command(
     except ManifestError as exc:
         raise click.ClickException(str(exc)) from exc
     progress = console.is_terminal and not no_progress
-    options = RunOptions(
-        workers=workers,
-        plain=plain,
-        progress=progress and not to_stdout,  # the checker's own display uses stdout
-        manifest=expected,
-    )
+    options = RunOptions(workers=workers, plain=plain, no_deadlock=no_deadlock, manifest=expected)
     started = time.perf_counter()
     if simulate:
 
-        def runner(target: Target) -> Outcome:
+        def runner(target: Target, hook: _StatesHook | None) -> Outcome:
+            del hook  # walks report no running count
             return registry.simulate_target(target, seed=seed, walks=walks, depth=depth)
 
     else:
 
-        def runner(target: Target) -> Outcome:
-            return registry.run_target(target, options)
+        def runner(target: Target, hook: _StatesHook | None) -> Outcome:
+            run_options = options if hook is None else attrs.evolve(options, progress=hook)
+            return registry.run_target(target, run_options)
 
     with contextlib.ExitStack() as stack:
         if ray_address:
@@ -325,7 +328,8 @@ def check_command(
         outcomes = _run_all(targets, runner, console=console, progress=progress)
     seconds = time.perf_counter() - started
     for outcome in outcomes:
-        if not outcome.passed or (show_refutations and outcome.refutation):
+        shown_anyway = outcome.refutation or outcome.kind is TargetKind.ABLATION
+        if not outcome.passed or (show_refutations and shown_anyway):
             _print_detail(console, outcome)
     title = "tent check --simulate" if simulate else "tent check"
     console.print(outcomes_table(outcomes, title=title, width=console.width))
@@ -344,55 +348,87 @@ def check_command(
         sys.exit(1)
 
 
+_StatesHook = Callable[[int, int, int], None]  # (distinct, transitions, depth) of a model check
+
+
 def _run_all(
     targets: Sequence[Target],
-    runner: Callable[[Target], Outcome],
+    runner: Callable[[Target, _StatesHook | None], Outcome],
     *,
     console: Console,
     progress: bool,
 ) -> list[Outcome]:
     """Run every target in order and print one line per target as it finishes.
 
-    With ``progress`` the lines scroll above a live bar; without (a CI log) they are the only
-    output until the table, so a long run shows where it is (rich flushes each line).
+    With ``progress`` the lines scroll above one live line, the only display of the run (the
+    checker's own is replaced by a hook into it): targets done of all, the distinct states
+    explored so far in the whole run, one clock, and the target running. Without (a CI log) the
+    lines are the only output until the table, so a long run shows where it is.
     """
     if not progress:
         outcomes = []
         for index, target in enumerate(targets, start=1):
-            outcome = runner(target)
+            outcome = runner(target, None)
             outcomes.append(outcome)
             console.print(_finished_line(outcome, f"[{index}/{len(targets)}] "))
         return outcomes
     outcomes = []
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
+    columns = (SpinnerColumn(), TimeElapsedColumn(), TextColumn("{task.description}"))
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("tent check", total=len(targets))
+        explored = 0  # distinct states of the targets finished so far
+
+        def show(name: str, states: int) -> None:
+            line = f"{len(outcomes)}/{len(targets)} targets, {states:,} states: {name}"
+            room = bar.console.width - _PROGRESS_PREFIX  # the counts stay, the name's end goes
+            bar.update(task, description=line if len(line) <= room else line[: room - 1] + "…")
+
         for target in targets:
-            bar.update(task, description=target.name)
-            outcome = runner(target)
+            show(target.name, explored)
+
+            def hook(
+                distinct: int,
+                transitions: int,
+                depth: int,
+                base: int = explored,
+                name: str = target.name,
+            ) -> None:
+                del transitions, depth
+                show(name, base + distinct)
+
+            outcome = runner(target, hook)
+            explored += outcome.states or 0
             outcomes.append(outcome)
             bar.console.print(_finished_line(outcome))
             bar.advance(task)
     return outcomes
 
 
+_PROGRESS_PREFIX = 12  # the spinner and the clock, with their spaces
+
+
 def _finished_line(outcome: Outcome, prefix: str = "") -> Text:
+    """``✓ name: verdict (seconds)``, then what a passing model covered, or why an ablated guard
+    survived (the written reason: a pass that rests on it should be read)."""
     mark = Text("✓ ", style="green") if outcome.passed else Text("✗ ", style="red")
-    return (
+    line = (
         Text(prefix) + mark + Text(f"{outcome.target}: {outcome.verdict} ({outcome.seconds:.1f} s)")
     )
+    if outcome.passed and outcome.kind is TargetKind.MODEL:
+        summary = check_summary(outcome)
+        if summary:
+            line += Text(f": {summary}", style="dim")
+    elif outcome.passed and outcome.verdict in ("survived", "inconclusive"):
+        line += Text(f": {outcome.message.split(' (')[0]}", style="dim")  # the reason only
+    return line
 
 
 def _print_detail(console: Console, outcome: Outcome) -> None:
     style = "green" if outcome.passed else "red"
     console.rule(Text(f"{outcome.target}: {outcome.verdict}", style=style))
-    if outcome.message:
+    # A violated model's or refuted variant's message only names the violation, as the report's
+    # heading does; other messages say more than the report (what was expected instead).
+    if outcome.message and not (outcome.report and outcome.verdict in ("violated", "refuted")):
         console.print(Text(outcome.message))
     if outcome.report:
         console.print(Text(outcome.report))

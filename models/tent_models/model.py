@@ -32,7 +32,8 @@ Decorators (each on a method of a :class:`Model` subclass):
 Defaults, each overridable: ``name`` (the class name), ``successors``/``apply``/``explain``
 (from the actions), ``pack`` (a stable tagged-int encoding of ints, bools, strings, ``None``,
 tuples and named tuples, frozensets, enums and frozen attrs or dataclass values),
-``canonicalize`` (no symmetry), ``within_bounds`` (always), ``quiescent_by_bound`` (never),
+``canonicalize`` (no symmetry), ``within_bounds`` (always), ``is_terminal`` (never: a state
+without successors is a deadlock unless declared terminal), ``quiescent_by_bound`` (never),
 ``recovered`` (never; recoverability is judged only when a subclass overrides it) and
 ``describe`` (the fields of a named tuple / attrs / dataclass state, the items of a mapping,
 the positions of a tuple, else ``{"state": state}``).
@@ -50,7 +51,15 @@ import attrs
 
 from tent_models.model_api import Invariant, Step, Witness
 
-__all__ = ["Model", "ModelDefinitionError", "Verdict", "action", "invariant", "witness"]
+__all__ = [
+    "Model",
+    "ModelActionError",
+    "ModelDefinitionError",
+    "Verdict",
+    "action",
+    "invariant",
+    "witness",
+]
 
 S = TypeVar("S")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -62,6 +71,22 @@ _WITNESS = "__tent_witness__"
 
 class ModelDefinitionError(TypeError):
     """A :class:`Model` subclass is declared wrongly (raised when the class is created)."""
+
+
+class ModelActionError(RuntimeError):
+    """An action of a :class:`Model` raised: which action, with which arguments, in which state.
+
+    The original exception is its ``__cause__``. ``tent check`` reports it with the shortest
+    path to ``state`` (diff-only, as a counterexample) and the model's own frames only.
+    """
+
+    def __init__(self, action: str, arguments: tuple[Hashable, ...], state: object) -> None:
+        shown = ", ".join(repr(a) for a in arguments)
+        super().__init__(f"action {action}({shown}) raised")
+        self.action, self.arguments, self.state = action, arguments, state
+
+    def __reduce__(self) -> tuple[Any, ...]:  # across checker processes: rebuild, keep the cause
+        return (type(self), (self.action, self.arguments, self.state))
 
 
 class Verdict:
@@ -219,7 +244,10 @@ class Model(Generic[S]):
     def successors(self, state: S) -> Iterator[Step]:
         """Every enabled instance of every decorated action, in declaration order."""
         for name, args in self._instances(state):
-            nxt = getattr(self, name)(state, *args)
+            try:
+                nxt = getattr(self, name)(state, *args)
+            except Exception as exc:  # a bug in the model: say where, keep the cause
+                raise ModelActionError(name, args, state) from exc
             if nxt is not None:
                 yield Step(name, args, nxt)
 
@@ -295,8 +323,21 @@ class Model(Generic[S]):
         """Every state is expanded."""
         return True
 
+    def is_terminal(self, state: S) -> bool:
+        """No state is terminal: a state without successors is a deadlock.
+
+        Override it for a protocol that finishes (a commit decided and learnt, a transfer
+        completed): a state it returns True for may have no successor without being a deadlock.
+        The checker still judges invariants there; only the deadlock check skips it.
+        """
+        return False
+
     def quiescent_by_bound(self, state: S) -> bool:
-        """No state is quiescent by bound: a state without successors is a deadlock."""
+        """No state is quiescent by bound: a state without successors is a deadlock.
+
+        Override it for a state a model's bounds stop (a message budget spent), not one where
+        the protocol itself is done: that is :meth:`is_terminal`.
+        """
         return False
 
     def recovered(self, state: S) -> bool:

@@ -54,11 +54,16 @@ class Footprint(NamedTuple):
 
 
 class Invariant(NamedTuple):
-    """A named safety predicate. ``cites`` quotes the RFC rule / acceptance criterion it encodes."""
+    """A named safety predicate. ``cites`` quotes the RFC rule / acceptance criterion it encodes.
+
+    ``compared`` (optional) names the values the predicate compares in a state, for the
+    ``compared:`` line of a counterexample; it is called only on a violating state.
+    """
 
     name: str
     cites: str
     holds: Callable[[Any], bool]
+    compared: Callable[[Any], Mapping[str, object]] | None = None
 
 
 class Witness(NamedTuple):
@@ -118,6 +123,9 @@ class SpecModel(Protocol[S]):
         """True when the only actions left are ones the bounds cap (not a deadlock)."""
         ...
 
+    # A model may also have ``is_terminal(state) -> bool``: a finished protocol's state, not a
+    # deadlock either (tent_models.Model has it). It is optional, read by :func:`ends_by_design`.
+
     def recovered(self, state: S) -> bool:
         """Recoverability goal: all credit usable again and no owner stuck."""
         ...
@@ -125,3 +133,16 @@ class SpecModel(Protocol[S]):
     def describe(self, state: S) -> Mapping[str, object]:
         """A flat ``field -> value`` view of the state for diff-only counterexample display."""
         ...
+
+
+def ends_by_design(model: SpecModel[Any]) -> Callable[[Any], bool]:
+    """The checker's test for a state without successors that is *not* a deadlock.
+
+    True when the state is quiescent by a bound (``model.quiescent_by_bound``) or terminal
+    (``model.is_terminal``, when the model has it: the spec's own models do not).
+    """
+    bound = model.quiescent_by_bound
+    terminal = getattr(model, "is_terminal", None)
+    if terminal is None:
+        return bound
+    return lambda state: bool(bound(state) or terminal(state))

@@ -255,7 +255,7 @@ def _user_target(
         result = check(
             PlainModel(model) if options.plain else model,
             symmetry=user.symmetry,
-            check_deadlock=user.deadlock,
+            check_deadlock=user.deadlock and not options.no_deadlock,
             workers=options.workers,
             progress=options.progress,
         )

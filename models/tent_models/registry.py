@@ -146,7 +146,8 @@ def _ablation_targets() -> list[Target]:
         name = f"ablation/{ref.spec}/{ref.action}.{ref.guard}"
 
         def run(options: RunOptions) -> Outcome:
-            result = ablation.ablate(ref)
+            hook = options.progress if callable(options.progress) else None
+            result = ablation.ablate(ref, progress=hook)
             passed, message = ablation.judge(result)
             return Outcome(
                 target=name,

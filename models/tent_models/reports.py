@@ -42,8 +42,11 @@ def json_report(outcomes: Sequence[Outcome], seconds: float, *, mode: str) -> di
 
     Each target object has ``name``, ``kind``, ``tier``, ``passed``, ``result`` (the verdict),
     ``seconds``, the counts (``null`` for proofs), ``message``, ``counterexample`` (the printed
-    text or ``null``) and ``violations`` (kind, name, cites, detail, the values a violated
-    invariant ``compared`` and the replayable ``[action, args]`` list of each).
+    text or ``null``), ``violations`` (kind, name, cites, detail, the values a violated
+    invariant ``compared`` and the replayable ``[action, args]`` list of each), and for a model
+    check ``coverage`` (per action: ``enabled``, ``fired``, ``new_states``,
+    ``declared_unreachable``) and ``witnesses`` (``name``, ``satisfied``, ``steps`` to the first
+    state that meets it), ``null`` for other targets.
     """
     failed = sum(not o.passed for o in outcomes)
     return {
@@ -69,6 +72,24 @@ def json_report(outcomes: Sequence[Outcome], seconds: float, *, mode: str) -> di
                 "message": o.message,
                 "counterexample": o.report or None,
                 "violations": _violations(o.result),
+                "coverage": None
+                if o.result is None
+                else [
+                    {
+                        "action": c.action,
+                        "enabled": c.enabled,
+                        "fired": c.fired,
+                        "new_states": c.new_states,
+                        "declared_unreachable": c.declared_unreachable,
+                    }
+                    for c in o.result.coverage
+                ],
+                "witnesses": None
+                if o.result is None
+                else [
+                    {"name": w.name, "satisfied": w.satisfied, "steps": max(len(w.steps) - 1, 0)}
+                    for w in o.result.witnesses
+                ],
             }
             for o in outcomes
         ],

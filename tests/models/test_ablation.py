@@ -96,6 +96,14 @@ def test_an_unexplained_survivor_fails_the_check() -> None:
     assert not ablation.judge(inconclusive)[0]
 
 
+def test_an_explained_survivor_passes_with_its_reason_first() -> None:
+    explained = _ref("grant", "demand_pending")
+    survived = AblationResult(guard=explained, verdict=Verdict.SURVIVED, runs=(("m", 5, True),))
+    passed, message = ablation.judge(survived)
+    assert passed
+    assert message.startswith(f"explained: {ablation.explanation(explained)} (")
+
+
 def test_a_refuted_reduction_fails_the_check_and_so_does_a_stale_reason() -> None:
     reduction = _ref("push_update", "refresh_due")
     refuted = AblationResult(guard=reduction, verdict=Verdict.REFUTED, model="m", violation="x")

@@ -366,12 +366,42 @@ def test_progress_display_reports_each_finished_target() -> None:
         proof_target("b/fails", lambda: ProofVerdict(holds=False)),
     ]
     outcomes = cli._run_all(
-        targets, lambda t: run_target(t, RunOptions()), console=console, progress=True
+        targets, lambda t, hook: run_target(t, RunOptions()), console=console, progress=True
     )
     assert [o.passed for o in outcomes] == [True, False]
     text = buffer.getvalue()
     assert "a/holds: proved" in text
     assert "b/fails: not proved" in text
+
+
+def test_one_progress_display_counts_targets_and_states(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's one display hears the checker through a hook: no second display of its own."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=100)
+    heard: list[int] = []
+    targets = [model_target("toy/count/ci", Tier.CI, lambda: Counter(50))]
+
+    def runner(target: Target, hook: object) -> Outcome:
+        assert callable(hook)
+
+        def spy(distinct: int, transitions: int, depth: int) -> None:
+            heard.append(distinct)
+            hook(distinct, transitions, depth)
+
+        return run_target(target, RunOptions(progress=spy, manifest=Manifest(models={})))
+
+    opened = []
+    real = cli.Progress.__init__
+
+    def counting_init(self: object, *args: object, **kwargs: object) -> None:
+        opened.append(self)
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli.Progress, "__init__", counting_init)
+    (outcome,) = cli._run_all(targets, runner, console=console, progress=True)
+    assert heard and heard[-1] == outcome.states  # the checker reported its work
+    assert len(opened) == 1  # the checker opened no display of its own
+    assert "toy/count/ci" in buffer.getvalue()
 
 
 def test_outcome_refutation_flag() -> None:

@@ -49,28 +49,65 @@ def render(width: int) -> str:
     return str(out)
 
 
-def _target_text(out: str) -> str:
-    """The target column's text, folded lines joined back together."""
-    return "".join(line.split("│")[1].strip() for line in out.splitlines() if "│" in line)
+def _names(out: str) -> list[str]:
+    """The target cell of every row: the text before the first column border."""
+    return [
+        line.strip("│ ").split("│")[0].strip()
+        for line in out.splitlines()
+        if line.startswith("│") and "target" not in line
+    ]
 
 
-@pytest.mark.parametrize("width", [100, 80])
-def test_numbers_stay_whole_and_the_name_folds(width: int) -> None:
+@pytest.mark.parametrize("width", [140, 100, 80, 70])
+def test_a_name_is_never_split_and_a_number_never_cut(width: int) -> None:
     out = render(width)
-    for whole in ("2,123,456", "41", "123.45", "ok", "proved"):
-        assert whole in out
     assert "…" not in out  # nothing elided
-    assert LONG_NAME in _target_text(out)  # folded, every character kept
+    for outcome in OUTCOMES:  # each name whole on one line, so it pastes into --only
+        assert any(outcome.target in line for line in out.splitlines()), outcome.target
+    if width >= 100:
+        assert _names(out) == [o.target for o in OUTCOMES]  # one row a name: no folding
+    for whole in ("2,123,456", "123.45"):
+        column_shown = ("states" if whole[0] == "2" else "seconds") in out
+        assert (whole in out) == column_shown
 
 
-def test_optional_columns_go_first_when_the_console_is_narrow() -> None:
-    wide, medium, narrow = render(100), render(90), render(80)
-    assert "states/s" in wide and "53,412" in wide and "transitions" in wide
-    assert "36,098,752" in wide  # the transitions count
-    assert "states/s" not in medium and "transitions" in medium
-    assert "transitions" not in narrow and "states/s" not in narrow
-    for out in (wide, medium, narrow):
-        assert "states" in out and "depth" in out and "result" in out
+def test_other_columns_go_first_when_the_console_is_narrow() -> None:
+    widest, wide, medium, narrow = render(140), render(120), render(100), render(80)
+    assert "states/s" in widest and "53,412" in widest and "36,098,752" in widest
+    assert "states/s" not in wide and "transitions" not in wide and "kind" in wide
+    assert "kind" not in medium and "depth" not in medium and "2,123,456" in medium
+    assert "states" not in narrow.replace("tent check", "") and "result" in narrow
+    for out in (widest, wide, medium, narrow):
+        assert "result" in out and "proved" in out
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_every_shipped_target_name_is_whole_in_the_table(width: int) -> None:
+    """The real catalogue at 80 and 100 columns, its longest verdict: each name on one line."""
+    outcomes = [
+        Outcome(
+            target=t.name,
+            kind=t.kind,
+            tier=t.tier,
+            passed=False,
+            verdict="manifest mismatch",
+            seconds=3600.0,
+            states=12_345_678,
+            transitions=123_456_789,
+            depth=100,
+            states_per_second=50_000.0,
+        )
+        for t in registry.catalogue()
+    ]
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(tables.outcomes_table(outcomes, title="tent check", width=width))
+    out: str = console.file.getvalue()  # type: ignore[attr-defined]
+    lines = out.splitlines()
+    assert all(len(line) <= width for line in lines)
+    assert "…" not in out
+    for outcome in outcomes:
+        (row,) = [line for line in lines if f" {outcome.target} " in line]
+        assert "manifest mismatch" in row
 
 
 @pytest.fixture
@@ -97,6 +134,20 @@ def test_without_a_terminal_each_target_prints_a_line_when_it_finishes(
     second = next(i for i, line in enumerate(lines) if "[2/2] ✗ toy/two/ci: violated" in line)
     table = next(i for i, line in enumerate(lines) if "tent check" in line)
     assert first < second < table
+    # A passing model says what it covered, so a vacuous pass would show.
+    assert lines[first].endswith(": 2/2 actions fired"), lines[first]
+
+
+def test_json_reports_coverage_and_witnesses_of_a_model_check(
+    toy_targets: tuple[Target, ...], tmp_path: Path
+) -> None:
+    import json
+
+    result = CliRunner().invoke(main, ["check", "--only", "toy/one/ci", "--json", "-"])
+    (target,) = json.loads(result.stdout)["targets"]
+    assert [c["action"] for c in target["coverage"]] == ["inc", "reset"]
+    assert all(c["fired"] > 0 for c in target["coverage"])
+    assert isinstance(target["witnesses"], list)
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ Exploration policy (shared with the multi-process engine, which yields identical
 2. Each new state (after ``canonicalize`` when symmetry is on) is checked against every
    invariant and unsatisfied witness; a state outside ``within_bounds`` is stored and checked
    but not expanded.
-3. Expanding a state with no successor that is neither ``quiescent_by_bound`` nor
-   ``recovered`` is a deadlock.
+3. Expanding a state with no successor that is neither ``is_terminal``, ``quiescent_by_bound``
+   nor ``recovered`` is a deadlock.
 4. After a level in which a safety violation (invariant or deadlock) was found, exploration
    stops; with ``max_states`` it stops as soon as that many distinct states are stored.
 """
@@ -40,7 +40,7 @@ from tent_models.checker._errors import ModelContractError
 from tent_models.checker._fastpath import expander, fingerprinter
 from tent_models.checker._seen import SeenTable
 from tent_models.checker._trace import ActionInstance
-from tent_models.model_api import SpecModel
+from tent_models.model_api import SpecModel, ends_by_design
 
 __all__ = ["Exploration", "cyclic_gc_paused", "explore_serial", "storage_bytes"]
 
@@ -268,7 +268,7 @@ def _explore_serial(
     expand = expander(model, symmetry=symmetry)
     within_bounds = model.within_bounds
     recovered = model.recovered
-    quiescent_by_bound = model.quiescent_by_bound
+    quiescent_by_bound = ends_by_design(model)  # is_terminal too
     faults = model.fault_actions()
     limit = max_states if max_states is not None else sys.maxsize
     bits = BitSet(bitstate) if bitstate is not None else None

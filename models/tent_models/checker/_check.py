@@ -19,6 +19,7 @@ from tent_models.checker._liveness import recoverable_states
 from tent_models.checker._parallel import explore_parallel
 from tent_models.checker._ray import current_engine, explore_ray
 from tent_models.checker._result import (
+    DEADLOCK_DETAIL,
     ActionCoverage,
     CheckResult,
     CounterExample,
@@ -39,7 +40,7 @@ def check(
     max_states: int | None = None,
     check_deadlock: bool = True,
     check_recoverability: bool = True,
-    progress: bool = False,
+    progress: bool | ProgressHook = False,
     ray: str | None = None,
     bitstate: int | None = None,
 ) -> CheckResult:
@@ -48,8 +49,8 @@ def check(
     What is judged, in order:
 
     1. every invariant on every reachable state (shortest counterexample per invariant);
-    2. deadlocks (no action enabled, not ``quiescent_by_bound``, not ``recovered``) when
-       ``check_deadlock``;
+    2. deadlocks (no action enabled, not ``is_terminal``, not ``quiescent_by_bound``, not
+       ``recovered``) when ``check_deadlock``;
     3. only when the exploration was exhaustive: recoverability (with ``fault_actions``
        disabled, a ``recovered`` state stays reachable from every state; see
        :mod:`~tent_models.checker._liveness`) when ``check_recoverability``, every witness
@@ -60,7 +61,9 @@ def check(
     does not override ``recovered``) has no recovery goal: recoverability is then not judged.
     ``symmetry`` canonicalises each state before fingerprinting; ``workers > 1`` shards the seen
     set over that many processes (identical result); ``max_states`` stops after that many
-    distinct states (the result is then not exhaustive); ``progress`` shows a rich progress bar.
+    distinct states (the result is then not exhaustive); ``progress=True`` shows a rich progress
+    line, and a callable ``progress(distinct, transitions, depth)`` is called instead (the
+    caller's own display: ``tent check`` keeps one for the whole run).
     ``ray`` (a Ray address: ``auto``, ``ray://host:port``, or ``local`` for a new local
     cluster; an initialised Ray session is reused) shards the seen set over ``workers`` Ray
     actors instead of processes (:mod:`~tent_models.checker._ray`; identical result); inside
@@ -133,7 +136,10 @@ def declares_recovery(model: SpecModel[Any]) -> bool:
 
 
 @contextmanager
-def _progress_hook(name: str, *, enabled: bool) -> Iterator[ProgressHook | None]:
+def _progress_hook(name: str, *, enabled: bool | ProgressHook) -> Iterator[ProgressHook | None]:
+    if callable(enabled):  # the caller's own display (tent check's): never a second one
+        yield enabled
+        return
     if not enabled:
         yield None
         return
@@ -183,7 +189,7 @@ def build_result(
                     cites=inv.cites,
                     steps=steps,
                     actions=actions,
-                    compared=compared_values(inv.holds, last),
+                    compared=compared_values(inv, last),
                 )
             )
     if record.deadlock is not None:
@@ -194,8 +200,7 @@ def build_result(
                 name="deadlock",
                 steps=steps,
                 actions=actions,
-                detail="no action is enabled, the state is not quiescent by bound and not "
-                "recovered",
+                detail=DEADLOCK_DETAIL,
             )
         )
     witness_results: list[WitnessResult] = []

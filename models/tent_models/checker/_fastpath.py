@@ -184,6 +184,10 @@ class PlainModel:
     def quiescent_by_bound(self, state: Any) -> bool:
         return self._model.quiescent_by_bound(state)  # type: ignore[no-any-return]
 
+    def is_terminal(self, state: Any) -> bool:
+        terminal = getattr(self._model, "is_terminal", None)
+        return bool(terminal(state)) if terminal is not None else False
+
     def recovered(self, state: Any) -> bool:
         return self._model.recovered(state)  # type: ignore[no-any-return]
 

@@ -9,7 +9,18 @@ __all__ = ["format_counterexample", "format_result"]
 
 
 def format_counterexample(violation: CounterExample) -> str:
-    """A heading naming the violated property, its trace (if any) and the ``violated:`` line."""
+    """A heading naming the violated property, its trace (if any) and the ``violated:`` line.
+
+    A deadlock's heading says why the last state is one, and the trace ends at that state (no
+    ``violated:`` line: there is no invariant, rule or value to name).
+    """
+    if violation.kind is ViolationKind.DEADLOCK:
+        return "\n".join(
+            [
+                f"deadlock after {len(violation.steps) - 1} step(s): {violation.detail}",
+                format_trace(violation.steps),
+            ]
+        )
     heading = f"{violation.kind.value} violated: {violation.name}"
     if violation.kind in {ViolationKind.WITNESS, ViolationKind.COVERAGE}:
         return f"{heading}\n    {violation.detail}"

@@ -10,6 +10,7 @@ import attrs
 
 __all__ = [
     "ABSENT",
+    "DEADLOCK_DETAIL",
     "ActionCoverage",
     "CheckResult",
     "CounterExample",
@@ -36,7 +37,7 @@ class ViolationKind(enum.StrEnum):
     """What a counterexample shows."""
 
     INVARIANT = "invariant"  # a reachable state breaks a named safety predicate
-    DEADLOCK = "deadlock"  # no action enabled, not quiescent by bound, not recovered
+    DEADLOCK = "deadlock"  # no action enabled, not terminal, not quiescent by bound, not recovered
     RECOVERABILITY = "recoverability"  # with faults stopped, no recovered state is reachable
     WITNESS = "witness"  # a "sometimes" property holds in no reachable state (vacuity)
     COVERAGE = "coverage"  # an action never fired and is not declared unreachable
@@ -134,3 +135,11 @@ class CheckResult:
     shard_states: tuple[int, ...] = ()  # distinct states stored by each shard (sharded runs)
     bitstate: int = 0  # log2 of the bit array of a bitstate run (then collision_probability
     # is the expected number of states omitted, capped at 1); 0 for an exact seen set
+
+
+DEADLOCK_DETAIL = (
+    "no action is enabled in the last state, and it is not terminal (the model's is_terminal), "
+    "quiescent by bound or recovered"
+)
+"""Why a deadlock is one, in every checker mode (declare a finished protocol's states with
+``is_terminal``, or judge no deadlocks: ``tent check --no-deadlock``)."""

@@ -27,7 +27,7 @@ from tent_models.checker._components import materialise
 from tent_models.checker._errors import CheckerError, ModelContractError
 from tent_models.checker._fastpath import expander
 from tent_models.checker._trace import ActionInstance
-from tent_models.model_api import SpecModel
+from tent_models.model_api import SpecModel, ends_by_design
 
 __all__ = ["REMOTE", "SHIFT", "LevelReport", "Options", "Worker", "indices_of"]
 
@@ -180,7 +180,7 @@ class Worker:
         expand = expander(model, symmetry=self.options.symmetry)
         recovered, faults = model.recovered, model.fault_actions()
         check_recoverability = self.options.check_recoverability
-        check_deadlock, quiescent_by_bound = self.options.check_deadlock, model.quiescent_by_bound
+        check_deadlock, quiescent_by_bound = self.options.check_deadlock, ends_by_design(model)
         # this level's candidates: the first successor per fingerprint not seen, in key order
         pending: set[int] = set()
         candidates = _Candidates()

@@ -13,6 +13,7 @@ from tent_models.checker._errors import InvalidArgument, ModelContractError
 from tent_models.checker._fingerprint import collision_probability, collision_probability_tlc
 from tent_models.checker._ray import current_engine
 from tent_models.checker._result import (
+    DEADLOCK_DETAIL,
     ActionCoverage,
     CheckResult,
     CounterExample,
@@ -27,7 +28,7 @@ from tent_models.checker._trace import (
     replay,
     trace_steps,
 )
-from tent_models.model_api import SpecModel
+from tent_models.model_api import SpecModel, ends_by_design
 
 __all__ = ["simulate"]
 
@@ -42,8 +43,9 @@ def simulate(
     1. One ``random.Random(seed)`` drives every choice (initial state, then one enabled step per
        state, uniformly), so a seed reproduces the run exactly.
     2. Each visited state is checked against every invariant; with ``check_deadlock`` a state
-       with no successor that is neither quiescent by bound nor recovered is a deadlock. A walk
-       ends at its depth, at a state outside ``within_bounds`` or at a state with no successor.
+       with no successor that is neither terminal, quiescent by bound nor recovered is a deadlock.
+       A walk ends at its depth, at a state outside ``within_bounds`` or at a state with no
+       successor.
     3. The first violation stops the simulation; its trace is minimised
        (:func:`~tent_models.checker._trace.minimise`) before it is reported.
     4. Witnesses are reported satisfied with a minimised trace when a walk met them; an unmet
@@ -86,11 +88,13 @@ def simulate(
     longest = 0
     found: tuple[CounterExample, Any, list[ActionInstance], Callable[[Any], bool]] | None = None
 
+    ends = ends_by_design(model)
+
     def deadlocked(state: Any) -> bool:
         return (
             model.within_bounds(state)
             and next(iter(model.successors(state)), None) is None
-            and not model.quiescent_by_bound(state)
+            and not ends(state)
             and not model.recovered(state)
         )
 
@@ -131,8 +135,7 @@ def simulate(
                         CounterExample(
                             kind=ViolationKind.DEADLOCK,
                             name="deadlock",
-                            detail="no action is enabled, the state is not quiescent by bound "
-                            "and not recovered",
+                            detail=DEADLOCK_DETAIL,
                         ),
                         start,
                         list(trace),
@@ -157,9 +160,9 @@ def simulate(
         template, start, trace, violates = found
         actions = minimise(model, start, trace, violates)
         states = replay(model, actions, initial=start)
-        holds = {inv.name: inv.holds for inv in invariants}
+        by_name = {inv.name: inv for inv in invariants}
         compared = (
-            compared_values(holds[template.name], states[-1])
+            compared_values(by_name[template.name], states[-1])
             if template.kind is ViolationKind.INVARIANT
             else {}
         )

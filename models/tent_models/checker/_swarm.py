@@ -10,7 +10,7 @@ is a batch of random walks with its own
 * depth bound (uniform in [``depth // 4``, ``depth``], at least 1).
 
 Policy (per walk as :func:`~tent_models.checker.simulate`): every visited state is checked
-against every invariant; a state with no successor that is neither quiescent by bound nor
+against every invariant; a state with no successor that is neither terminal, quiescent by bound nor
 recovered is a deadlock (with ``check_deadlock``); a walk ends at its depth, outside
 ``within_bounds`` or where nothing is enabled; a task stops at its first violation.
 
@@ -37,6 +37,7 @@ from tent_models.checker._errors import CheckerError, InvalidArgument, ModelCont
 from tent_models.checker._fingerprint import collision_probability, collision_probability_tlc
 from tent_models.checker._ray import connect
 from tent_models.checker._result import (
+    DEADLOCK_DETAIL,
     ActionCoverage,
     CheckResult,
     CounterExample,
@@ -44,7 +45,7 @@ from tent_models.checker._result import (
     WitnessResult,
 )
 from tent_models.checker._trace import ActionInstance, minimise, replay, trace_steps
-from tent_models.model_api import SpecModel
+from tent_models.model_api import SpecModel, ends_by_design
 
 __all__ = ["TaskReport", "run_task", "swarm"]
 
@@ -77,6 +78,7 @@ def run_task(
     """Run one swarm task (module docstring); raises :class:`ModelContractError` on a model
     without initial states or with an undeclared action."""
     names = list(model.action_names())
+    ends = ends_by_design(model)
     rng, bound, weights = _plan(seed, task, depth, names)
     initials = list(model.initial_states())
     if not initials:
@@ -120,12 +122,8 @@ def run_task(
                     )
                 enabled[name] += 1
             if not steps:
-                if (
-                    check_deadlock
-                    and not model.quiescent_by_bound(state)
-                    and not model.recovered(state)
-                ):
-                    detail = "no action is enabled, not quiescent by bound and not recovered"
+                if check_deadlock and not ends(state) and not model.recovered(state):
+                    detail = DEADLOCK_DETAIL
                     violation = ("deadlock", "deadlock", "", detail, start, list(trace))
                 break
             step = rng.choices(steps, weights=[weights[s.action] for s in steps])[0]
@@ -272,11 +270,13 @@ def _violation_predicate(model: SpecModel[Any], kind: str, name: str) -> Callabl
         holds = next(inv.holds for inv in model.invariants() if inv.name == name)
         return lambda state: not holds(state)
 
+    ends = ends_by_design(model)
+
     def deadlocked(state: Any) -> bool:
         return (
             model.within_bounds(state)
             and next(iter(model.successors(state)), None) is None
-            and not model.quiescent_by_bound(state)
+            and not ends(state)
             and not model.recovered(state)
         )
 

@@ -225,11 +225,40 @@ def _show(value: object) -> str:
     return ABSENT if value is ABSENT else repr(value)
 
 
-def compared_values(holds: Callable[[Any], object], state: Any) -> Mapping[str, object]:
-    """The values an invariant reports comparing in ``state``: the ``compared`` mapping of
-    what it returns (a :class:`~tent_models.Verdict`), or an empty one for a plain bool."""
-    compared = getattr(holds(state), "compared", None)
+def compared_values(invariant: Any, state: Any) -> Mapping[str, object]:
+    """The values ``invariant`` reports comparing in ``state`` (it is violated there).
+
+    1. Its optional ``compared(state)`` callable (the spec's invariants name their values
+       this way, so the hot loop's ``holds`` stays a plain bool).
+    2. Else the ``compared`` mapping of what ``holds(state)`` returns (a
+       :class:`~tent_models.Verdict`); a plain bool compares nothing.
+    """
+    explain = getattr(invariant, "compared", None)
+    if callable(explain):
+        return dict(explain(state))
+    compared = getattr(invariant.holds(state), "compared", None)
     return dict(compared) if isinstance(compared, Mapping) else {}
+
+
+_FOLD_AFTER = 4  # a small state is listed whole
+_WIDTH = 100
+
+
+def _wrapped(label: str, items: Sequence[str]) -> list[str]:
+    """``items`` joined by ``, `` after ``label``, in lines of at most ``_WIDTH`` columns
+    (an item longer than a line gets a line of its own)."""
+    lines: list[str] = []
+    current = f"    {label}"
+    for index, item in enumerate(items):
+        piece = item + ("," if index < len(items) - 1 else "")
+        if current.strip() not in ("", label.strip()) and len(current) + 1 + len(piece) > _WIDTH:
+            lines.append(current)
+            current = " " * (4 + len(label)) + piece
+        else:
+            current = f"{current}{'' if current.endswith(label) else ' '}{piece}"
+    if items:
+        lines.append(current)
+    return lines
 
 
 def format_trace(
@@ -239,16 +268,29 @@ def format_trace(
     cites: str = "",
     compared: Mapping[str, object] | None = None,
 ) -> str:
-    """Render numbered steps: step 0 with all fields, later steps with only changed fields.
+    """Render numbered steps: step 0 folded, later steps with only changed fields.
 
-    With ``violated`` a final ``violated: <name>`` line (and the ``cites`` text) is added, and
-    with ``compared`` a ``compared: name=value, ...`` line of the values the invariant read.
+    1. The initial state lists, one per line, the fields some step changes. When more than
+       ``_FOLD_AFTER`` fields never change, they are folded into ``unchanged:`` lines of
+       ``name=value`` pairs, wrapped at ``_WIDTH`` columns; fewer are listed one per line too.
+    2. Each later step lists only the fields it changed, ``old -> new``.
+    3. With ``violated`` a final ``violated: <name>`` line (and the ``cites`` text) is added,
+       and with ``compared`` a ``compared: name=value, ...`` line of the values the invariant
+       read.
     """
     lines: list[str] = []
+    changing = {key for step in steps for key in step.changed}
     for step in steps:
         if step.action is None:
             lines.append(f"{step.index} initial state")
-            lines.extend(f"    {key}: {_show(value)}" for key, value in step.fields.items())
+            fixed = [key for key in step.fields if key not in changing]
+            folded = fixed if len(fixed) > _FOLD_AFTER else []
+            lines.extend(
+                f"    {key}: {_show(value)}"
+                for key, value in step.fields.items()
+                if key not in folded
+            )
+            lines.extend(_wrapped("unchanged: ", [f"{k}={_show(step.fields[k])}" for k in folded]))
             continue
         lines.append(f"{step.index} action {format_action(step.action, step.args)}")
         if not step.changed:

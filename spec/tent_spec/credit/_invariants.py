@@ -8,7 +8,7 @@ fast path (:mod:`tent_spec.credit._fastpath`) memoises the verdicts per such con
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tent_spec.credit._actions import CreditActions
@@ -46,6 +46,59 @@ class CreditInvariants(CreditActions):
             "control_unblocked": self._control_unblocked_at,
             "claims_covered": self._claims_covered_at,
         }
+
+    def _compared(self, check: str) -> Callable[[CreditState], Mapping[str, object]]:
+        """For a counterexample's ``compared:`` line: the values ``check`` read at the first
+        sender where it fails (called on a violating state only, never in the search)."""
+
+        def compared(state: CreditState) -> Mapping[str, object]:
+            body = self._sender_checks[check]
+            for s in range(len(state.peers)):
+                if not body(state, s):
+                    return {"sender": s, **self._values_at(check, state, s)}
+            return {"free": self.free_capacity(state), "capacity": self._capacity}
+
+        return compared
+
+    def _values_at(self, check: str, state: CreditState, s: int) -> dict[str, object]:
+        peer = state.peers[s]
+        led = peer.ledger
+        books = self._books_for(peer, led.epoch)
+        if check == "capacity":
+            return {"books": [(b.epoch, b.granted, b.released, b.reclaimed) for b in peer.books]}
+        if check == "full_charge":
+            inflight = self._inflight_sum(peer, led.session, led.epoch)
+            return {
+                "reserved": self._charge_sum(led.tokens),
+                "dispatched": inflight if books is None else _vadd(inflight, books.landed),
+                "consumed": led.consumed,
+            }
+        if check in ("no_overdraw", "control_unblocked"):
+            return {"available": self.available(led)}
+        if check == "grant_within_receiver":
+            return {"accepted": led.grant_total, "receiver_granted": books and books.granted}
+        if check == "old_update_harmless":
+            old = [(m.seq, m.grants) for m, _n in peer.to_sender if m.kind == UPDATE]
+            return {"last_seq": led.last_seq, "grant_total": led.grant_total, "updates": old}
+        if check == "stale_revival":
+            return {"freshness": led.freshness, "last_seq": led.last_seq, "stale_at": led.stale_at}
+        if check == "stale_never_reserves":
+            return {"tokens": led.tokens, "stale_tokens": led.stale_tokens}
+        if check == "generation_fenced":
+            return {
+                "entry": (led.session, led.epoch),
+                "receiver_session": state.session,
+                "books": [(b.epoch, b.status) for b in peer.books],
+            }
+        claims = []  # claims_covered: each book's claim against its outstanding credit
+        for b in peer.books:
+            claim = _vadd(
+                _vsub(b.landed, b.released), self._inflight_sum(peer, state.session, b.epoch)
+            )
+            if led.session == state.session and led.epoch == b.epoch:
+                claim = _vadd(claim, _vadd(self.available(led), self._charge_sum(led.tokens)))
+            claims.append((b.epoch, claim, _vsub(_vsub(b.granted, b.released), b.reclaimed)))
+        return {"claims (epoch, claim, outstanding)": claims}
 
     def _every_sender(self, state: CreditState, check: str) -> bool:
         """``self._sender_checks[check](state, s)`` holds for every sender ``s``."""
@@ -227,6 +280,7 @@ class CreditInvariants(CreditActions):
                 'configured capacity"; docs/semantics.md#receiver-allocator: Σ (granted − '
                 "released − reclaimed) ≤ capacity",
                 self.inv_capacity,
+                self._compared("capacity"),
             ),
             SpecInvariant(
                 "fenced_generation_never_used",
@@ -234,12 +288,14 @@ class CreditInvariants(CreditActions):
                 'generation"; RFC claim 5: "Old sessions are fenced before their resources '
                 'are reused"',
                 self.inv_generation_fenced,
+                self._compared("generation_fenced"),
             ),
             SpecInvariant(
                 "dispatch_holds_full_charge",
                 'RFC acceptance 2: "A sender never dispatches a required remote plan without '
                 'all credit dimensions"; RFC claim 3 (atomic multi-resource eligibility)',
                 self.inv_full_charge,
+                self._compared("full_charge"),
             ),
             SpecInvariant(
                 "sender_never_overdraws",
@@ -247,41 +303,48 @@ class CreditInvariants(CreditActions):
                 "docs/semantics.md#sender-ledger: "
                 "a grant below consumed is rejected",
                 self.inv_no_overdraw,
+                self._compared("no_overdraw"),
             ),
             SpecInvariant(
                 "sender_grant_within_receiver_grant",
                 'RFC acceptance 3: "Duplicate, reordered, and stale updates never increase '
                 'available credit"; RFC: "Delta grants can be double-applied"',
                 self.inv_grant_within_receiver,
+                self._compared("grant_within_receiver"),
             ),
             SpecInvariant(
                 "old_update_cannot_raise_credit",
                 'RFC: "Duplicate and old updates become no-ops"; acceptance 3',
                 self.inv_old_update_harmless,
+                self._compared("old_update_harmless"),
             ),
             SpecInvariant(
                 "stale_revived_only_by_newer_update",
                 'RFC state machine: "Stale +-- newer update -> Active"; acceptance 3 (a stale '
                 "update never re-opens credit)",
                 self.inv_stale_revival,
+                self._compared("stale_revival"),
             ),
             SpecInvariant(
                 "stale_sender_never_reserves",
                 'RFC state machine rule 2: "Stale: stop new credit-gated dispatch; existing '
                 'transport-owned work continues to terminal state"',
                 self.inv_stale_never_reserves,
+                self._compared("stale_never_reserves"),
             ),
             SpecInvariant(
                 "control_never_blocked_by_data_credit",
-                'RFC acceptance 5: "Zero data credit cannot block control updates"; RFC rule 4: '
-                '"Control traffic never consumes data credit"',
+                'RFC acceptance 5: "Zero data credit cannot block control updates"; RFC principle '
+                '4: "Control traffic never consumes data credit"',
                 self.inv_control_unblocked,
+                self._compared("control_unblocked"),
             ),
             SpecInvariant(
                 "claims_covered_by_books",
                 'RFC rule 3: "do not reuse old target resources until old QPs/inflight work '
                 'are fenced"; RFC claim 1 (receiver-capacity safety)',
                 self.inv_claims_covered,
+                self._compared("claims_covered"),
             ),
         )
 

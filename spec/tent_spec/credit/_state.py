@@ -7,7 +7,7 @@ Every value is a frozen ``NamedTuple`` of ints and tuples (the checker hashes an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from operator import add, sub
 from typing import Any, NamedTuple
 
@@ -154,6 +154,7 @@ class SpecInvariant(NamedTuple):
     name: str
     cites: str
     holds: Callable[[Any], bool]
+    compared: Callable[[Any], Mapping[str, object]] | None = None  # the values, for a report
 
 
 class SpecWitness(NamedTuple):
