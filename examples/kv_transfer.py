@@ -7,6 +7,9 @@ The run prints the throughput, how many submits met a credit stall, and that eve
 verified.
 
     python examples/kv_transfer.py [--blocks 64] [--block-mib 4]
+
+It needs the ``transport`` extra (``python -m pip install -e '.[transport]'``); without it, it
+says so and exits 2.
 """
 
 from __future__ import annotations
@@ -17,15 +20,27 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
-import click
-from tent_transport.config import load_engine_config
-from tent_transport.control import PskIdentity
-from tent_transport.devices import Opcode
-from tent_transport.devices.tcp import checksum
-from tent_transport.dispatch import TransferRequest
-from tent_transport.engine import EngineOptions, SyncEngine
-
 from tent_sched import TaskStatus
+
+TRANSPORT_MODULES = frozenset({"click", "crc32c", "matplotlib"})  # the transport extra's
+
+try:
+    import click
+    from tent_transport.config import load_engine_config
+    from tent_transport.control import PskIdentity
+    from tent_transport.devices import Opcode
+    from tent_transport.devices.tcp import checksum
+    from tent_transport.dispatch import TransferRequest
+    from tent_transport.engine import EngineOptions, SyncEngine
+except ModuleNotFoundError as exc:
+    if (exc.name or "").partition(".")[0] not in TRANSPORT_MODULES:
+        raise
+    print(
+        f"kv_transfer.py: {exc.name!r} is not installed; this example needs the transport "
+        "extra:\n    python -m pip install -e '.[transport]'",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 KEY = b"example-kv-transfer-shared-key!!"
 PREFILL, DECODE = 1, 2

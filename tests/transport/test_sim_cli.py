@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -103,3 +104,40 @@ def test_the_example_workload_file_loads() -> None:
 
     workload = load_workload(DOCS.parent / "examples" / "sim_workload.json")
     assert [f.name for f in workload.flows] == ["urgent", "bulk"]
+
+
+def _summary(theta: float, arbitration: bool, dropped: int) -> Any:
+    from tent_transport.sim._report import Summary
+
+    return Summary(
+        workload="w",
+        theta=theta,
+        arbitration=arbitration,
+        offered=10,
+        dispatched=10 - dropped,
+        dropped=dropped,
+        never_ended=0,
+        on_time_of_dispatched=1.0,
+        on_time_of_all=0.5,
+        goodput_gbps=1.0,
+        throughput_gbps=1.0,
+        class_throughput_gbps={},
+        class_on_time={},
+        mlu_histogram=(),
+        dispatched_per_pick=1.0,
+        mean_dispatching_bytes=0.0,
+        mean_rail_bytes=0.0,
+    )
+
+
+def test_identical_arbitration_series_are_one_line_that_says_so() -> None:
+    """Two equal lines would hide one another: the θ plots draw them once, labelled so."""
+    from tent_transport.sim._plots import theta_series
+
+    same = [_summary(t, arb, 3) for t in (0.0, 1.0) for arb in (False, True)]
+    assert theta_series(same, lambda s: float(s.dropped)) == [
+        ("arbitration off = on", [0.0, 1.0], [3.0, 3.0], None)
+    ]
+    different = [*same[:3], _summary(1.0, True, 5)]
+    labels = [label for label, *_ in theta_series(different, lambda s: float(s.dropped))]
+    assert labels == ["arbitration off", "arbitration on"]

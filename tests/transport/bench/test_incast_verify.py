@@ -190,14 +190,31 @@ def test_report_writes_the_table_and_plots(tmp_path: Path) -> None:
     assert {
         "table.md",
         "summary.json",
-        "occupancy.png",
-        "throughput_p99.png",
-        "lease_batch.png",
+        "occupancy.svg",
+        "throughput_p99.svg",
+        "lease_batch.svg",
     } <= names
+    # every mode in the occupancy plot, the disabled one included
+    disabled = good("disabled")
+    disabled["row"] = "16-sender"
+    disabled["config"].update(senders=16, condition="normal")
+    write_report([disabled, fixed, credit], tmp_path / "all")
+    occupancy = (tmp_path / "all" / "occupancy.svg").read_text()
+    assert all(f"{mode} (peak" in occupancy for mode in ("disabled", "fixed", "credit"))
+    assert "http" not in occupancy.replace("http://www.w3.org", "")
     table = (tmp_path / "out" / "table.md").read_text()
     assert "| 16-sender | 8 | 2 | 22 / 100 | 8 / 0 | 22 / 14657 vs 8 / 0 | 0.5 |" in table
     with pytest.raises(ValueError):
         write_report([{"error": "x"}], tmp_path / "none")
+
+
+def test_the_report_names_the_plots_it_could_not_draw() -> None:
+    from tent_transport.incast._report import missing_plots
+
+    drawn = [Path("out/occupancy.svg"), Path("out/throughput_p99.svg")]
+    assert missing_plots(drawn) == [
+        "lease_batch.svg (needs the 16-sender lease-batch sweep (credit mode))"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,32 @@ def test_kv_transfer_example_verifies_every_block() -> None:
     assert "every block verified" in result.stdout
 
 
+# Run the example with these modules unimportable, as in a venv without the transport extra.
+_WITHOUT = """
+import sys, runpy
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+        return None
+sys.meta_path.insert(0, Missing())
+sys.argv = [{example!r}]
+runpy.run_path({example!r}, run_name="__main__")
+"""
+
+
+def test_without_the_transport_extra_the_example_names_it() -> None:
+    for blocked in ({"click"}, {"crc32c"}):
+        code = _WITHOUT.format(blocked=blocked, example=str(EXAMPLE))
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert result.returncode == 2, result.stderr
+        assert "needs the transport extra" in result.stderr
+        assert "pip install -e '.[transport]'" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
 def test_tent_bench_transport_prints_the_figures_as_json() -> None:
     import json
 

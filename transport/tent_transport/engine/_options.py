@@ -43,6 +43,8 @@ class EngineOptions:
         any free port, see :attr:`Engine.metrics_address`), on ``metrics_address`` (default
         ``127.0.0.1``: the metrics name peers and quarantines, so they reach other hosts only
         when asked to, e.g. ``0.0.0.0`` for a remote scraper). Closed with the engine.
+    11. ``credit_session``: this receiver's credit session id (default: minted from the wall
+        clock, so a restart gets a larger one; a fixed value is for traces and tests).
     12. ``staging_slots`` / ``staging_slot_bytes``: the receiver's staging pool for staged
         writes (0 slots: no staging; needs receiver credit). The receiver's STAGING_SLOTS
         capacity is capped at the slot count, so credit never promises a slot the pool lacks
@@ -56,8 +58,6 @@ class EngineOptions:
         write, or one released on landing) is dropped and counted
         (``notifications_dropped``); one whose charge is held is always kept, since its
         release needs it and the receiver's credit capacity bounds how many exist.
-    11. ``credit_session``: this receiver's credit session id (default: minted from the wall
-        clock, so a restart gets a larger one; a fixed value is for traces and tests).
     """
 
     peer_id: int

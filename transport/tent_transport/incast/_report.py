@@ -218,15 +218,28 @@ def _plots(
     import matplotlib  # noqa: PLC0415 (matplotlib only when drawing)
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "tent-incast"
     import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    def save(fig: Any, name: str) -> Path:
+        # SVG, no date and no RDF block (its namespace URLs would be external links in the docs)
+        path = out / name
+        fig.savefig(
+            path,
+            format="svg",
+            bbox_inches="tight",  # keeps a legend placed below the axes
+            metadata={"Date": None, "Creator": None, "Format": None, "Type": None},
+        )
+        plt.close(fig)
+        return path
 
     paths = []
     valid = _valid(records)
-    # 1. occupancy over time, fixed vs credit, on the row with the most senders (first rep)
+    # 1. occupancy over time, every mode, on the row with the most senders (first rep)
     candidates = [
         r
         for r in valid
-        if r["mode"] in ("fixed", "credit")
+        if r["mode"] in MODES
         and r["config"]["condition"] == "normal"
         and not r["row"].endswith("tune")
     ]
@@ -234,7 +247,7 @@ def _plots(
         top = max(r["config"]["senders"] for r in candidates)
         fig, ax = plt.subplots(figsize=(7, 3.5))
         cap = 0
-        for mode in ("fixed", "credit"):
+        for mode in MODES:
             run = next(
                 (
                     r
@@ -249,22 +262,20 @@ def _plots(
                 continue
             cap = run["capacity"]["request_slots"]
             series = run["occupancy_series"]
+            start = series[0][0] if series else 0  # the modes ran one after the other
             ax.step(
-                [p[0] for p in series],
+                [p[0] - start for p in series],
                 [p[1] for p in series],
                 where="post",
                 label=f"{mode} (peak {run['peak_occupancy']['request_slots']})",
             )
         ax.axhline(cap, color="black", linestyle="--", linewidth=1, label=f"capacity {cap}")
-        ax.set_xlabel("time since the run started (ms)")
+        ax.set_xlabel("time since the mode's first write (ms); the modes ran one after another")
         ax.set_ylabel("receiver request slots in use")
         ax.set_title(f"{top}-sender incast: receiver occupancy")
-        ax.legend()
+        ax.legend(fontsize="small")
         fig.tight_layout()
-        path = out / "occupancy.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save(fig, "occupancy.svg"))
     # 2. throughput and worst-sender P99 per mode, per row
     rows = sorted(
         {
@@ -277,7 +288,7 @@ def _plots(
     )
     if rows:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
-        modes = ("disabled", "fixed", "credit")
+        modes = MODES
         width = 0.8 / len(modes)
         for i, mode in enumerate(modes):
             xs = [j + i * width for j in range(len(rows))]
@@ -294,14 +305,26 @@ def _plots(
                 label=mode,
             )
         for ax, label in ((a1, "receiver throughput (MiB/s)"), (a2, "worst-sender P99 (ms)")):
-            ax.set_xticks([j + width for j in range(len(rows))], rows, rotation=20, fontsize=8)
+            ax.set_xticks(
+                [j + width for j in range(len(rows))], rows, rotation=30, ha="right", fontsize=8
+            )
             ax.set_ylabel(label)
-        a1.legend()
+            for j, row in enumerate(rows):  # a row a mode did not run is not a zero
+                for i, mode in enumerate(modes):
+                    if (row, mode) not in med:
+                        ax.text(
+                            j + i * width,
+                            0,
+                            "n/a",
+                            rotation=90,
+                            ha="center",
+                            va="bottom",
+                            fontsize=6,
+                            color="grey",
+                        )
+        a1.legend(fontsize="small")
         fig.tight_layout()
-        path = out / "throughput_p99.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save(fig, "throughput_p99.svg"))
     # 3. stall time (and throughput) per lease batch, 16-sender healthy credit
     batches = sorted(
         (m["lease_batch"], m["stall_time_ms"], m["throughput_mib_s"], m["credit_stalls"])
@@ -311,19 +334,45 @@ def _plots(
     if batches:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         labels = [str(int(b[0])) for b in batches]
-        ax.bar(labels, [b[1] for b in batches], color="tab:orange", label="total stall time (ms)")
+        bars = ax.bar(
+            labels,
+            [b[1] for b in batches],
+            color="tab:orange",
+            label="credit stall time, summed over senders (left)",
+        )
         ax.set_xlabel("lease batch (blocks per grant)")
         ax.set_ylabel("credit stall time per run (ms, median)")
         twin = ax.twinx()
-        twin.plot(labels, [b[2] for b in batches], "o-", color="tab:blue", label="throughput")
+        (line,) = twin.plot(
+            labels, [b[2] for b in batches], "o-", color="tab:blue", label="throughput (right)"
+        )
         twin.set_ylabel("throughput (MiB/s)")
+        ax.legend(
+            handles=[bars, line],
+            fontsize="small",
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.22),
+            ncol=2,
+        )
         ax.set_title("16-sender healthy: lease batch")
         fig.tight_layout()
-        path = out / "lease_batch.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save(fig, "lease_batch.svg"))
     return paths
+
+
+MODES = ("disabled", "fixed", "credit")
+PLOTS = (
+    ("occupancy.svg", "a normal-condition row of the modes"),
+    ("throughput_p99.svg", "a disabled, fixed or credit row"),
+    ("lease_batch.svg", "the 16-sender lease-batch sweep (credit mode)"),
+)
+"""The report's plots, each with what the records must hold for it to be drawn."""
+
+
+def missing_plots(paths: Sequence[Path]) -> list[str]:
+    """``name (needs …)`` for every plot of :data:`PLOTS` the records could not give."""
+    drawn = {p.name for p in paths}
+    return [f"{name} (needs {needs})" for name, needs in PLOTS if name not in drawn]
 
 
 def write_report(records: Sequence[Mapping[str, Any]], out: Path) -> list[Path]:

@@ -7,14 +7,14 @@ dependency. The SVGs are deterministic for the same runs and matplotlib version
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ._report import Summary
 from ._run import SimResult
 
-__all__ = ["plot_all", "plot_classes", "plot_meters", "plot_theta"]
+__all__ = ["plot_all", "plot_classes", "plot_meters", "plot_theta", "theta_series"]
 
 
 def _pyplot() -> Any:
@@ -55,41 +55,70 @@ def plot_all(summaries: Sequence[Summary], results: Sequence[SimResult], out: Pa
     ]
 
 
+_FLOOR_LABEL = "θ = 1, the floor (below it the drop cancels requests predicted to make it)"
+_MODE_STYLE = {False: ("C0", "o", "full"), True: ("C3", "D", "none")}  # off filled, on hollow
+
+
+def theta_series(
+    summaries: Sequence[Summary], value: Callable[[Summary], float]
+) -> list[tuple[str, list[float], list[float], bool | None]]:
+    """``(label, θs, values, arbitration)`` per arbitration setting, sorted by θ; settings whose
+    values are equal at every θ become one series labelled ``arbitration off = on`` (and
+    ``None``), since two identical lines would hide one another."""
+    series: dict[bool, tuple[list[float], list[float]]] = {}
+    for arbitration in sorted({s.arbitration for s in summaries}):
+        rows = sorted((s for s in summaries if s.arbitration == arbitration), key=lambda s: s.theta)
+        series[arbitration] = ([s.theta for s in rows], [value(s) for s in rows])
+    if len(series) == 2 and series[False] == series[True]:
+        return [("arbitration off = on", *series[False], None)]
+    return [
+        (f"arbitration {'on' if arb else 'off'}", thetas, values, arb)
+        for arb, (thetas, values) in series.items()
+    ]
+
+
+def _theta_axes(ax: Any, ylabel: str) -> None:
+    ax.axvline(1.0, color="grey", lw=0.8, ls="--", label=_FLOOR_LABEL)
+    ax.set_xlabel("θ_local (0 = drop off)")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="x-small")
+
+
+def _style(arbitration: bool | None) -> dict[str, Any]:
+    color, marker, fill = _MODE_STYLE[bool(arbitration)]
+    return {"color": color, "marker": marker, "fillstyle": fill}
+
+
 def plot_theta(summaries: Sequence[Summary], out: Path) -> list[Path]:
-    """``on_time_vs_theta.svg`` and ``drops_vs_theta.svg``."""
+    """``on_time_vs_theta.svg`` and ``drops_vs_theta.svg``.
+
+    Arbitration off is drawn filled, on hollow in another colour; settings with identical
+    values are one line saying so (:func:`theta_series`). The dashed vertical line is θ = 1,
+    named in the legend.
+    """
     plt = _pyplot()
     written: list[Path] = []
-    modes = sorted({s.arbitration for s in summaries})
+    workload = summaries[0].workload if summaries else ""
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for arbitration in modes:
-        rows = sorted((s for s in summaries if s.arbitration == arbitration), key=lambda s: s.theta)
-        label = "arbitration on" if arbitration else "arbitration off"
-        thetas = [s.theta for s in rows]
-        ax.plot(thetas, [s.on_time_of_dispatched for s in rows], "o-", label=f"dispatched, {label}")
-        ax.plot(thetas, [s.on_time_of_all for s in rows], "s--", label=f"all, {label}")
-    ax.axvline(1.0, color="grey", lw=0.8)
-    ax.set_xlabel("θ_local (0 = drop off)")
-    ax.set_ylabel("on-time rate")
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    rates: tuple[tuple[str, Callable[[Summary], float], str], ...] = (
+        ("dispatched", lambda s: s.on_time_of_dispatched, "-"),
+        ("all requests", lambda s: s.on_time_of_all, "--"),
+    )
+    for name, rate, line in rates:
+        for label, thetas, values, arb in theta_series(summaries, rate):
+            ax.plot(thetas, values, ls=line, label=f"{name}, {label}", **_style(arb))
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize="small")
-    ax.set_title(summaries[0].workload if summaries else "")
+    ax.set_title(f"on-time rate vs θ ({workload})")
+    _theta_axes(ax, "on-time rate")
     written.append(_save(fig, out / "on_time_vs_theta.svg"))
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for arbitration in modes:
-        rows = sorted((s for s in summaries if s.arbitration == arbitration), key=lambda s: s.theta)
-        ax.plot(
-            [s.theta for s in rows],
-            [s.dropped for s in rows],
-            "o-",
-            label="arbitration on" if arbitration else "arbitration off",
-        )
-    ax.axvline(1.0, color="grey", lw=0.8)
-    ax.set_xlabel("θ_local (0 = drop off)")
-    ax.set_ylabel("dropped requests")
-    ax.legend(fontsize="small")
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for label, thetas, values, arb in theta_series(summaries, lambda s: float(s.dropped)):
+        ax.plot(thetas, values, ls="-", label=label, **_style(arb))
+    ax.set_title(f"dropped requests vs θ ({workload})")
+    _theta_axes(ax, "dropped requests")
     written.append(_save(fig, out / "drops_vs_theta.svg"))
     plt.close(fig)
     return written
@@ -127,6 +156,7 @@ def plot_meters(results: Sequence[SimResult], out: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(7, 4))
     seen: set[bool] = set()
+    link_labelled = False
     for result in results:
         if result.arbitration in seen:
             continue
@@ -139,10 +169,20 @@ def plot_meters(results: Sequence[SimResult], out: Path) -> Path:
             ax.plot(
                 ts, [s.selection_bps / 1e9 for s in samples], ":", label=f"{rail} selection{suffix}"
             )
-            ax.plot(ts, [s.true_bps / 1e9 for s in samples], color="grey", lw=0.6)
+            # On top and dashed: where an estimate is exact, the two still show.
+            ax.plot(
+                ts,
+                [s.true_bps / 1e9 for s in samples],
+                color="black",
+                lw=1.0,
+                ls="--",
+                zorder=3,
+                label=None if link_labelled else "link rate",
+            )
+            link_labelled = True
     ax.set_xlabel("time (ms)")
     ax.set_ylabel("GB/s")
-    ax.set_title("transmit estimate vs selection EWMA (grey: link rate)")
+    ax.set_title("transmit estimate and selection EWMA against the link rate")
     ax.legend(fontsize="x-small")
     path = _save(fig, out / "meters.svg")
     plt.close(fig)
