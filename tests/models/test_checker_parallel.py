@@ -87,20 +87,41 @@ def test_edge_targets_resolve_in_query_order_and_unknown_ones_are_refused() -> N
         indices_of(unnumbered, np.array([3], dtype=np.uint64))
 
 
-def test_balance_plan_evens_out_frontiers_and_leaves_even_ones_alone() -> None:
-    from tent_models.checker._parallel import balance_plan
+def test_balance_plan_keeps_frontiers_contiguous_and_evens_them_out() -> None:
+    """The serial numbering follows from per-worker counts only while every worker's
+    frontier is a run of consecutive states below the next worker's: a plan must keep the
+    concatenation in worker order unchanged."""
+    from tent_models.checker._shard import split_contiguous
 
-    assert balance_plan([500, 480]) is None
-    plan = balance_plan([1000, 0, 200])
-    assert plan is not None
-    sizes = [1000, 0, 200]
-    for worker, (sends, _sources) in enumerate(plan):
-        for target, moved in sends:
-            sizes[worker] -= moved
-            sizes[target] += moved
-            assert worker in plan[target][1]
-    assert max(sizes) - min(sizes) <= 1 + len(sizes)
-    assert sum(sizes) == 1200
+    assert split_contiguous([500, 480]) is None
+    assert split_contiguous([10, 0]) is None  # too few states to be worth a move
+    for sizes in ([1000, 0, 200], [0, 0, 0, 900], [300, 5, 700, 1]):
+        plan = split_contiguous(sizes)
+        assert plan is not None
+        frontiers, start = [], 0
+        for size in sizes:
+            frontiers.append(list(range(start, start + size)))
+            start += size
+        # apply the plan as Worker._balance does: slices to send, the rest kept in place
+        sent = {}
+        kept = []
+        for worker, (sends, _sources) in enumerate(plan):
+            low, high = 0, len(frontiers[worker])
+            for target, begin, stop in sends:
+                sent[(worker, target)] = frontiers[worker][begin:stop]
+                if target < worker:
+                    low = max(low, stop)
+                else:
+                    high = min(high, begin)
+            kept.append(frontiers[worker][low:high])
+        after = []
+        for worker, (_sends, sources) in enumerate(plan):
+            assert set(sources) == {w for (w, t) in sent if t == worker}
+            below = [x for w in sorted(sources) if w < worker for x in sent[(w, worker)]]
+            above = [x for w in sorted(sources) if w > worker for x in sent[(w, worker)]]
+            after.append(below + kept[worker] + above)
+        assert [x for part in after for x in part] == list(range(sum(sizes)))
+        assert max(map(len, after)) - min(map(len, after)) <= 1
 
 
 def test_one_initial_state_gives_the_serial_result_and_a_split_seen_set() -> None:

@@ -28,7 +28,7 @@ import sys
 import time
 from array import array
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -77,16 +77,48 @@ class Exploration:
     shard_states: list[int] = attrs.Factory(list)  # states stored per shard (sharded runs)
     bitstate: int = 0  # log2 of the bit array's size in a bitstate run, else 0
 
-    @property
-    def distinct_states(self) -> int:
-        return len(self.parent)
+    distinct_states: int = 0
+    # Sharded runs: the parent links of every state past the initial ones stay with the
+    # worker that found it; ``links`` asks the workers for some (one round trip) and
+    # ``prefetch`` walks whole chains back with it. ``rss_growth``: the workers' peak
+    # resident set growth, summed (bytes).
+    links: Callable[[Sequence[int]], list[tuple[int, ActionInstance]]] | None = None
+    fetched: dict[int, tuple[int, ActionInstance]] = attrs.Factory(dict)
+    rss_growth: int = 0
+
+    def _link(self, index: int) -> tuple[int, ActionInstance] | None:
+        """The parent index and action of state ``index``; None for an initial state."""
+        if index < len(self.parent):
+            parent = self.parent[index]
+            return None if parent < 0 else (parent, self.action_table[self.action_ids[index]])
+        if index not in self.fetched:
+            self.prefetch([index])
+        return self.fetched[index]
+
+    def prefetch(self, indices: Iterable[int]) -> None:
+        """Fetch the parent chains of ``indices`` from the workers holding them, all chains
+        at once: one round per level walked back (a no-op in a single-process run)."""
+        if self.links is None:
+            return
+        local, fetched = len(self.parent), self.fetched
+        wanted = {index for index in indices if index >= local and index not in fetched}
+        while wanted:
+            asked = sorted(wanted)
+            fetched.update(zip(asked, self.links(asked), strict=True))
+            wanted = {
+                parent
+                for parent, _ in (fetched[index] for index in asked)
+                if parent >= local and parent not in fetched
+            }
 
     def path(self, index: int) -> tuple[Any, list[ActionInstance]]:
         """The initial state and the recorded actions leading to state ``index``."""
         chain = []
-        while self.parent[index] >= 0:
-            chain.append(self.action_table[self.action_ids[index]])
-            index = self.parent[index]
+        link = self._link(index)
+        while link is not None:
+            chain.append(link[1])
+            index = link[0]
+            link = self._link(index)
         chain.reverse()
         return self.initial_states[index], chain
 
@@ -406,6 +438,7 @@ def _explore_serial(
             progress(count, transitions, depth)
     record.transitions = transitions
     record.depth = depth
+    record.distinct_states = len(parent)
     record.exhaustive = not frontier and not truncated
     record.seconds = time.perf_counter() - started
     if bits is not None:

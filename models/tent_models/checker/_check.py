@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -89,17 +89,22 @@ def check(
     if max_states is not None and max_states < 1:
         raise InvalidArgument(f"max_states must be >= 1 when given, got {max_states}")
     check_recoverability = check_recoverability and declares_recovery(model)
-    with _progress_hook(model.name, enabled=progress) as hook, cyclic_gc_paused():
+    with ExitStack() as stack:
+        hook = stack.enter_context(_progress_hook(model.name, enabled=progress))
+        stack.enter_context(cyclic_gc_paused())
         if ray is not None:
-            record = explore_ray(
-                model,
-                address=ray,
-                workers=workers,
-                symmetry=symmetry,
-                max_states=max_states,
-                check_deadlock=check_deadlock,
-                check_recoverability=check_recoverability,
-                progress=hook,
+            # a sharded run's workers serve parent links until the result is built
+            record = stack.enter_context(
+                explore_ray(
+                    model,
+                    address=ray,
+                    workers=workers,
+                    symmetry=symmetry,
+                    max_states=max_states,
+                    check_deadlock=check_deadlock,
+                    check_recoverability=check_recoverability,
+                    progress=hook,
+                )
             )
         elif workers == 1:
             record = explore_serial(
@@ -112,22 +117,24 @@ def check(
                 bitstate=bitstate,
             )
         else:
-            record = explore_parallel(
-                model,
-                workers=workers,
-                symmetry=symmetry,
-                max_states=max_states,
-                check_deadlock=check_deadlock,
-                check_recoverability=check_recoverability,
-                progress=hook,
+            record = stack.enter_context(
+                explore_parallel(
+                    model,
+                    workers=workers,
+                    symmetry=symmetry,
+                    max_states=max_states,
+                    check_deadlock=check_deadlock,
+                    check_recoverability=check_recoverability,
+                    progress=hook,
+                )
             )
-    return build_result(
-        model,
-        record,
-        symmetry=symmetry,
-        workers=workers,
-        check_recoverability=check_recoverability and bitstate is None,
-    )
+        return build_result(
+            model,
+            record,
+            symmetry=symmetry,
+            workers=workers,
+            check_recoverability=check_recoverability and bitstate is None,
+        )
 
 
 def declares_recovery(model: SpecModel[Any]) -> bool:
@@ -176,6 +183,11 @@ def build_result(
     check_recoverability: bool,
 ) -> CheckResult:
     """Turn an exploration record into a :class:`CheckResult` (counterexamples rebuilt here)."""
+    # every trace's links at once (a sharded run asks its workers one round per level)
+    record.prefetch(
+        [*record.invariant_hits.values(), *record.witness_hits.values()]
+        + ([] if record.deadlock is None else [record.deadlock])
+    )
     violations: list[CounterExample] = []
     for inv in model.invariants():  # in the model's order
         if inv.name in record.invariant_hits:

@@ -1,29 +1,38 @@
 """Multi-process BFS: the seen set is sharded by fingerprint over worker processes.
 
-Level-synchronous protocol (``W`` workers, worker ``fp % W`` owns fingerprint ``fp``; the
-coordinator is the calling process and keeps the parent links):
+Level-synchronous protocol (``W`` workers; worker ``fp % W`` owns fingerprint ``fp``):
 
-1. **Expand** (every worker, its frontier in index order): each successor gets the key
-   ``parent_index << 20 | position`` (its serial discovery order). Per level a worker keeps the
-   first candidate per fingerprint and sends ``(fingerprint, key)`` arrays to the owners.
-2. **Decide** (owners): a candidate is new when its fingerprint is unseen; among candidates with
-   the same fingerprint the smallest key wins (exactly the serial parent). Winners go back to
-   the worker that generated them.
-3. **Keep** (generators): a worker keeps the states it won, checks their invariants,
-   witnesses and bounds and reports keys and action codes to the coordinator. It expands them
-   next level itself, so a state's successors are computed in the process that computed its
-   parent's, where the model's memo tables already hold its unchanged parts.
-4. **Number** (coordinator): merging all keys in order gives every new state its serial index;
-   each generator learns its states' indices (its next frontier) and forwards the ones another
-   worker owns with its next candidate batch ("fix-ups": the seen set maps fingerprint to
-   index, read for the recoverability edges).
-5. **Balance** (coordinator, when the frontiers differ by more than 1/32): the largest
-   frontiers send their highest-index states to the smallest. This is the only time states
-   cross a process boundary (pickled); everything else moves as int arrays.
+1. **Contiguous frontiers.** Each worker's frontier is a run of consecutive state indices, in
+   index order, below the next worker's. A successor's key is ``parent_index << 20 |
+   position`` (its serial discovery order), so every key worker ``w`` generates is below
+   every key worker ``w + 1`` generates.
+2. **Expand** (every worker): per level a worker keeps the first candidate per fingerprint and
+   sends ``(fingerprint, key)`` arrays to the owners. It does not read the seen set.
+3. **Decide** (owners): a candidate is new when its fingerprint is unseen; among candidates
+   with the same fingerprint the smallest key wins (exactly the serial parent). Winners go
+   back to the worker that generated them, as positions in its batch.
+4. **Keep** (generators): a worker keeps the states it won, checks their invariants,
+   witnesses and bounds, and reports *how many* it won. By (1), the serial order of the new
+   level is worker 0's winners in key order, then worker 1's, ...: the coordinator turns the
+   counts into each worker's first index (a prefix sum) and sends it back with the next
+   level's command. The worker stores the parent links of its new states itself (the
+   parent's index and the action) and expands them next level, in the process whose memo
+   tables computed their parent's successors. It forwards the indices of the states another
+   worker owns with its next candidate batch ("fix-ups": the owners' seen sets map
+   fingerprint to index, read for the recoverability edges).
+5. **Balance** (when the largest frontier exceeds the mean by more than 1/32): frontiers are
+   re-cut into equal contiguous runs (:func:`~._shard.split_contiguous`); the only time
+   states cross a process boundary (pickled).
 
-The result equals the single-process run: same indices, parents, counts and verdicts (on a
-``max_states`` cut the same states are kept; coverage may count a few more transitions).
-Workers are forked, so the model is inherited and need not be picklable (POSIX only).
+Per level the coordinator handles ``W`` small reports and sends ``W`` small commands: no
+per-state work, so the serial part does not grow with the model. A counterexample is rebuilt
+by walking back from its last state across the shards that hold each link
+(:meth:`~._bfs.Exploration.prefetch`), so the workers live until the result is built.
+
+The result equals the single-process run: the same indices, parents, counts, verdicts,
+counterexamples, witnesses and coverage (on a ``max_states`` cut the same states are kept;
+coverage may count a few more transitions). Workers are forked, so the model is inherited and
+need not be picklable (POSIX only).
 """
 
 from __future__ import annotations
@@ -33,8 +42,8 @@ import multiprocessing
 import sys
 import time
 import traceback
-from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from multiprocessing.connection import Connection
 from multiprocessing.queues import Queue
 from typing import Any
@@ -49,11 +58,19 @@ from tent_models.checker._bfs import (
     storage_bytes,
 )
 from tent_models.checker._errors import CheckerError
-from tent_models.checker._shard import SHIFT, LevelReport, Options, Worker
+from tent_models.checker._seen import ShardSeen
+from tent_models.checker._shard import (
+    Assignment,
+    LevelReport,
+    Options,
+    ShardSummary,
+    Worker,
+    split_contiguous,
+)
 from tent_models.checker._trace import ActionInstance
 from tent_models.model_api import SpecModel
 
-__all__ = ["Caller", "balance_plan", "drive", "explore_parallel", "shard_initial"]
+__all__ = ["Caller", "drive", "explore_parallel", "shard_initial"]
 
 
 def _worker_main(
@@ -63,7 +80,7 @@ def _worker_main(
     options: Options,
     inboxes: Sequence[Queue[Any]],
     conn: Connection,
-    seen: dict[int, int],
+    seen: ShardSeen,
     frontier: list[tuple[int, int, Any]],
 ) -> None:
     worker = Worker(model, me=me, options=options, inboxes=inboxes, seen=seen, frontier=frontier)
@@ -71,9 +88,11 @@ def _worker_main(
     try:
         while True:
             command, payload = conn.recv()
-            conn.send(("ok", worker.handle(command, payload)))
-            if command == "finish":
+            if command == "close":
                 return
+            conn.send(("ok", worker.handle(command, payload)))
+    except EOFError:  # the coordinator is gone
+        return
     except BaseException:
         conn.send(("error", traceback.format_exc()))
 
@@ -95,17 +114,22 @@ def _call(conns: Sequence[Connection], command: str, payloads: Sequence[Any]) ->
 
 def shard_initial(
     entries: list[tuple[int, int]], frontier: list[tuple[int, int, Any]], workers: int
-) -> tuple[list[dict[int, int]], list[list[tuple[int, int, Any]]]]:
-    """Split the seeded seen entries and frontier by owner (``fingerprint % workers``)."""
-    shard_seen: list[dict[int, int]] = [{} for _ in range(workers)]
-    for fp, index in entries:
-        shard_seen[fp % workers][fp] = index
-    shard_frontier: list[list[tuple[int, int, Any]]] = [[] for _ in range(workers)]
-    for item in frontier:
-        shard_frontier[item[1] % workers].append(item)
-    return shard_seen, shard_frontier
+) -> tuple[list[ShardSeen], list[list[tuple[int, int, Any]]]]:
+    """Split the seeded seen entries by owner (``fingerprint % workers``) and the frontier
+    (in index order) into contiguous runs, one per worker."""
+    shard_seen = [ShardSeen() for _ in range(workers)]
+    for w, table in enumerate(shard_seen):
+        mine = [(fp, index) for fp, index in entries if fp % workers == w]
+        table.add(
+            np.asarray([fp for fp, _ in mine], dtype=np.uint64),
+            np.asarray([index for _, index in mine], dtype=np.int64),
+        )
+    ordered = sorted(frontier, key=lambda item: item[0])
+    cuts = [len(ordered) * w // workers for w in range(workers + 1)]
+    return shard_seen, [ordered[cuts[w] : cuts[w + 1]] for w in range(workers)]
 
 
+@contextmanager
 def explore_parallel(
     model: SpecModel[Any],
     *,
@@ -115,12 +139,13 @@ def explore_parallel(
     check_deadlock: bool,
     check_recoverability: bool,
     progress: ProgressHook | None,
-) -> Exploration:
-    """Explore ``model`` with ``workers`` forked processes (protocol in the module docstring).
+) -> Iterator[Exploration]:
+    """Explore ``model`` with ``workers`` forked processes (protocol in the module docstring);
+    the workers serve parent links (``Exploration.prefetch``) until the block ends.
 
     Raises :class:`CheckerError` when a worker fails (with its traceback text) and
     :class:`ModelContractError` when the model has no initial state. Workers are always
-    terminated before returning.
+    terminated when the block ends.
     """
     started = time.perf_counter()
     record = new_exploration(model)
@@ -154,20 +179,29 @@ def explore_parallel(
     ]
     del shard_seen, shard_frontier
     conns = [pipe[0] for pipe in pipes]
+
+    def call(command: str, payloads: Sequence[Any]) -> list[Any]:
+        return _call(conns, command, payloads)
+
     try:
         for process in processes:
             process.start()
-        worker_bytes, record.shard_states = drive(
+        drive(
             model,
             record,
-            call=lambda command, payloads: _call(conns, command, payloads),
+            call=call,
             workers=workers,
             limit=limit,
             has_frontier=bool(initial_frontier),
             check_recoverability=check_recoverability,
             progress=progress,
         )
+        record.seconds = time.perf_counter() - started
+        yield record
     finally:
+        for conn in conns:
+            with suppress(OSError):
+                conn.send(("close", None))
         for process in processes:
             process.join(timeout=5)
             if process.is_alive():
@@ -176,45 +210,6 @@ def explore_parallel(
         for inbox in inboxes:
             inbox.close()
             inbox.join_thread()
-    record.seconds = time.perf_counter() - started
-    record.storage_bytes = worker_bytes + storage_bytes(
-        0, 0, record.parent, record.action_ids, record.good, record.edge_src, record.edge_dst
-    )
-    return record
-
-
-def balance_plan(
-    sizes: Sequence[int],
-) -> list[tuple[list[tuple[int, int]], list[int]]] | None:
-    """Moves that even out the workers' frontiers, or None when they are even enough.
-
-    A state is expanded by the worker that generated it, so the frontiers drift apart (all
-    of them start at the initial states' owners). When the largest and smallest differ by
-    more than 1/32 of the total (and 64 states), the largest surpluses go to the largest
-    deficits. Per worker: ``(sends as (target, count), sources it receives from)``.
-    """
-    total, workers = sum(sizes), len(sizes)
-    if workers < 2 or max(sizes) - min(sizes) <= max(64, total // 32):
-        return None
-    target = total // workers
-    donors = sorted(
-        ((size - target, w) for w, size in enumerate(sizes) if size > target), reverse=True
-    )
-    takers = sorted(
-        ((target - size, w) for w, size in enumerate(sizes) if size < target), reverse=True
-    )
-    plan: list[tuple[list[tuple[int, int]], list[int]]] = [([], []) for _ in range(workers)]
-    for surplus, donor in donors:
-        left = surplus
-        for position, (deficit, taker) in enumerate(takers):
-            moved = min(left, deficit)
-            if moved <= 0:
-                continue
-            plan[donor][0].append((taker, moved))
-            plan[taker][1].append(donor)
-            takers[position] = (deficit - moved, taker)
-            left -= moved
-    return plan
 
 
 Caller = Callable[[str, Sequence[Any]], list[Any]]
@@ -231,15 +226,14 @@ def drive(
     has_frontier: bool,
     check_recoverability: bool,
     progress: ProgressHook | None,
-) -> tuple[int, list[int]]:
-    """Coordinate the workers through every level, then merge their edges and coverage.
+) -> None:
+    """Coordinate the workers through every level, then merge their edges, coverage and
+    flags into ``record`` and point its parent links at the workers.
 
     The transport is ``call`` (pipes to forked processes here, Ray actor calls in
-    :mod:`._ray`). Returns the workers' storage estimate in bytes and each shard's number of
-    stored states.
+    :mod:`._ray`); it must reach the workers until the result is built.
     """
-    worker_bytes = _run_levels(
-        model,
+    blocks = _run_levels(
         record,
         call=call,
         workers=workers,
@@ -251,120 +245,114 @@ def drive(
         for raw_src, raw_dst in call("edges", [None] * workers):
             record.edge_src.frombytes(raw_src)
             record.edge_dst.frombytes(raw_dst)
-    sizes = []
-    for enabled, fired, recovered_raw, size in call("finish", [None] * workers):
+    summaries: list[ShardSummary] = call("finish", [None] * workers)
+    good = np.zeros(record.distinct_states, dtype=np.uint8)
+    good[: len(record.good)] = np.frombuffer(bytes(record.good), dtype=np.uint8)
+    worker_bytes = 0
+    for summary in summaries:
         for name in record.enabled:
-            record.enabled[name] += enabled[name]
-            record.fired[name] += fired[name]
-        indices = array("I")
-        indices.frombytes(recovered_raw)
-        for index in indices:
-            record.good[index] = 1
-        sizes.append(size)
-    return worker_bytes, sizes
+            record.enabled[name] += summary.enabled[name]
+            record.fired[name] += summary.fired[name]
+            record.new_states[name] += summary.new_states[name]
+        flags = np.frombuffer(summary.flags, dtype=np.uint8)
+        for first, local, count in np.frombuffer(summary.blocks, dtype=np.int64).reshape(-1, 3):
+            good[first : first + count] = flags[local : local + count]
+        worker_bytes += summary.storage_bytes
+    for summary in summaries:  # after every block's flags: a shard expands others' states
+        good[np.frombuffer(summary.recovered, dtype=np.uint32)] = 1
+    record.good = bytearray(good.tobytes())
+    record.shard_states = [summary.seen for summary in summaries]
+    record.rss_growth = sum(summary.rss_growth for summary in summaries)
+    record.storage_bytes = worker_bytes + storage_bytes(0, 0, record.parent, record.action_ids)
+    starts = np.asarray([first for first, _ in blocks], dtype=np.int64)
+    holders = [worker for _, worker in blocks]
 
+    def links(indices: Sequence[int]) -> list[tuple[int, ActionInstance]]:
+        """Each index's parent link, asked of the workers that hold them (one round)."""
+        owner = np.searchsorted(starts, np.asarray(indices, dtype=np.int64), side="right") - 1
+        asked: list[list[int]] = [[] for _ in range(workers)]
+        for index, block in zip(indices, owner.tolist(), strict=True):
+            asked[holders[block]].append(index)
+        answers = call("links", asked)
+        found = {
+            index: link
+            for mine, theirs in zip(asked, answers, strict=True)
+            for index, link in zip(mine, theirs, strict=True)
+        }
+        return [found[index] for index in indices]
 
-def _number_level(
-    record: Exploration,
-    reports: Sequence[LevelReport],
-    translate: list[list[int]],
-    workers: int,
-    room: int,
-) -> tuple[list[np.ndarray[Any, Any]], np.ndarray[Any, Any]]:
-    """Give this level's new states their serial indices (at most ``room`` of them), in numpy.
-
-    Merging every worker's keys (``parent << SHIFT | position``, ascending per worker) in key
-    order is the serial discovery order; each kept state's parent, action id and bounds flag
-    are appended to ``record``. Returns per worker the indices of its states in its key order
-    (the first ones, when the cut keeps only some) and the kept states' out-of-bounds flags.
-    """
-    keys = [np.frombuffer(r.keys, dtype=np.uint64) for r in reports]
-    tagged = np.concatenate(
-        [k * np.uint64(workers) + np.uint64(w) for w, k in enumerate(keys)]
-    ).astype(np.uint64)
-    codes = np.concatenate([np.frombuffer(r.codes, dtype=np.uint64) for r in reports])
-    flags = np.concatenate([np.frombuffer(r.out_of_bounds, dtype=np.uint8) for r in reports])
-    order = np.argsort(tagged, kind="stable")[:room]
-    merged, codes, flags = tagged[order], codes[order], flags[order]
-    base = len(record.parent)
-    origin = merged % np.uint64(workers)
-    indices = [np.flatnonzero(origin == np.uint64(w)) + base for w in range(workers)]
-    # the action id: the generating worker's local id through that worker's translation
-    aids = np.empty(len(codes), dtype=np.uint32)
-    generator = codes % np.uint64(workers)
-    for w in range(workers):
-        mine = generator == np.uint64(w)
-        if mine.any():
-            table = np.asarray(translate[w], dtype=np.uint32)
-            aids[mine] = table[(codes[mine] // np.uint64(workers)).astype(np.int64)]
-    parents = (merged // np.uint64(workers)) >> np.uint64(SHIFT)
-    record.parent.frombytes(parents.astype(np.int32).tobytes())
-    record.action_ids.frombytes(aids.tobytes())
-    record.good.extend(flags.tobytes())
-    for aid, times in enumerate(np.bincount(aids, minlength=0).tolist()):
-        if times:
-            name = record.action_table[aid][0]
-            record.new_states[name] = record.new_states.get(name, 0) + times
-    return indices, flags
+    record.links = links
 
 
 def _run_levels(
-    model: SpecModel[Any],
     record: Exploration,
     *,
     call: Caller,
     workers: int,
     limit: int,
     has_frontier: bool,
-    progress: Callable[[int, int, int], None] | None,
-) -> int:
-    """Run BFS levels until done; return the workers' storage estimate in bytes."""
-    translate: list[list[int]] = [[] for _ in range(workers)]
-    action_index: dict[ActionInstance, int] = {}
-    truncated = len(record.parent) >= limit and has_frontier
-    worker_bytes = 0
+    progress: ProgressHook | None,
+) -> list[tuple[int, int]]:
+    """Run BFS levels until done; return the stored blocks as ``(first index, worker)``."""
+    count = record.distinct_states = len(record.parent)
+    truncated = count >= limit and has_frontier
+    blocks: list[tuple[int, int]] = []
+    orders = [Assignment(first=count)] * workers
     while has_frontier and not truncated:
         if record.invariant_hits or record.deadlock is not None:
             break
         met = (tuple(record.invariant_hits), tuple(record.witness_hits))  # not evaluated again
-        reports: list[LevelReport] = call("expand", [met] * workers)
+        orders = [Assignment(first=o.first, kept=o.kept, plan=o.plan, met=met) for o in orders]
+        reports: list[LevelReport] = call("step", orders)
+        # number the level: worker 0's states first (its keys are the smallest), then 1's, ...
+        firsts, kepts, sizes = [], [], []
         for worker, report in enumerate(reports):
-            for instance in report.new_actions:
-                aid = action_index.get(instance)
-                if aid is None:
-                    aid = action_index[instance] = len(record.action_table)
-                    record.action_table.append(instance)
-                translate[worker].append(aid)
+            kept = max(0, min(report.won, limit - count))
+            outside = np.frombuffer(report.out_of_bounds, dtype=np.uint32)
+            firsts.append(count)
+            kepts.append(kept)
+            sizes.append(kept - int(np.count_nonzero(outside < kept)))
             record.transitions += report.transitions
             if report.deadlock is not None and (
                 record.deadlock is None or report.deadlock < record.deadlock
             ):
                 record.deadlock = report.deadlock
-        room = limit - len(record.parent)
-        indices, out_merged = _number_level(record, reports, translate, workers, room)
-        if len(out_merged) >= room:
-            truncated = sum(len(r.out_of_bounds) for r in reports) > room or any(
-                not flag for report in reports for flag in report.out_of_bounds
-            )
-        has_frontier = bool(len(out_merged)) and not bool(out_merged.all())
-        merged = len(out_merged)
-        for worker, report in enumerate(reports):
-            kept = indices[worker]
             for hits, found in (
                 (record.invariant_hits, report.invariant_hits),
                 (record.witness_hits, report.witness_hits),
             ):
                 for name, position in found.items():
-                    if position < len(kept) and (name not in hits or kept[position] < hits[name]):
-                        hits[name] = int(kept[position])
-        sizes = call("assign", [part.astype(np.int64).tobytes() for part in indices])
-        plan = balance_plan(sizes)
-        if plan is not None:
-            call("balance", plan)
-        if merged:
+                    if position < kept and (name not in hits or count + position < hits[name]):
+                        hits[name] = count + position
+            if kept:
+                blocks.append((count, worker))
+            count += kept
+        new = count - firsts[0]
+        if new and count >= limit:
+            truncated = True
+        has_frontier = sum(sizes) > 0
+        record.distinct_states = count
+        if new:
             record.depth += 1
-        worker_bytes = sum(report.storage_bytes for report in reports)
+        stop = (
+            truncated
+            or not has_frontier
+            or bool(record.invariant_hits)
+            or record.deadlock is not None
+        )
+        plans = None if stop else split_contiguous(sizes)
+        orders = [
+            Assignment(
+                first=firsts[w],
+                kept=kepts[w],
+                plan=None if plans is None else plans[w],
+                expand=not stop,
+            )
+            for w in range(workers)
+        ]
+        if stop:
+            call("step", orders)  # store the last level's states, expand nothing
         if progress is not None:
-            progress(len(record.parent), record.transitions, record.depth)
+            progress(count, record.transitions, record.depth)
     record.exhaustive = not has_frontier and not truncated
-    return worker_bytes
+    return blocks

@@ -1,18 +1,18 @@
 """Sharded exhaustive exploration on Ray actors (the optional ``[ray]`` extra).
 
 The protocol is the multi-process engine's (:mod:`._parallel`), unchanged: ``W`` shards, shard
-``fp % W`` owns fingerprint ``fp`` and its part of the seen set; levels are synchronous; each
-level moves candidate ``(fingerprint, key)`` arrays to their owners, winners back, and the new
-states, once each, to their owners, in one batch per pair of shards; the coordinator (the
-calling process) numbers the new states in serial discovery order and keeps the parent links.
-So the result is the serial run's: the same indices, counts, verdicts, counterexamples and
-coverage. Only the transport differs:
+``fp % W`` owns fingerprint ``fp`` and its part of the seen set; each shard's frontier is a
+contiguous run of indices; levels are synchronous; each level moves candidate ``(fingerprint,
+key)`` arrays to their owners and winners back, in one batch per pair of shards; a shard keeps
+the parent links of the states it found, and the coordinator (the calling process) only turns
+each level's per-shard counts into first indices. So the result is the serial run's: the same
+counts, verdicts, counterexamples, witnesses and coverage. Only the transport differs:
 
-* each shard is a Ray actor holding a :class:`~._parallel.Worker`; a shard sends a batch to
+* each shard is a Ray actor holding a :class:`~._shard.Worker`; a shard sends a batch to
   another by calling that actor's ``deliver`` (fire and forget), which puts it in the
   receiver's local queue; an actor runs two threads, so ``deliver`` runs while the shard's
   command waits for its batches;
-* the coordinator's commands (``expand``, ``assign``, ``edges``, ``finish``) are actor calls.
+* the coordinator's commands (``step``, ``edges``, ``finish``, ``links``) are actor calls.
 
 The model object is shipped to every actor (Ray pickles it with cloudpickle): its classes must
 be importable where the actors run (install the project on the cluster's nodes, or pass a Ray
@@ -37,10 +37,10 @@ from tent_models.checker._bfs import (
     ProgressHook,
     new_exploration,
     seed_initial,
-    storage_bytes,
 )
 from tent_models.checker._errors import CheckerError, InvalidArgument
 from tent_models.checker._parallel import drive, shard_initial
+from tent_models.checker._seen import ShardSeen
 from tent_models.checker._shard import Options, Worker
 from tent_models.model_api import SpecModel
 
@@ -84,7 +84,7 @@ class ShardActor:
         model: SpecModel[Any],
         me: int,
         options: Options,
-        seen: dict[int, int],
+        seen: ShardSeen,
         frontier: list[tuple[int, int, Any]],
     ) -> None:
         gc.disable()  # as cyclic_gc_paused in the serial engine: this actor only explores
@@ -114,6 +114,7 @@ class ShardActor:
         return self.worker.handle(command, payload)
 
 
+@contextmanager
 def explore_ray(
     model: SpecModel[Any],
     *,
@@ -124,12 +125,13 @@ def explore_ray(
     check_deadlock: bool,
     check_recoverability: bool,
     progress: ProgressHook | None,
-) -> Exploration:
-    """Explore ``model`` on ``workers`` Ray actors (protocol in the module docstring).
+) -> Iterator[Exploration]:
+    """Explore ``model`` on ``workers`` Ray actors (protocol in the module docstring); the
+    actors serve parent links (``Exploration.prefetch``) until the block ends.
 
     Raises :class:`InvalidArgument` when Ray is missing or unreachable, :class:`CheckerError`
     when an actor fails (with Ray's error text) and :class:`ModelContractError` when the model
-    has no initial state. The actors are killed before returning.
+    has no initial state. The actors are killed when the block ends.
     """
     ray = connect(address)
     started = time.perf_counter()
@@ -163,7 +165,7 @@ def explore_ray(
 
     try:
         wait([actor.connect.remote(actors) for actor in actors])
-        worker_bytes, record.shard_states = drive(
+        drive(
             model,
             record,
             call=call,
@@ -173,14 +175,11 @@ def explore_ray(
             check_recoverability=check_recoverability,
             progress=progress,
         )
+        record.seconds = time.perf_counter() - started
+        yield record
     finally:
         for actor in actors:
             ray.kill(actor)
-    record.seconds = time.perf_counter() - started
-    record.storage_bytes = worker_bytes + storage_bytes(
-        0, 0, record.parent, record.action_ids, record.good, record.edge_src, record.edge_dst
-    )
-    return record
 
 
 @attrs.frozen(kw_only=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RECENT_LIMIT", "SeenTable"]
+__all__ = ["MISSING", "RECENT_LIMIT", "UNNUMBERED", "SeenTable", "ShardSeen"]
 
 RECENT_LIMIT = 1 << 15
 _ENTRY_BYTES = 115  # a dict entry with its int objects (see the module docstring)
@@ -102,3 +102,79 @@ class SeenTable:
             + sys.getsizeof(self.recent)
             + len(self.recent) * (_ENTRY_BYTES - 24)
         )
+
+
+UNNUMBERED = -1  # a shard's entry for a state won this level, numbered with the next command
+MISSING = -2  # what ShardSeen.lookup gives for a fingerprint it does not hold
+
+
+class ShardSeen:
+    """One shard's part of the seen set: its fingerprints, ascending, and their indices.
+
+    The multi-process engine's table (:mod:`._shard`): 12 B per state, no ``dict``. Every
+    operation takes a batch (one level's candidates, winners or fix-ups) as numpy arrays, so
+    the shard never looks a single fingerprint up from Python. An entry is added as
+    :data:`UNNUMBERED` when its state is won and gets its index when the generator learns it.
+    """
+
+    def __init__(self) -> None:
+        self.keys: np.ndarray[Any, np.dtype[np.uint64]] = np.empty(0, dtype=np.uint64)
+        self.values: np.ndarray[Any, np.dtype[np.int32]] = np.empty(0, dtype=np.int32)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def _positions(self, fps: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], Any]:
+        """Where each of ``fps`` is or would go, and whether it is there."""
+        keys = self.keys
+        at = np.searchsorted(keys, fps)
+        if not len(keys):
+            return at, np.zeros(len(fps), dtype=bool)
+        clipped = np.minimum(at, len(keys) - 1)
+        return clipped, keys[clipped] == fps
+
+    def lookup(self, fps: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Per fingerprint its index (``int64``), :data:`UNNUMBERED`, or :data:`MISSING`."""
+        at, found = self._positions(fps)
+        out = np.full(len(fps), MISSING, dtype=np.int64)
+        if len(self.keys):
+            out[found] = self.values[at[found]]
+        return out
+
+    def contains(self, fps: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Per fingerprint whether the table holds it (numbered or not)."""
+        return self._positions(fps)[1]  # type: ignore[no-any-return]
+
+    def add(self, fps: np.ndarray[Any, Any], indices: np.ndarray[Any, Any] | None = None) -> None:
+        """Insert fingerprints the table does not hold (distinct), :data:`UNNUMBERED` unless
+        ``indices`` is given; one merge per batch."""
+        if not len(fps):
+            return
+        order = np.argsort(fps)
+        new_keys = fps[order]
+        new_values = (
+            np.full(len(fps), UNNUMBERED, dtype=np.int32)
+            if indices is None
+            else indices[order].astype(np.int32)
+        )
+        at = np.searchsorted(self.keys, new_keys)
+        self.keys = np.insert(self.keys, at, new_keys)
+        self.values = np.insert(self.values, at, new_values)
+
+    def number(self, fps: np.ndarray[Any, Any], indices: np.ndarray[Any, Any]) -> None:
+        """Give held fingerprints their indices; an index below 0 removes the entry (a state
+        won but cut by ``max_states``). Raises :class:`ValueError` for one not held."""
+        if not len(fps):
+            return
+        at, found = self._positions(fps)
+        if not found.all():
+            raise ValueError("numbering a fingerprint the shard does not hold")
+        kept = indices >= 0
+        self.values[at[kept]] = indices[kept]
+        if not kept.all():
+            drop = np.zeros(len(self.keys), dtype=bool)
+            drop[at[~kept]] = True
+            self.keys, self.values = self.keys[~drop], self.values[~drop]
+
+    def nbytes(self) -> int:
+        return int(self.keys.nbytes + self.values.nbytes)

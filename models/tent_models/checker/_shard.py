@@ -1,4 +1,5 @@
-"""One shard of the multi-process (and Ray) BFS: its part of the seen set, its frontier.
+"""One shard of the multi-process (and Ray) BFS: its part of the seen set, its frontier, the
+parent links of the states it found.
 
 The protocol a :class:`Worker` follows is described in :mod:`._parallel`; the transport is
 whatever ``inboxes`` and ``inbox`` are (multiprocessing queues there, Ray actor calls in
@@ -7,6 +8,7 @@ whatever ``inboxes`` and ``inbox`` are (multiprocessing queues there, Ray actor 
 
 from __future__ import annotations
 
+import resource
 import sys
 from array import array
 from collections import Counter
@@ -17,22 +19,32 @@ from typing import Any
 import attrs
 import numpy as np
 
-from tent_models.checker._bfs import (
-    _KEY_OBJECT_BYTES,
-    new_exploration,
-    new_state_checker,
-    storage_bytes,
-)
+from tent_models.checker._bfs import new_exploration, new_state_checker
 from tent_models.checker._components import materialise
 from tent_models.checker._errors import CheckerError, ModelContractError
 from tent_models.checker._fastpath import expander
+from tent_models.checker._seen import ShardSeen
 from tent_models.checker._trace import ActionInstance
 from tent_models.model_api import SpecModel, ends_by_design
 
-__all__ = ["REMOTE", "SHIFT", "LevelReport", "Options", "Worker", "indices_of"]
+__all__ = [
+    "SHIFT",
+    "Assignment",
+    "LevelReport",
+    "Options",
+    "ShardSummary",
+    "Worker",
+    "indices_of",
+    "split_contiguous",
+]
 
 SHIFT = 20  # successor position bits in a key
 MAX_POSITION = (1 << SHIFT) - 1
+
+FrontierItem = tuple[int, int, Any]  # (global index, fingerprint, state)
+# A balance plan for one worker: (target, start, stop) slices of its frontier to send, and
+# the workers it receives from (see split_contiguous).
+Plan = tuple[tuple[tuple[int, int, int], ...], tuple[int, ...]]
 
 
 @attrs.frozen(kw_only=True)
@@ -44,18 +56,49 @@ class Options:
 
 
 @attrs.frozen(kw_only=True)
-class LevelReport:
-    """What an owner tells the coordinator after a level (positions index its sorted list)."""
+class Assignment:
+    """The coordinator's word to one worker before a level (all of it a few ints).
 
-    keys: bytes  # array('Q') of keys, ascending
-    codes: bytes  # array('Q') of local_action_id * W + generating worker
-    out_of_bounds: bytes  # one flag per new state
+    ``first`` is the index of the first state this worker won in the last level and ``kept``
+    how many of them are stored (fewer past a ``max_states`` cut): they are numbered
+    ``first``, ``first + 1``, ... in key order. ``plan`` moves frontier states for balance,
+    ``met`` names the invariants and witnesses hit somewhere already, and ``expand`` is false
+    for the last command (store the last level's states, expand nothing).
+    """
+
+    first: int = 0
+    kept: int = 0
+    plan: Plan | None = None
+    met: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    expand: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class LevelReport:
+    """What a worker tells the coordinator after a level: counts, and positions in the list
+    of states it won this level (key order)."""
+
+    won: int
+    out_of_bounds: bytes  # array('I') of the positions of won states outside the bounds
     invariant_hits: dict[str, int]
     witness_hits: dict[str, int]
-    new_actions: list[ActionInstance]  # this worker's action table additions, in id order
     transitions: int
-    deadlock: int | None
+    deadlock: int | None  # the smallest index of a deadlocked state expanded here
+
+
+@attrs.frozen(kw_only=True)
+class ShardSummary:
+    """A worker's totals once the exploration is over (the ``finish`` command)."""
+
+    enabled: dict[str, int]
+    fired: dict[str, int]
+    new_states: dict[str, int]
+    recovered: bytes  # array('I'): indices of expanded states where ``recovered`` held
+    blocks: bytes  # int64 triples (first index, first local position, count), in order
+    flags: bytes  # one per stored state, local order: 1 when outside the bounds
+    seen: int  # fingerprints this shard owns
     storage_bytes: int
+    rss_growth: int  # peak resident set growth of this process since it started, bytes
 
 
 class _Mailbox:
@@ -73,42 +116,51 @@ class _Mailbox:
         return {key[2]: self.pending.pop(key) for key in wanted}
 
 
-REMOTE = -2  # a seen entry for another shard's fingerprint (see Worker.seen)
-
-
 class _Candidates:
-    """One level's candidates in discovery (key) order, as parallel arrays."""
+    """One level's candidates in discovery (key) order, as parallel sequences."""
 
     def __init__(self) -> None:
         self.fps = array("Q")
         self.keys = array("Q")
-        self.aids = array("I")  # local action ids
-        self.states: list[Any] = []
+        self.names: list[str] = []
+        self.args: list[Any] = []
+        self.states: list[Any] = []  # possibly Deferred: built only for the winners
 
 
 @attrs.define
 class _Won:
-    """The new states a shard generated and won in one level, in key order."""
+    """The new states this shard generated and won in one level, in key order."""
 
     fps: np.ndarray[Any, Any]
     keys: np.ndarray[Any, Any]
-    codes: np.ndarray[Any, Any]  # local action id * W + this worker
+    names: list[str]
+    args: list[Any]
     states: list[Any]
     out_of_bounds: bytearray = attrs.field(factory=bytearray)
 
     @classmethod
     def empty(cls) -> _Won:
         nothing = np.empty(0, dtype=np.uint64)
-        return cls(fps=nothing, keys=nothing, codes=nothing, states=[])
+        return cls(fps=nothing, keys=nothing, names=[], args=[], states=[])
+
+
+def _rss_bytes() -> int:
+    """This process's resident set now (``/proc``; 0 where there is none)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize()
+    except OSError:
+        return 0
 
 
 class Worker:
-    """One shard: its part of the seen set, its frontier, its coverage counters.
+    """One shard: its part of the seen set, its frontier, its coverage counters and the
+    parent links of the states it generated.
 
-    Per successor the hot loop does what the serial one does (one lookup in ``seen``, one in
-    this level's candidates); everything per new state or per edge between the phases runs
-    on numpy arrays (profiled on ``credit/ci``: the per-item Python loops of the exchange,
-    the numbering and the edge resolution had been ≈ 15 % of the two workers' CPU).
+    The frontiers are contiguous: worker ``w`` always holds a run of consecutive indices,
+    below worker ``w + 1``'s (see :mod:`._parallel`), so its new states' serial indices follow
+    from the counts alone. Per successor the hot loop does one lookup in this level's
+    candidates; everything per new state or per edge between the phases runs on numpy arrays.
     """
 
     def __init__(
@@ -118,8 +170,8 @@ class Worker:
         me: int,
         options: Options,
         inboxes: Sequence[Any],
-        seen: dict[int, int],
-        frontier: list[tuple[int, int, Any]],
+        seen: ShardSeen,
+        frontier: list[FrontierItem],
         inbox: Any = None,
     ) -> None:
         """``inboxes[w].put(message)`` reaches worker ``w``; this worker reads its own from
@@ -131,34 +183,36 @@ class Worker:
         self.inboxes = inboxes
         self.mailbox = _Mailbox(inboxes[me] if inbox is None else inbox)
         self.others = [w for w in range(self.count) if w != me]
-        # fingerprint -> index for the states this shard owns (-1: won, numbered by the
-        # coordinator, the generator tells us with its next batch); REMOTE for another
-        # shard's fingerprints offered before: after that level their owner has every one
-        # of them, so later levels need not offer them again. One lookup serves both.
-        self.seen = seen
-        self.remote = 0  # REMOTE entries in seen
-        self.frontier = frontier
-        self.level = 0
-        self.action_index: dict[ActionInstance, int] = {}
-        self.reported_actions = 0
-        self.action_table: list[ActionInstance] = []
+        self.seen = seen  # the fingerprints this shard owns (fp % W == me)
+        self.frontier = frontier  # in index order
+        self.level = 0  # commands handled: every message is tagged with it
+        self.rss_start = _rss_bytes()
         names = list(model.action_names())
         self.enabled = dict.fromkeys(names, 0)
         self.fired = dict.fromkeys(names, 0)
+        self.new_states = dict.fromkeys(names, 0)
         self.recovered_indices = array("I")
         self.edge_src = array("I")  # recoverability edges: source index, target fingerprint
         self.edge_fp = array("Q")
+        # parent links of the stored states this shard generated, in index order: the parent's
+        # index and an id into action_table; blocks maps index ranges to local positions
+        self.parent = array("i")
+        self.action_ids = array("I")
+        self.flags = bytearray()  # per stored state: 1 when outside the bounds
+        self.blocks: list[tuple[int, int, int]] = []  # (first index, local position, count)
+        self.action_index: dict[ActionInstance, int] = {}
+        self.action_table: list[ActionInstance] = []
         # indices of states this shard generated but another owns, sent with the next batch
         self.fixups: list[list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]] = [
             [] for _ in range(self.count)
         ]
-        self.won = _Won.empty()  # this level's new states (generated here), in key order
+        # the last level's new states (generated here), in key order; None before the first
+        # level (the frontier is then the initial states')
+        self.won: _Won | None = None
         # As in the serial loop, an invariant or witness met once is not evaluated again: not
         # the ones this shard met (its checker drops them), nor the ones any shard or the
-        # initial states met (the coordinator names them with each level). A fresh checker
-        # per level had re-evaluated every witness met so far on every new state. A shard's
-        # first hit in a level is its smallest index there; the coordinator keeps the
-        # smallest over shards and levels.
+        # initial states met (the coordinator names them with each level). A shard's first
+        # hit in a level is its smallest index there; the coordinator keeps the smallest.
         self._checked = new_exploration(model)
         self._met: tuple[set[str], set[str]] = (set(), set())  # invariants, witnesses
         self._on_new = new_state_checker(model, self._checked)
@@ -166,7 +220,92 @@ class Worker:
     def _send(self, target: int, tag: str, payload: Any) -> None:
         self.inboxes[target].put((tag, self.level, self.me, payload))
 
-    def expand(self, met: tuple[Sequence[str], Sequence[str]] = ((), ())) -> LevelReport:
+    # ---- one level ---------------------------------------------------------------------
+
+    def step(self, order: Assignment) -> LevelReport | None:
+        """Store the last level's states, rebalance, then expand the frontier (unless this
+        is the last command: then None)."""
+        self.level += 1
+        self._store(order.first, order.kept)
+        if order.plan is not None:
+            self._balance(order.plan)
+        if not order.expand:
+            return None
+        return self._expand(order.met)
+
+    def _store(self, first: int, kept: int) -> None:
+        """Number the last level's won states ``first, first + 1, ...``, keep the links of
+        the first ``kept`` and drop the rest (a ``max_states`` cut); the kept ones within
+        bounds are the next frontier."""
+        won, count, me = self.won, self.count, self.me
+        if won is None:
+            return
+        self.won = _Won.empty()
+        total = len(won.fps)
+        if not total:
+            self.frontier = []
+            return
+        indices = np.full(total, -1, dtype=np.int64)
+        indices[:kept] = np.arange(first, first + kept, dtype=np.int64)
+        owners = won.fps % np.uint64(count)
+        for owner in range(count):
+            mine = owners == np.uint64(owner)
+            if owner == me:
+                self.seen.number(won.fps[mine], indices[mine])
+            elif mine.any():
+                self.fixups[owner].append((won.fps[mine], indices[mine]))
+        if kept:
+            self.blocks.append((first, len(self.parent), kept))
+            parents = (won.keys[:kept] >> np.uint64(SHIFT)).astype(np.int32)
+            self.parent.frombytes(parents.tobytes())
+            action_index, action_table = self.action_index, self.action_table
+            add_aid = self.action_ids.append
+            new_states = self.new_states
+            for name, args in zip(won.names[:kept], won.args[:kept], strict=True):
+                instance = (name, args)
+                aid = action_index.get(instance)
+                if aid is None:
+                    aid = action_index[instance] = len(action_table)
+                    action_table.append(instance)
+                add_aid(aid)
+                new_states[name] += 1
+            self.flags += won.out_of_bounds[:kept]
+        keep = np.frombuffer(won.out_of_bounds, dtype=np.uint8) == 0
+        keep[kept:] = False
+        self.frontier = list(
+            zip(
+                indices[keep].tolist(),
+                won.fps[keep].tolist(),
+                compress(won.states, keep.tolist()),
+                strict=True,
+            )
+        )
+
+    def _balance(self, plan: Plan) -> None:
+        """Send the slices the plan names and take in the ones sent here, keeping the
+        frontiers contiguous and in worker order (states arrive pickled: re-interned)."""
+        sends, sources = plan
+        frontier = self.frontier
+        kept_from, kept_to = 0, len(frontier)
+        for target, start, stop in sends:
+            self._send(target, "moved", frontier[start:stop])
+            if target < self.me:
+                kept_from = max(kept_from, stop)
+            else:
+                kept_to = min(kept_to, start)
+        arrived = self.mailbox.collect("moved", self.level, sources)
+        intern = getattr(self.model, "intern", None)
+
+        def fresh(items: list[FrontierItem]) -> list[FrontierItem]:
+            if callable(intern):  # fresh objects: let the model's id-keyed memos know them
+                return [(index, fp, intern(state)) for index, fp, state in items]
+            return items
+
+        below = [item for w in sorted(arrived) if w < self.me for item in fresh(arrived[w])]
+        above = [item for w in sorted(arrived) if w > self.me for item in fresh(arrived[w])]
+        self.frontier = below + frontier[kept_from:kept_to] + above
+
+    def _expand(self, met: tuple[Sequence[str], Sequence[str]]) -> LevelReport:
         """Expand this shard's frontier; ``met``: the invariants and witnesses any shard (or
         an initial state) has hit already."""
         invariants, witnesses = self._met
@@ -176,18 +315,20 @@ class Worker:
             self._on_new = new_state_checker(
                 self.model, self._checked, met_invariants=invariants, met_witnesses=witnesses
             )
-        model, seen = self.model, self.seen
+        model = self.model
         expand = expander(model, symmetry=self.options.symmetry)
         recovered, faults = model.recovered, model.fault_actions()
         check_recoverability = self.options.check_recoverability
         check_deadlock, quiescent_by_bound = self.options.check_deadlock, ends_by_design(model)
-        # this level's candidates: the first successor per fingerprint not seen, in key order
+        # this level's candidates: the first successor per fingerprint, in key order; whether
+        # it is new is decided by its owner, in one batch (the seen set is not read here)
         pending: set[int] = set()
+        remember = pending.add
         candidates = _Candidates()
         add_fp, add_key = candidates.fps.append, candidates.keys.append
-        add_aid, add_state = candidates.aids.append, candidates.states.append
+        add_name, add_args = candidates.names.append, candidates.args.append
+        add_state = candidates.states.append
         edge_src, edge_fp = self.edge_src.append, self.edge_fp.append
-        action_index, action_table = self.action_index, self.action_table
         level_fired: list[str] = []  # as the serial loop: counted by Counter at the end
         level_enabled: list[str] = []
         fire = level_fired.append
@@ -205,17 +346,13 @@ class Worker:
                 if record_edges and fp != src_fp and name not in faults:
                     edge_src(src)
                     edge_fp(fp)
-                if fp not in seen and fp not in pending:
-                    pending.add(fp)
-                    instance = (name, args)
-                    aid = action_index.get(instance)
-                    if aid is None:
-                        aid = action_index[instance] = len(action_table)
-                        action_table.append(instance)
+                if fp not in pending:
+                    remember(fp)
                     add_fp(fp)
                     add_key(base | position)
-                    add_aid(aid)
-                    add_state(materialise(nxt))
+                    add_name(name)
+                    add_args(args)
+                    add_state(nxt)
                 position += 1
             if position > MAX_POSITION:
                 raise ModelContractError(f"a state has more than {MAX_POSITION} successors")
@@ -228,6 +365,7 @@ class Worker:
                 and not recovered(state)
             ):
                 deadlock = src
+        del pending
         for counts, level_names in ((self.fired, level_fired), (self.enabled, level_enabled)):
             for name, times in Counter(level_names).items():
                 if name not in counts:
@@ -239,6 +377,8 @@ class Worker:
         return self._report(len(level_fired), deadlock)
 
     def _exchange(self, candidates: _Candidates) -> None:
+        """Offer every candidate to its owner; owners keep the unseen fingerprints, each for
+        its smallest key; this shard keeps the states it won (in key order)."""
         count, me, seen = self.count, self.me, self.seen
         fps = np.frombuffer(candidates.fps, dtype=np.uint64)
         keys = np.frombuffer(candidates.keys, dtype=np.uint64)
@@ -246,15 +386,15 @@ class Worker:
         chosen = [np.flatnonzero(owners == np.uint64(w)) for w in range(count)]
         # phase 1: candidates (fp, key) to their owners, with last level's numbering
         for target in self.others:
-            offered = fps[chosen[target]]
             self._send(
                 target,
                 "candidates",
-                (offered.tobytes(), keys[chosen[target]].tobytes(), self._take_fixups(target)),
+                (
+                    fps[chosen[target]].tobytes(),
+                    keys[chosen[target]].tobytes(),
+                    self._take_fixups(target),
+                ),
             )
-            remote = dict.fromkeys(offered.tolist(), REMOTE)  # none of them was in seen
-            seen.update(remote)
-            self.remote += len(remote)
         received = self.mailbox.collect("candidates", self.level, self.others)
         for origin in self.others:
             self._apply_fixups(received[origin][2])
@@ -272,18 +412,18 @@ class Worker:
                         np.frombuffer(raw_keys, dtype=np.uint64),
                     )
                 )
+        del received
         all_fps = np.concatenate([b[0] for b in batches])
         all_keys = np.concatenate([b[1] for b in batches])
         origin_of = np.repeat(np.arange(count), [len(b[0]) for b in batches])
         position_in = np.concatenate([np.arange(len(b[0])) for b in batches])
-        known = np.fromiter(map(seen.__contains__, all_fps.tolist()), bool, len(all_fps))
-        unseen = np.flatnonzero(~known)
+        unseen = np.flatnonzero(~seen.contains(all_fps))
         order = np.lexsort((all_keys[unseen], all_fps[unseen]))  # by fingerprint, then key
         ranked = all_fps[unseen][order]
         first = np.ones(len(ranked), dtype=bool)
         first[1:] = ranked[1:] != ranked[:-1]
         winners = unseen[order[first]]
-        seen.update(dict.fromkeys(all_fps[winners].tolist(), -1))
+        seen.add(all_fps[winners])
         won: dict[int, np.ndarray[Any, Any]] = {}
         for origin in range(count):
             mine = position_in[winners[origin_of[winners] == origin]]
@@ -298,13 +438,14 @@ class Worker:
         # parent's were (the model's memo tables stay warm).
         positions = np.concatenate([chosen[owner][won[owner]] for owner in range(count)])
         positions = positions[np.argsort(keys[positions], kind="stable")]
-        aids = np.frombuffer(candidates.aids, dtype=np.uint32)
-        states = candidates.states
+        at = positions.tolist()
+        names, argses, states = candidates.names, candidates.args, candidates.states
         self.won = _Won(
             fps=fps[positions],
             keys=keys[positions],
-            codes=aids[positions].astype(np.uint64) * np.uint64(count) + np.uint64(me),
-            states=[states[i] for i in positions.tolist()],
+            names=[names[i] for i in at],
+            args=[argses[i] for i in at],
+            states=[materialise(states[i]) for i in at],
         )
 
     def _take_fixups(self, owner: int) -> tuple[bytes, bytes]:
@@ -317,17 +458,10 @@ class Worker:
         return fps.tobytes(), indices.tobytes()
 
     def _apply_fixups(self, raw: tuple[bytes, bytes]) -> None:
-        """Record the indices the coordinator gave to states this shard owns (-1: cut)."""
-        fps = np.frombuffer(raw[0], dtype=np.uint64)
-        indices = np.frombuffer(raw[1], dtype=np.int64)
-        self._number_own(fps, indices)
-
-    def _number_own(self, fps: np.ndarray[Any, Any], indices: np.ndarray[Any, Any]) -> None:
-        kept = indices >= 0
-        seen = self.seen
-        seen.update(zip(fps[kept].tolist(), indices[kept].tolist(), strict=True))
-        for fp in fps[~kept].tolist():  # past a max_states cut: not stored after all
-            del seen[fp]
+        """Record the indices given to states this shard owns (below 0: cut, dropped)."""
+        self.seen.number(
+            np.frombuffer(raw[0], dtype=np.uint64), np.frombuffer(raw[1], dtype=np.int64)
+        )
 
     def _flush(self) -> None:
         """Deliver every pending fix-up to its owner (before the seen set is read)."""
@@ -335,28 +469,29 @@ class Worker:
             self._send(target, "fixups", self._take_fixups(target))
         for raw in self.mailbox.collect("fixups", self.level, self.others).values():
             self._apply_fixups(raw)
-        self.level += 1
 
     def _report(self, transitions: int, deadlock: int | None) -> LevelReport:
         on_new, within_bounds, checked = self._on_new, self.model.within_bounds, self._checked
+        assert self.won is not None  # set by _exchange
         out_of_bounds = bytearray()
+        outside = array("I")
         flag = out_of_bounds.append
-        for position, state in enumerate(self.won.states):
+        won = self.won
+        for position, state in enumerate(won.states):
+            if within_bounds(state):
+                flag(0)
+            else:
+                flag(1)
+                outside.append(position)
             on_new(position, state)
-            flag(0 if within_bounds(state) else 1)
-        self.won.out_of_bounds = out_of_bounds
-        new_actions = self.action_table[self.reported_actions :]
-        self.reported_actions = len(self.action_table)
+        won.out_of_bounds = out_of_bounds
         return LevelReport(
-            keys=self.won.keys.tobytes(),
-            codes=self.won.codes.tobytes(),
-            out_of_bounds=bytes(out_of_bounds),
+            won=len(won.states),
+            out_of_bounds=outside.tobytes(),
             invariant_hits=self._take(checked.invariant_hits, self._met[0]),
             witness_hits=self._take(checked.witness_hits, self._met[1]),
-            new_actions=new_actions,
             transitions=transitions,
             deadlock=deadlock,
-            storage_bytes=self.storage(),
         )
 
     def _take(self, hits: dict[str, int], met: set[str]) -> dict[str, int]:
@@ -367,59 +502,12 @@ class Worker:
         met.update(out)
         return out
 
-    def assign(self, indices_bytes: bytes) -> int:
-        """Number this level's new states (those this shard generated and won); drop the
-        ones past a ``max_states`` cut. Returns the size of the next frontier."""
-        won, count, me = self.won, self.count, self.me
-        given = np.frombuffer(indices_bytes, dtype=np.int64)
-        indices = np.full(len(won.fps), -1, dtype=np.int64)
-        indices[: len(given)] = given
-        owners = won.fps % np.uint64(count)
-        for owner in range(count):
-            mine = owners == np.uint64(owner)
-            if owner == me:
-                self._number_own(won.fps[mine], indices[mine])
-            elif mine.any():
-                self.fixups[owner].append((won.fps[mine], indices[mine]))
-        inside = np.frombuffer(won.out_of_bounds, dtype=np.uint8) == 0
-        keep = (indices >= 0) & inside
-        self.frontier = list(
-            zip(
-                indices[keep].tolist(),
-                won.fps[keep].tolist(),
-                compress(won.states, keep.tolist()),
-                strict=True,
-            )
-        )
-        self.won = _Won.empty()
-        self.level += 1
-        return len(self.frontier)
-
-    def balance(self, plan: tuple[list[tuple[int, int]], list[int]]) -> int:
-        """Move frontier states: ``(target, how many)`` to send, the workers to receive from.
-
-        The states with the largest indices go; the frontier stays in index order (the
-        candidates' first-per-fingerprint choice relies on it). Returns the new size.
-        """
-        sends, sources = plan
-        for target, how_many in sends:
-            moved = self.frontier[len(self.frontier) - how_many :]
-            del self.frontier[len(self.frontier) - how_many :]
-            self._send(target, "moved", moved)
-        arrived = self.mailbox.collect("moved", self.level, sources)
-        intern = getattr(self.model, "intern", None)
-        for items in arrived.values():
-            if callable(intern):  # fresh objects: let the model's id-keyed memos know them
-                self.frontier.extend((index, fp, intern(state)) for index, fp, state in items)
-            else:
-                self.frontier.extend(items)
-        if arrived:
-            self.frontier.sort(key=lambda item: item[0])
-        self.level += 1
-        return len(self.frontier)
+    # ---- after the levels ----------------------------------------------------------------
 
     def resolve_edges(self) -> tuple[bytes, bytes]:
-        """Turn recorded ``(source index, target fingerprint)`` edges into index pairs."""
+        """Turn recorded ``(source index, target fingerprint)`` edges into index pairs (and
+        drop them here: the coordinator keeps them)."""
+        self.level += 1
         self._flush()
         count, me = self.count, self.me
         targets = np.frombuffer(self.edge_fp, dtype=np.uint64)
@@ -428,7 +516,7 @@ class Worker:
         for target in self.others:
             self._send(target, "edges", targets[chosen[target]].tobytes())
         asked = self.mailbox.collect("edges", self.level, self.others)
-        table = self._sorted_seen()
+        table = (self.seen.keys, self.seen.values)
         answers = {
             origin: indices_of(table, np.frombuffer(raw, dtype=np.uint64)).tobytes()
             for origin, raw in asked.items()
@@ -436,47 +524,98 @@ class Worker:
         for target in self.others:
             self._send(target, "edge-targets", answers[target])
         replies = self.mailbox.collect("edge-targets", self.level, self.others)
-        self.level += 1
         dst = np.empty(len(targets), dtype=np.uint32)
         dst[chosen[me]] = indices_of(table, targets[chosen[me]])
         for owner in self.others:
             dst[chosen[owner]] = np.frombuffer(replies[owner], dtype=np.uint32)
-        return self.edge_src.tobytes(), dst.tobytes()
+        src = self.edge_src.tobytes()
+        self.edge_src, self.edge_fp = array("I"), array("Q")
+        return src, dst.tobytes()
 
-    def _sorted_seen(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        """The seen set as fingerprints in ascending order and their indices."""
-        size = len(self.seen)
-        fps = np.fromiter(self.seen.keys(), dtype=np.uint64, count=size)
-        indices = np.fromiter(self.seen.values(), dtype=np.int64, count=size)
-        order = np.argsort(fps)
-        return fps[order], indices[order]
+    def finish(self) -> ShardSummary:
+        """Deliver the last fix-ups and return the totals (the seen set is kept: its size
+        and owners' answers stay right; the parent links serve ``links`` until closed)."""
+        self.level += 1
+        self._flush()
+        storage = self.storage()
+        return ShardSummary(
+            enabled=self.enabled,
+            fired=self.fired,
+            new_states=self.new_states,
+            recovered=self.recovered_indices.tobytes(),
+            blocks=np.asarray(self.blocks, dtype=np.int64).reshape(-1, 3).tobytes(),
+            flags=bytes(self.flags),
+            seen=len(self.seen),
+            storage_bytes=storage,
+            rss_growth=max(
+                0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - self.rss_start
+            ),
+        )
+
+    def links(self, indices: Sequence[int]) -> list[tuple[int, ActionInstance]]:
+        """``(parent index, action instance)`` of each of ``indices`` (states stored here).
+
+        Raises :class:`CheckerError` for an index this shard does not hold."""
+        if not indices:
+            return []
+        blocks = np.asarray(self.blocks, dtype=np.int64).reshape(-1, 3)
+        wanted = np.asarray(indices, dtype=np.int64)
+        at = np.searchsorted(blocks[:, 0], wanted, side="right") - 1
+        offset = wanted - blocks[at, 0]
+        if (at < 0).any() or (offset >= blocks[at, 2]).any():
+            raise CheckerError("a parent link was asked of a shard that does not hold it")
+        local = (blocks[at, 1] + offset).tolist()
+        parent, aids, table = self.parent, self.action_ids, self.action_table
+        return [(parent[i], table[aids[i]]) for i in local]
 
     def storage(self) -> int:
-        own = len(self.seen) - self.remote
-        return (
-            storage_bytes(own, sys.getsizeof(self.seen), self.edge_src, self.edge_fp)
-            + self.remote * _KEY_OBJECT_BYTES
+        """Bytes held for the exploration: the seen set, the links, the flags, the edges."""
+        return self.seen.nbytes() + sum(
+            sys.getsizeof(item)
+            for item in (self.parent, self.action_ids, self.flags, self.edge_src, self.edge_fp)
         )
 
     def handle(self, command: str, payload: Any) -> Any:
-        """Run one coordinator command (``_drive``) and return its reply."""
-        if command == "expand":
-            return self.expand(payload or ((), ()))
-        if command == "assign":
-            return self.assign(payload)
-        if command == "balance":
-            return self.balance(payload)
+        """Run one coordinator command (``_parallel.drive``) and return its reply."""
+        if command == "step":
+            return self.step(payload)
         if command == "edges":
             return self.resolve_edges()
         if command == "finish":
-            self._flush()
-            return (
-                self.enabled,
-                self.fired,
-                self.recovered_indices.tobytes(),
-                len(self.seen) - self.remote,
-            )
+            return self.finish()
+        if command == "links":
+            return self.links(payload)
         raise CheckerError(f"unknown worker command {command!r}")
+
+
+def split_contiguous(sizes: Sequence[int]) -> list[Plan] | None:
+    """Moves that even out contiguous frontiers, or None when they are even enough.
+
+    Worker ``w`` holds positions ``[c_w, c_{w+1})`` of the level's frontier (``c`` the prefix
+    sums of ``sizes``); afterwards it holds ``[t_w, t_{w+1})`` with ``t_w = total * w // W``,
+    so the frontiers stay contiguous and in worker order. Nothing moves unless the largest
+    frontier exceeds the mean by more than 1/32 of it (and 16 states). Per worker: ``(sends as
+    (target, start, stop) in its own positions, sources it receives from)``.
+    """
+    workers, total = len(sizes), sum(sizes)
+    mean = total / workers if workers else 0
+    if workers < 2 or max(sizes) - mean <= max(16, mean / 32):
+        return None
+    have = [0]
+    for size in sizes:
+        have.append(have[-1] + size)
+    want = [total * w // workers for w in range(workers + 1)]
+    sends: list[list[tuple[int, int, int]]] = [[] for _ in range(workers)]
+    sources: list[list[int]] = [[] for _ in range(workers)]
+    for w in range(workers):
+        for v in range(workers):
+            if v == w:
+                continue
+            start, stop = max(have[w], want[v]), min(have[w + 1], want[v + 1])
+            if start < stop:
+                sends[w].append((v, start - have[w], stop - have[w]))
+                sources[v].append(w)
+    return [(tuple(sends[w]), tuple(sources[w])) for w in range(workers)]
 
 
 def indices_of(
