@@ -132,8 +132,9 @@ def test_memo_tables_cleared_mid_run_change_nothing(monkeypatch: pytest.MonkeyPa
 
 
 def test_parallel_cut_of_credit_ci_numbers_every_state_as_the_serial_run() -> None:
-    """Two workers ship states to each other (interned on arrival) and skip fingerprints they
-    offered before: the parent links and actions must still be the serial run's."""
+    """Two workers ship states to each other (interned on arrival) and number their new
+    states from per-shard counts alone: every parent link and action the shards hold must be
+    the serial run's, state by state."""
     from tent_models.checker._parallel import explore_parallel
 
     options = {
@@ -144,9 +145,13 @@ def test_parallel_cut_of_credit_ci_numbers_every_state_as_the_serial_run() -> No
         "progress": None,
     }
     serial = explore_serial(CONFIGS["credit/ci"](), **options)  # type: ignore[arg-type]
-    parallel = explore_parallel(CONFIGS["credit/ci"](), workers=2, **options)  # type: ignore[arg-type]
-    assert len(parallel.parent) == len(serial.parent) == 20_000
-    assert list(parallel.parent) == list(serial.parent)
-    assert [parallel.action_table[a] for a in parallel.action_ids] == [
-        serial.action_table[a] for a in serial.action_ids
+    with explore_parallel(CONFIGS["credit/ci"](), workers=2, **options) as parallel:  # type: ignore[arg-type]
+        assert parallel.distinct_states == serial.distinct_states == 20_000
+        assert parallel.links is not None
+        initial = len(parallel.parent)
+        links = parallel.links(range(initial, 20_000))
+    assert list(parallel.parent) == list(serial.parent[:initial])
+    assert [parent for parent, _ in links] == list(serial.parent[initial:])
+    assert [action for _, action in links] == [
+        serial.action_table[a] for a in serial.action_ids[initial:]
     ]

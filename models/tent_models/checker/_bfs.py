@@ -85,6 +85,7 @@ class Exploration:
     links: Callable[[Sequence[int]], list[tuple[int, ActionInstance]]] | None = None
     fetched: dict[int, tuple[int, ActionInstance]] = attrs.Factory(dict)
     rss_growth: int = 0
+    level_cpu: list[list[float]] = attrs.Factory(list)  # per level, each worker's CPU seconds
 
     def _link(self, index: int) -> tuple[int, ActionInstance] | None:
         """The parent index and action of state ``index``; None for an initial state."""

@@ -304,6 +304,7 @@ def _run_levels(
         met = (tuple(record.invariant_hits), tuple(record.witness_hits))  # not evaluated again
         orders = [Assignment(first=o.first, kept=o.kept, plan=o.plan, met=met) for o in orders]
         reports: list[LevelReport] = call("step", orders)
+        record.level_cpu.append([report.cpu_seconds for report in reports])
         # number the level: worker 0's states first (its keys are the smallest), then 1's, ...
         firsts, kepts, sizes = [], [], []
         for worker, report in enumerate(reports):

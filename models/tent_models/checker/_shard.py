@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import resource
 import sys
+import time
 from array import array
 from collections import Counter
 from collections.abc import Sequence
@@ -84,6 +85,7 @@ class LevelReport:
     witness_hits: dict[str, int]
     transitions: int
     deadlock: int | None  # the smallest index of a deadlocked state expanded here
+    cpu_seconds: float  # this process's CPU time for the command (the level's balance)
 
 
 @attrs.frozen(kw_only=True)
@@ -225,13 +227,15 @@ class Worker:
     def step(self, order: Assignment) -> LevelReport | None:
         """Store the last level's states, rebalance, then expand the frontier (unless this
         is the last command: then None)."""
+        started = time.process_time()
         self.level += 1
         self._store(order.first, order.kept)
         if order.plan is not None:
             self._balance(order.plan)
         if not order.expand:
             return None
-        return self._expand(order.met)
+        report = self._expand(order.met)
+        return attrs.evolve(report, cpu_seconds=time.process_time() - started)
 
     def _store(self, first: int, kept: int) -> None:
         """Number the last level's won states ``first, first + 1, ...``, keep the links of
@@ -492,6 +496,7 @@ class Worker:
             witness_hits=self._take(checked.witness_hits, self._met[1]),
             transitions=transitions,
             deadlock=deadlock,
+            cpu_seconds=0.0,
         )
 
     def _take(self, hits: dict[str, int], met: set[str]) -> dict[str, int]:
