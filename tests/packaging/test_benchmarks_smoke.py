@@ -20,7 +20,10 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
     "checker.py": ("--model", "--workers", "--max-states", "--skip-symmetry-off"),
     "checker_memory.py": ("MODEL", "--max-states", "--bitstate"),
     "checker_plain.py": ("--rounds", "--credit-states", "--baseline-src"),
-    "checker_workers.py": ("--models", "--workers", "--rounds", "--max-states", "--baseline-src"),
+    "checker_workers.py": (
+        "--models", "--workers", "--rounds", "--max-states", "--baseline-src", "--ceiling",
+        "--ceiling-states", "--deadline", "--json",
+    ),
     "credit_ops.py": ("--quick",),
     "fuzz_wire.py": ("--inputs", "--seed", "--atheris-runs", "--quick"),
     "sched.py": ("--quick", "--seed"),
@@ -140,20 +143,30 @@ def test_checker_memory_measures_the_named_model_within_its_cut() -> None:
 
 
 @pytest.mark.slow
-def test_checker_workers_measures_each_repeated_model() -> None:
+def test_checker_workers_measures_each_repeated_model(tmp_path: Path) -> None:
+    out = tmp_path / "workers.json"
     data = _run(
         str(BENCH / "checker_workers.py"),
         *("--models", "adversarial/tiny", "--models", "credit/tiny"),
         *("--rounds", "1", "--workers", "2", "--max-states", "1500"),
+        *("--ceiling", "2", "--ceiling-states", "300", "--json", str(out)),
     )
-    assert (data["workers"], data["max_states"]) == (2, 1500)
+    assert json.loads(out.read_text(encoding="utf-8")) == data
+    assert (data["workers"], data["max_states"], data["skipped"]) == ([1, 2], 1500, [])
+    assert data["ceiling"]["processes"] == 2 and data["ceiling"]["ceiling"] > 0
     models = data["models"]
     assert isinstance(models, dict) and list(models) == ["adversarial/tiny", "credit/tiny"]
-    assert all(len(m["rounds"]) == 1 for m in models.values())
-    for m in models.values():  # the machine's own two-process ceiling, measured in the round
-        row = m["rounds"][0]
-        assert row["machine_ceiling"] > 0
-        assert row["of_ceiling"] == pytest.approx(row["speedup"] / row["machine_ceiling"], abs=0.02)
+    for m in models.values():
+        assert m["states"] == 1500
+        assert [(r["round"], r["workers"]) for r in m["runs"]] == [(0, 1), (0, 2)]
+        two = m["summary"]["2"]
+        serial, parallel = (r["seconds"] for r in m["runs"])
+        assert two["speedup"] == pytest.approx(serial / parallel, abs=0.02)
+        assert two["machine_ceiling"] > 0  # the machine's own two-process ceiling, this round
+        assert two["of_ceiling"] == pytest.approx(two["speedup"] / two["machine_ceiling"], abs=0.02)
+        for row in (two, m["summary"]["1"]):  # memory: the estimate beside the measured growth
+            assert row["estimated_bytes_per_state"] > 0
+            assert row["rss_growth_bytes_per_state"] >= 0
 
 
 @pytest.mark.slow
