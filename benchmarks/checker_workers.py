@@ -12,7 +12,7 @@ Every measured check runs in a fresh process. A round runs every model once per 
 serial run's seconds over the median of a count's runs, and ``pair_speedups`` gives each
 round's serial over parallel. Per run it records the checker's own bytes-per-state estimate
 beside the growth of the resident memory of the whole process tree (the proportional set size
-of the coordinator and its workers, sampled every 0.2 s: memo tables, frontiers and allocator
+of the coordinator and its workers, sampled every 0.5 s: memo tables, frontiers and allocator
 slack included, shared pages counted once), and the CPU times: ``work_inflation`` (all
 processes' CPU over the serial run's).
 
@@ -134,7 +134,7 @@ class _Sampler(threading.Thread):
         self.pid, self.peak, self.done = pid, 0, threading.Event()
 
     def run(self) -> None:
-        while not self.done.wait(0.2):
+        while not self.done.wait(0.5):
             self.peak = max(self.peak, _pss(self.pid))
 
 
@@ -348,7 +348,7 @@ def main(  # noqa: PLR0917 (click passes every option as an argument)
                 if left <= 0:
                     report["skipped"].append({"model": name, "round": index, "workers": count})
                     continue
-                if count > 1 and source is None:
+                if count > 1 and source is None and left > 60:  # a few seconds where idle
                     ceilings.setdefault(count, []).append(round(machine_ceiling(count), 2))
                 row = run(name, count, max_states, source, left)
                 row["round"] = index

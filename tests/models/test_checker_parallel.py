@@ -164,3 +164,44 @@ def test_a_worker_stops_evaluating_a_witness_it_has_met() -> None:
     # (a checker per level re-evaluated it on every later state: 575 of the 576)
     assert serial_calls == 2  # the initial state, then the first state of level 1
     assert calls.value <= serial_calls + 2, (calls.value, serial.distinct_states)
+
+
+def test_traces_walk_back_across_the_shards_that_hold_each_link() -> None:
+    """A counterexample's links are spread over the workers that found its states; each
+    worker answers only for its own, and the walk back asks every level in one round."""
+    from tent_models.checker._errors import CheckerError
+    from tent_models.checker._parallel import explore_parallel
+
+    options = {
+        "symmetry": True,
+        "max_states": None,
+        "check_deadlock": True,
+        "check_recoverability": True,
+        "progress": None,
+    }
+    serial = check(CreditToy(variant="additive"))
+    asked: list[list[int]] = []
+    with explore_parallel(CreditToy(variant="additive"), workers=3, **options) as record:  # type: ignore[arg-type]
+        links = record.links
+        assert links is not None
+
+        def counted(indices: Any) -> Any:
+            asked.append(list(indices))
+            return links(indices)
+
+        record.links = counted
+        (hit,) = record.invariant_hits.values()
+        _initial, actions = record.path(hit)
+    (violation,) = [v for v in serial.violations if v.kind == "invariant"]
+    assert tuple(actions) == violation.actions
+    assert len(asked) == len(actions)  # one round per step walked back, each one index
+    assert all(len(round_) == 1 for round_ in asked)
+    # a worker refuses a link it does not hold
+    from tent_models.checker._shard import Worker
+
+    worker = Worker.__new__(Worker)
+    worker.blocks = [(10, 0, 5)]
+    with pytest.raises(CheckerError):
+        worker.links([15])
+    with pytest.raises(CheckerError):
+        worker.links([9])

@@ -98,3 +98,23 @@ def test_archived_states_cost_a_fraction_of_a_dict_entry(monkeypatch: pytest.Mon
     # 12 B archived per state, parent + action id + flag 9 B, ≈ 26 B of recoverability edges
     assert archived.bytes_per_state < 80
     assert in_dict.bytes_per_state > 115
+
+
+def test_a_shard_table_adds_numbers_and_drops_in_batches() -> None:
+    import numpy as np
+    from tent_models.checker._seen import MISSING, UNNUMBERED, ShardSeen
+
+    table = ShardSeen()
+    fps = np.array([2**64 - 1, 17, 5, 2**63], dtype=np.uint64)
+    assert table.lookup(fps).tolist() == [MISSING] * 4 and not table.contains(fps).any()
+    table.add(fps[:2])  # won this level: not numbered yet
+    table.add(fps[2:], np.array([7, 8], dtype=np.int64))  # seeded with their indices
+    assert len(table) == 4 and list(table.keys) == sorted(fps.tolist())
+    assert table.lookup(fps).tolist() == [UNNUMBERED, UNNUMBERED, 7, 8]
+    # the generator's numbering arrives; an index below 0 is a state cut by max_states
+    table.number(fps[:2], np.array([3, -1], dtype=np.int64))
+    assert table.lookup(fps).tolist() == [3, MISSING, 7, 8] and len(table) == 3
+    assert table.contains(np.array([5, 6], dtype=np.uint64)).tolist() == [True, False]
+    with pytest.raises(ValueError, match="does not hold"):
+        table.number(np.array([6], dtype=np.uint64), np.array([1], dtype=np.int64))
+    assert table.nbytes() == 3 * 12
