@@ -11,18 +11,23 @@ successor enumeration and memoised fast path. ``_state.py`` is left interpreted:
 its ``attrs`` frozen class (``CreditBounds``) a native class whose typed slots then receive
 the ``attrs.field()`` markers at import (``TypeError: int object expected; got
 _CountingAttr``); its ``NamedTuple`` state classes gain nothing (mypyc treats them as tuples).
-Measured speed-ups are in docs/checker_scale.md ("A compiled spec").
+The copies of the compiled modules get one line per class before compiling:
+``@mypyc_attr(allow_interpreted_subclasses=True)``, because the known-bad variants, the guard
+ablation (``type(...)`` at run time) and tests subclass the spec, and mypyc refuses an
+interpreted subclass of a compiled class otherwise. Measured speed-ups are in
+docs/checker_scale.md ("A compiled spec").
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["HOT_MODULES", "build"]
+__all__ = ["HOT_MODULES", "build", "open_to_subclasses"]
 
 HOT_MODULES = (
     "tent_spec/credit/_core.py",
@@ -32,6 +37,29 @@ HOT_MODULES = (
     "tent_spec/credit/_model.py",
     "tent_spec/credit/_fastpath.py",
 )
+
+
+_CLASS = re.compile(r"^class \w+(\((?P<bases>[^)]*)\))?:", re.MULTILINE)
+_OPEN = "@mypyc_attr(allow_interpreted_subclasses=True)\n"
+
+
+def open_to_subclasses(source: str) -> str:
+    """``source`` with every top-level class that is not a ``NamedTuple`` decorated so that
+    interpreted code may subclass it once compiled (and the decorator imported)."""
+
+    def decorate(match: re.Match[str]) -> str:
+        if "NamedTuple" in (match.group("bases") or ""):
+            return match.group(0)
+        return _OPEN + match.group(0)
+
+    decorated = _CLASS.sub(decorate, source)
+    if decorated == source:
+        return source
+    future = "from __future__ import annotations\n"
+    head, sep, tail = decorated.partition(future)
+    if not sep:
+        return "from mypy_extensions import mypyc_attr\n" + decorated
+    return head + sep + "\nfrom mypy_extensions import mypyc_attr\n" + tail
 
 
 def build(out: Path) -> list[Path]:
@@ -47,6 +75,9 @@ def build(out: Path) -> list[Path]:
     if out.exists():
         raise FileExistsError(f"{out} exists: build into a new folder")
     shutil.copytree(source, out / "tent_spec", ignore=shutil.ignore_patterns("__pycache__"))
+    for module in HOT_MODULES:
+        path = out / module
+        path.write_text(open_to_subclasses(path.read_text(encoding="utf-8")), encoding="utf-8")
     env = {**os.environ, "MYPYPATH": str(out)}
     try:
         done = subprocess.run(

@@ -205,3 +205,27 @@ def test_traces_walk_back_across_the_shards_that_hold_each_link() -> None:
         worker.links([15])
     with pytest.raises(CheckerError):
         worker.links([9])
+
+
+def test_the_shards_storage_counts_every_state_and_edge_within_half_again_the_serial() -> None:
+    """Per state a shard holds 12 bytes of seen set, 8 of parent link and 1 of flags, and 12
+    per recoverability edge: summed over the workers that is within 1.5x of the serial
+    engine's steady figure (12 + 9 per state, 8 per edge), and no part is left uncounted."""
+    from tent_models.checker._bfs import explore_serial
+    from tent_models.checker._parallel import explore_parallel
+
+    options = {
+        "symmetry": True,
+        "max_states": None,
+        "check_deadlock": True,
+        "check_recoverability": True,
+        "progress": None,
+    }
+    serial = explore_serial(CreditToy(), **options)  # type: ignore[arg-type]
+    states, edges = serial.distinct_states, len(serial.edge_src)
+    assert edges > states  # the edges are most of it
+    for workers in (2, 3):
+        with explore_parallel(CreditToy(), workers=workers, **options) as parallel:  # type: ignore[arg-type]
+            assert len(parallel.edge_src) == edges
+            held = parallel.storage_bytes
+        assert 21 * states + 12 * edges <= held <= 1.5 * (21 * states + 8 * edges)

@@ -196,6 +196,7 @@ class Worker:
         self.recovered_indices = array("I")
         self.edge_src = array("I")  # recoverability edges: source index, target fingerprint
         self.edge_fp = array("Q")
+        self.explored_bytes = 0  # storage() before the edges went to the coordinator
         # parent links of the stored states this shard generated, in index order: the parent's
         # index and an id into action_table; blocks maps index ranges to local positions
         self.parent = array("i")
@@ -534,6 +535,7 @@ class Worker:
         for owner in self.others:
             dst[chosen[owner]] = np.frombuffer(replies[owner], dtype=np.uint32)
         src = self.edge_src.tobytes()
+        self.explored_bytes = self.storage()  # what the exploration held, edges included
         self.edge_src, self.edge_fp = array("I"), array("Q")
         return src, dst.tobytes()
 
@@ -542,7 +544,7 @@ class Worker:
         and owners' answers stay right; the parent links serve ``links`` until closed)."""
         self.level += 1
         self._flush()
-        storage = self.storage()
+        storage = max(self.storage(), self.explored_bytes)
         return ShardSummary(
             enabled=self.enabled,
             fired=self.fired,
