@@ -103,8 +103,14 @@ def draw(paths: list[Path], out: Path) -> None:
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(out, format="svg", metadata={"Date": None, "Description": MARK + digest(paths)})
+    # No RDF block (its namespace URLs would be external links in the offline docs): the
+    # inputs' digest goes into a comment after the XML declaration.
+    figure.savefig(
+        out, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None}
+    )
     plt.close(figure)
+    head, newline, body = out.read_text(encoding="utf-8").partition("\n")
+    out.write_text(f"{head}{newline}<!-- {MARK}{digest(paths)} -->\n{body}", encoding="utf-8")
 
 
 @click.command(
