@@ -61,6 +61,7 @@ class LevelReports:
         self._reported_returned: dict[CreditResource, int] = {}
         self._reported_ns = 0
         self._quiet_since: int | None = None  # rule 2's condition holds since then
+        self._news = False  # rule 1 holds (a rise or a return), as of the last observe
 
     def reset(self, now_ns: int) -> None:
         """A new credit key (activation or epoch): nothing is in flight, waiting or reported on
@@ -72,6 +73,7 @@ class LevelReports:
         self._reported_returned = {}
         self._reported_ns = now_ns
         self._quiet_since = None
+        self._news = False
 
     def level(self) -> dict[CreditResource, int]:
         """In flight plus waiting, per resource (non-zero amounts only)."""
@@ -92,19 +94,23 @@ class LevelReports:
         reported = self._reported or {}
         return any(a > reported.get(r, 0) for r, a in level.items())
 
-    def observe(self, now_ns: int, available: Vector) -> None:
-        """Start or clear rule 2's hold from the current level and credit (call after any
-        change of either)."""
+    def observe(self, now_ns: int, available: Vector, returned: Vector) -> None:
+        """Re-evaluate rule 1 and start or clear rule 2's hold from the current level, credit
+        on hand and returned totals (call after any change of them; :meth:`due` then only
+        compares times)."""
+        self._news = (
+            _nonzero(returned) != self._reported_returned or self._rising(self.level())
+        )
         quiet = self._reported is not None and bool(self.idle(available))
         if not quiet:
             self._quiet_since = None
         elif self._quiet_since is None:
             self._quiet_since = now_ns
 
-    def due(self, now_ns: int, returned: Vector, refresh_ns: int) -> bool:
-        """Whether a report goes out now (rules 1-3; a new entry starts from "nothing
-        reported": its first level or return is a rise)."""
-        if _nonzero(returned) != self._reported_returned or self._rising(self.level()):
+    def due(self, now_ns: int, refresh_ns: int) -> bool:
+        """Whether a report goes out now (rules 1-3, as of the last :meth:`observe`; a new
+        entry starts from "nothing reported": its first level or return is a rise)."""
+        if self._news:
             return True
         if self._quiet_since is not None and now_ns - self._quiet_since >= self._hold_ns:
             return True
@@ -129,3 +135,4 @@ class LevelReports:
         self._reported_returned = _nonzero(returned)
         self._reported_ns = now_ns
         self._quiet_since = None
+        self._news = False

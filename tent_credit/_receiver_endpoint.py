@@ -260,6 +260,7 @@ class ReceiverEndpoint:
             # the staging reserve is never granted ahead: its key speaks version 1 only
             mine = tuple(v for v in mine if v != GRANT_AHEAD_VERSION) or mine
         common = max(set(mine) & set(offer.versions), default=0)
+        again = common == self._version == GRANT_AHEAD_VERSION
         self._version = common
         # A duplicated offer gets the same activation again: epochs move only on reconnect.
         self._due()
@@ -272,9 +273,10 @@ class ReceiverEndpoint:
             freshness_ttl_ms=self._receiver.freshness_ttl_ms,
         )
         if common == GRANT_AHEAD_VERSION:
-            self._grant_initial()
             self._due(push=True)
-            self._receiver._ahead.membership_changed()
+            if not again:  # a duplicated offer: its key is known, nothing to re-evaluate
+                self._grant_initial()
+                self._receiver._ahead.membership_changed()
             return [EndpointEvent(kind="activated", detail=f"epoch {self._epoch}")]
         if common:
             # the initial grant is a target total, so a duplicated offer cannot grant it twice

@@ -810,7 +810,8 @@ class SenderEndpoint:
     def _observe_level(self) -> None:
         # Version 2: the level or the credit on hand changed (_levels rule 2's hold).
         if self._key is not None and self.ahead:
-            self._levels.observe(self._now_ns, self._ledger.entry(self._key).available)
+            entry = self._ledger.entry(self._key)
+            self._levels.observe(self._now_ns, entry.available, entry.returned)
 
     def _refresh_ns(self) -> int:
         # Version 2's refresh (_levels rule 3): as configured, else half the freshness TTL
@@ -823,10 +824,9 @@ class SenderEndpoint:
         # Version 2 (_levels): a report only with news; its demand is consumed + returned +
         # level, so the receiver reads the level back as demand − consumed − returned.
         assert self._key is not None
-        entry = self._ledger.entry(self._key)
-        self._levels.observe(now_ns, entry.available)
-        if not self._levels.due(now_ns, entry.returned, self._refresh_ns()):
+        if not self._levels.due(now_ns, self._refresh_ns()):
             return None
+        entry = self._ledger.entry(self._key)
         if self._levels.settling():
             idle = self._levels.idle(entry.available)
             if idle:  # rule 2: credit nothing waiting will use goes back with the report
@@ -871,9 +871,8 @@ class SenderEndpoint:
         """The next ``now_ns`` at which :meth:`handle_timer` has work, or ``None``."""
         deadlines: list[int] = []
         if self._key is not None and self.ahead:
-            returned = self._ledger.entry(self._key).returned
             refresh = self._refresh_ns()
-            if self._levels.due(self._now_ns, returned, refresh):
+            if self._levels.due(self._now_ns, refresh):
                 deadlines.append(self._now_ns)
             elif (when := self._levels.timer(refresh)) is not None:
                 deadlines.append(when)

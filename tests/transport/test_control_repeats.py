@@ -208,12 +208,21 @@ def test_a_refused_publish_makes_the_next_report_go_out() -> None:
     assert again and hold.admit(again[0], 21 * MS)
 
 
-def test_other_messages_pass_and_bad_arguments_are_refused() -> None:
+def test_repeated_offers_back_off_other_messages_pass_and_bad_arguments_are_refused() -> None:
     hold = RepeatHold(INTERVAL, CAP)
     tx = SenderEndpoint(sender_peer=3)
     tx.connect(0)
     (offer,) = tx.messages_to_send(0)
-    assert all(hold.admit(offer, t) for t in (0, 0, 1))  # an offer is never held
+    # the first offer goes out; its repeats (no activation yet) back off like usage repeats
+    assert [hold.admit(offer, t) for t in (0, 0, INTERVAL, 2 * INTERVAL, 3 * INTERVAL)] == [
+        True,
+        False,
+        True,
+        False,
+        True,
+    ]
+    hold.reset()  # a new connection: its first offer goes out at once
+    assert hold.admit(offer, 3 * INTERVAL)
     assert hold.admit(b"\xff not cbor", 2)
     with pytest.raises(ValueError, match="interval"):
         RepeatHold(2 * MS, MS)

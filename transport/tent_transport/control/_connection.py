@@ -46,6 +46,8 @@ CONTROL_SO_PRIORITY = 6
 """The highest ``SO_PRIORITY`` an unprivileged socket may set; data sockets keep 0."""
 
 _READ_CHUNK = 64 * 1024
+_DIRECT_WRITE_LIMIT = 64 * 1024
+"""Below this many bytes in the transport's buffer a published frame is written at once."""
 READ_BATCH = 16
 """Frames handled between two yields to the event loop: a 64 KiB read can hold a thousand
 small frames, and without a yield one chatty peer's backlog keeps every other connection and
@@ -145,6 +147,16 @@ class ControlConnection:
         if len(self._queue) >= self._max_queued:
             self._refused += 1
             return False
+        transport = self._writer.transport
+        if not self._queue and transport.get_write_buffer_size() < _DIRECT_WRITE_LIMIT:
+            # Nothing queued before it and the socket is keeping up: write it now, in this
+            # callback, rather than one loop iteration later from the writer task (a grant then
+            # leaves the receiver in the pass that freed the capacity; rule 1: control never
+            # waits behind data work). The transport tries the socket at once and keeps the
+            # rest; the writer task's drain() bounds what it keeps.
+            self._sent += 1
+            self._writer.write(frame)
+            return True
         self._queue.append(frame)
         self._wake.set()
         return True

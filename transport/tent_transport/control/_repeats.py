@@ -18,6 +18,9 @@ back-off has passed since the last one published: the usage interval, doubled wi
 repeat, up to ``cap_ns``. A changed report, or a publish the connection refused, starts the
 back-off again.
 
+A sender's repeated capability offer (re-sent every interval until an activation arrives) is
+held the same way: a receiver answers each offer, and a slow one must not be flooded with them.
+
 The receiver applies the same rule to its updates (``RepeatHold(..., updates=True)``, one per
 connection): an update that repeats the last one sent (the same grants and ``retry_after``: a
 stalled sender told again that nothing freed) waits a back-off too. Every release used to push
@@ -51,6 +54,10 @@ _USAGE = (2, 9, 4)  # tag, items, index of the sequence
 _USAGE_CONSUMED = 6
 _UPDATE = (1, 10, 6)
 _UPDATE_TTL = 7
+# CapabilityOffer is tag 4 (versions, qos): it has no sequence; the endpoint re-offers every
+# usage interval until an activation arrives, and a slow receiver (it answers every offer)
+# must not be flooded with them either
+_OFFER = (4, 4, -1)
 
 
 def _content(message: bytes, kinds: tuple[tuple[int, int, int], ...]) -> tuple[Any, ...] | None:
@@ -83,7 +90,7 @@ class RepeatHold:
     def __init__(self, interval_ns: int, cap_ns: int, *, updates: bool = False) -> None:
         if interval_ns < 0 or cap_ns < interval_ns:
             raise ValueError(f"need 0 <= interval_ns <= cap_ns, got {interval_ns}, {cap_ns}")
-        self._kinds = (_UPDATE,) if updates else (_USAGE,)
+        self._kinds = (_UPDATE,) if updates else (_USAGE, _OFFER)
         self._interval = interval_ns
         self._cap = cap_ns
         self._last: tuple[Any, ...] | None = None
