@@ -19,7 +19,7 @@ from rich.table import Table
 
 from .bench import bench
 from .errors import ConfigError
-from .incast._cli import incast_command, report_command, verify_command
+from .incast._cli import hops_command, incast_command, report_command, verify_command
 from .sim import (
     SimResult,
     Summary,
@@ -35,7 +35,7 @@ from .sim import (
 
 __all__ = ["bench", "sim"]
 
-for _command in (incast_command, verify_command, report_command):
+for _command in (incast_command, verify_command, report_command, hops_command):
     bench.add_command(_command)  # issue 13: the incast matrix joins engine-tcp's bench group
 
 

@@ -6,6 +6,7 @@ The commands join the ``bench`` group of :mod:`tent_transport.bench` (see :mod:`
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ from ._config import (
     interleave,
     smoke_matrix,
 )
+from ._hops import hops
 from ._netns import NetnsError, check_available
 from ._report import missing_plots, write_report
 from ._runner import read_records, run_matrix
@@ -472,3 +474,14 @@ def report_command(file: Path, out: Path) -> None:
         click.echo(str(path))
     for skipped in missing_plots(paths):
         click.echo(f"not drawn: {skipped}", err=True)
+
+
+@click.command("hops")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def hops_command(folder: Path) -> None:
+    """Print the credit hop latencies and message counts of a run traced with
+    TENT_INCAST_TRACE=FOLDER (JSON; docs/incast.md)."""
+    result = hops(folder)
+    if not result["messages"]["blocks_landed"]:
+        raise click.ClickException(f"{folder}: no traced landing (was TENT_INCAST_TRACE set?)")
+    click.echo(json.dumps(result, indent=1))
