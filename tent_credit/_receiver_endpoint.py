@@ -63,6 +63,9 @@ class ReceiverEndpointStatistics:
     demands_blocked: int
     protocol_violations: int
     stalled: bool
+    updates_repeated: int = 0
+    """Updates that carried the same grants and retry hint as the previous one sent (version
+    2: only refreshes and answers to a repeated report)."""
 
 
 class ReceiverEndpoint:
@@ -123,6 +126,7 @@ class ReceiverEndpoint:
         self._ahead_capped = False
         self._last_sent: tuple[object, ...] | None = None
         self._news_due = False  # the grants or the retry hint may have moved since
+        self._repeated = 0
 
     @property
     def sender_peer(self) -> int:
@@ -485,7 +489,9 @@ class ReceiverEndpoint:
             self._push_due = False
             self._last_push_ns = now_ns
             self._pushed += 1
-            self._last_sent = self._news()
+            news = self._news()
+            self._repeated += news == self._last_sent
+            self._last_sent = news
         self._sent += len(out)
         trace = self._receiver._trace
         if trace is not None:
@@ -530,7 +536,8 @@ class ReceiverEndpoint:
             usage_duplicates=self._usage_duplicates,
             demands_blocked=self._demands_blocked,
             protocol_violations=self._violations,
-            stalled=self._stalled,
+            stalled=self.stalled,
+            updates_repeated=self._repeated,
         )
 
 

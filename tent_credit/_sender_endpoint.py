@@ -76,6 +76,9 @@ class SenderEndpointStatistics:
     fenced_in_flight: int
     demand_target: Mapping[CreditResource, int]
     update_age_ns: int | None
+    reports_repeated: int = 0
+    """Usage reports that carried the same demand and returns as the previous one (version 2:
+    only refreshes; version 1: re-reports of an unmet demand)."""
 
 
 class SenderEndpoint:
@@ -132,6 +135,8 @@ class SenderEndpoint:
         hold = 20 * usage_interval_ns if level_hold_ns is None else level_hold_ns
         self._levels = LevelReports(hold)
         self._direct_waiting = False  # the waiting work came from blocked try_reserve calls
+        self._last_report: tuple[object, ...] | None = None  # (demand − consumed, returned)
+        self._reports_repeated = 0
         self._refresh_interval_ns = refresh_interval_ns
         self._key: CreditKey | None = None
         self._epoch = 0
@@ -797,6 +802,7 @@ class SenderEndpoint:
         # resource never granted was never consumed or returned, and may be one the receiver
         # does not model).
         granted = [r for r, total in entry.grant_total.items() if total]
+        self._count_repeat(entry.consumed, entry.returned)
         return SenderCreditUsage(
             receiver_session_id=self._key.receiver_session,
             epoch=self._epoch,
@@ -840,6 +846,7 @@ class SenderEndpoint:
         granted = [r for r, total in entry.grant_total.items() if total]
         demand = {r: entry.consumed[r] + entry.returned[r] + a for r, a in level.items()}
         self._demand_target = demand
+        self._count_repeat(entry.consumed, entry.returned)
         return SenderCreditUsage(
             receiver_session_id=self._key.receiver_session,
             epoch=self._epoch,
@@ -849,6 +856,18 @@ class SenderEndpoint:
             returned_totals=_amounts({r: entry.returned[r] for r in granted}),
             pending_demand=_nonzero_amounts(demand),
         )
+
+    def _count_repeat(
+        self, consumed: Mapping[CreditResource, int], returned: Mapping[CreditResource, int]
+    ) -> None:
+        # A report is a repeat when its demand beyond consumption and its returns are the
+        # previous report's (statistics only: what the report says does not change)
+        content = (
+            tuple(sorted((r, t - consumed[r]) for r, t in self._demand_target.items())),
+            tuple(sorted((r, a) for r, a in returned.items() if a)),
+        )
+        self._reports_repeated += content == self._last_report
+        self._last_report = content
 
     def _heartbeat_due(self, now_ns: int) -> Heartbeat | None:
         ttl_ms = self._negotiation.freshness_ttl_ms
@@ -925,6 +944,7 @@ class SenderEndpoint:
             fenced_in_flight=self._fenced_in_flight(),
             demand_target=dict(self._demand_target),
             update_age_ns=self._negotiation.update_age_ns(self._now_ns),
+            reports_repeated=self._reports_repeated,
         )
 
 

@@ -54,6 +54,13 @@ _UPDATE_BACKOFF = (1_000_000, 200_000_000)
 freed) waits 1 ms, 2 ms, ... up to 200 ms after the last one (issue 13: every release pushed
 one to every stalled sender, each waking a sender process to learn nothing)."""
 
+def _frames_of(ps: PeerSession) -> tuple[int, int]:
+    """A session's control frames (sent and received) and its endpoint's repeated updates."""
+    stats = ps.connection.statistics()
+    repeated = 0 if ps.endpoint is None else ps.endpoint.statistics().updates_repeated
+    return stats.frames_sent + stats.frames_received, repeated
+
+
 # --------------------------------------------------------------------------- receiver side
 
 
@@ -130,6 +137,7 @@ class ControlServer:
         self._timer = _Timer(self.flush)
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters = _Counters()
+        self._retired_frames = (0, 0)
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Start listening; returns the bound address."""
@@ -152,6 +160,17 @@ class ControlServer:
 
     def statistics(self) -> ServiceStatistics:
         return self._counters.snapshot()
+
+    def control_frames(self) -> tuple[int, int]:
+        """``(frames, updates_repeated)`` over every session this server has held, retired
+        ones included: control frames sent and received on their connections, and updates that
+        repeated the previous one to their sender (the incast record's receiver-side count)."""
+        frames, repeated = self._retired_frames
+        for ps in self._sessions.values():
+            if not ps.retiring:
+                f, r = _frames_of(ps)
+                frames, repeated = frames + f, repeated + r
+        return frames, repeated
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -272,6 +291,8 @@ class ControlServer:
         if ps.retiring:
             return
         ps.retiring = True
+        f, r = _frames_of(ps)
+        self._retired_frames = (self._retired_frames[0] + f, self._retired_frames[1] + r)
 
         async def retire() -> None:
             await self._hooks.retire_session(ps.peer, ps.session)

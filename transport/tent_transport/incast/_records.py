@@ -58,6 +58,9 @@ SCHEMA: dict[str, tuple[type, ...]] = {
     "credit_stalls": (int,),
     "stall_time_ms": (float, int),
     "control_messages_per_transfer": (float, int),
+    "receiver_control_frames_per_transfer": (float, int),
+    "control_repeats": (int,),
+    "control_repeat_fraction": (float, int),
     "control_bytes_per_transfer": (float, int),
     "offered": (int,),
     "completed": (int,),
@@ -200,6 +203,7 @@ def build_record(
     stalls = 0
     stall_ns = 0
     messages = 0
+    repeats = 0
     control_bytes = 0
     finished: list[int] = []
     for report in senders:
@@ -227,6 +231,7 @@ def build_record(
         stalls += int(report["stalls"])
         stall_ns += int(report["stall_ns"])
         messages += int(report["control_frames"])
+        repeats += int(report.get("reports_repeated", 0))
         control_bytes += int(report["control_bytes"])
     window_s = (max(ends) - min(starts)) / 1e9 if starts else 0.0
     moved = completed * config.block
@@ -253,6 +258,8 @@ def build_record(
     violations["request_slots"] = slots_over
     violations["data_bytes"] = slots_over
     transfers = max(1, config.offered)
+    receiver_frames = sum(int(r.get("control_frames", 0)) for r in receivers)
+    repeats += sum(int(r.get("updates_repeated", 0)) for r in receivers)
     return {
         "schema_version": SCHEMA_VERSION,
         "row": config.row,
@@ -282,6 +289,9 @@ def build_record(
         "credit_stalls": stalls,
         "stall_time_ms": round(stall_ns / 1e6, 3),
         "control_messages_per_transfer": round(messages / transfers, 3),
+        "receiver_control_frames_per_transfer": round(receiver_frames / transfers, 3),
+        "control_repeats": repeats,
+        "control_repeat_fraction": round(repeats / messages, 4) if messages else 0.0,
         "control_bytes_per_transfer": round(control_bytes / transfers, 1),
         "offered": config.offered,
         "completed": completed,

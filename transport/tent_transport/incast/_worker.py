@@ -403,6 +403,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
                     await asyncio.sleep(0.01)
                 stats = side.statistics()
                 outstanding = _outstanding(engine)
+                frames, updates_repeated = engine.control.control_frames()
                 conn.send(
                     (
                         "drained",
@@ -419,6 +420,8 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
                             "landed": stats.landed,
                             "landed_bytes": landed_bytes,
                             "cpu_s": _cpu_s(),
+                            "control_frames": frames,
+                            "updates_repeated": updates_repeated,
                             "unreleased": stats.unreleased + len(live) + side.pending_landed(),
                         },
                     )
@@ -560,10 +563,11 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
         for route in engine.gate.statistics().routes:
             stalls += route.stalls_ended
             stall_ns += route.stall_ns_total
-    messages = 0
+    messages = repeated = 0
     if link.endpoint is not None:
         es = link.endpoint.statistics()
         messages = es.messages_sent + es.messages_received
+        repeated = es.reports_repeated
     connection = link.client._connection
     frames = 0
     sock = None
@@ -585,6 +589,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
                 "control_bytes": _tcp_bytes(sock),
                 "reconnects": link.client.statistics().reconnects,
                 "repeats_held": link.client.repeats_held,
+                "reports_repeated": repeated,
                 # where the control connection ran (netns: the two veth addresses)
                 "control_sockname": _name(sock, "getsockname"),
                 "control_peername": _name(sock, "getpeername"),
