@@ -226,6 +226,18 @@ class AdversarialCreditSpec(CreditSpec):
     def action_names(self) -> Sequence[str]:
         return (*_ACTIONS, *_ADVERSARY_ACTIONS)
 
+    def locate(
+        self, state: CreditState, action: str, args: tuple[Hashable, ...]
+    ) -> tuple[str, str, str | None, str | None]:
+        """The honest spec's chart placement; the lie and the forged write are the sender's
+        own steps, a refused write is data that never reaches the receiver's memory."""
+        sender = f"sender[{args[0]}]" if args else ""
+        if action in ("lie_return", "forge_write"):
+            return ("local", sender, None, None)
+        if action == "refuse_write":
+            return ("lose", sender, "receiver", f"write {args[1]} refused")
+        return super().locate(state, action, args)
+
     def fault_actions(self) -> frozenset[str]:
         return _FAULTS | {"lie_return", "forge_write"}
 

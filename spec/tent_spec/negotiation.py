@@ -415,6 +415,22 @@ class NegotiationSpec:
         name = STATES[state.state]
         return name in ("LEGACY", "FAILED") or (name == "ACTIVE" and not state.inflight_old)
 
+    def lifelines(self) -> tuple[str, ...]:
+        """The sequence chart's nodes: the peer's receiver and this sender's peer context."""
+        return ("receiver", "sender")
+
+    def locate(
+        self, state: NegotiationState, action: str, args: tuple[Hashable, ...]
+    ) -> tuple[str, str, str | None, str | None]:
+        """Where ``action(args)`` happens on the chart: an offer's answer, a fresh update and
+        an activation of a new epoch or session come from the receiver; everything else
+        (the start, timers, disconnects, dispatch and drain) is the sender's own step."""
+        if action == "offer" and type(args[0]) is int:
+            return ("deliver", "receiver", "sender", f"offer {self.bounds.peer_offers[args[0]]}")
+        if action in ("fresh_update", "new_epoch", "new_session"):
+            return ("deliver", "receiver", "sender", action.replace("_", " "))
+        return ("local", "sender", None, None)
+
     def describe(self, state: NegotiationState) -> Mapping[str, object]:
         out: dict[str, object] = dict(state._asdict())
         out["mode"] = MODES[state.mode]

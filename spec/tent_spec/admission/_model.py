@@ -125,6 +125,29 @@ class AdmissionSpec(AdmissionInvariants):
             () if state.last_pick is None else _pack_pick(state.last_pick),
         )
 
+    def lifelines(self) -> tuple[str, ...]:
+        """The sequence chart's nodes: the application that submits and cancels, the queue,
+        the transport that runs dispatched owners and measures bandwidth."""
+        return ("application", "queue", "transport")
+
+    def locate(
+        self, state: AdmissionState, action: str, args: tuple[Hashable, ...]
+    ) -> tuple[str, str, str | None, str | None]:
+        """Where ``action(args)`` happens on the chart: a submit or cancel goes from the
+        application to the queue, a pick dispatches to the transport, a completion or a
+        bandwidth sample comes back from it; retiring a batch and time are the queue's."""
+        if action == "admit":
+            return ("send", "application", "queue", f"submit batch {args[0]}")
+        if action == "cancel":
+            return ("send", "application", "queue", f"cancel owner {args[0]}")
+        if action == "pick":
+            return ("send", "queue", "transport", f"pick ≤{args[0]} owner(s) ≤{args[1]} B")
+        if action == "complete":
+            return ("deliver", "transport", "queue", f"owner {args[0]} {args[1]}")
+        if action == "set_bandwidth":
+            return ("deliver", "transport", "queue", f"bandwidth {args[0]} B/s")
+        return ("local", "queue", None, None)
+
     def describe(self, state: AdmissionState) -> Mapping[str, object]:
         """A flat ``field -> value`` view for diff-only counterexamples."""
         view: dict[str, object] = {

@@ -28,7 +28,7 @@ from tent_spec.credit._state import (
     Usage,
     _in_flight_messages,
 )
-from tent_spec.credit._table import _ARITY, _CHARGE_ACTIONS, _FAULTS
+from tent_spec.credit._table import _ACTIONS, _ARITY, _CHARGE_ACTIONS, _FAULTS
 
 
 class ReadableCreditSpec(CreditInvariants):
@@ -245,6 +245,17 @@ class ReadableCreditSpec(CreditInvariants):
                 capped = True
         return capped
 
+    def lifelines(self) -> tuple[str, ...]:
+        """The sequence chart's nodes: each sender, the network (the bags), the receiver."""
+        return (*(f"sender[{s}]" for s in range(self.bounds.senders)), "network", "receiver")
+
+    def locate(
+        self, state: CreditState, action: str, args: tuple[Hashable, ...]
+    ) -> tuple[str, str, str | None, str | None]:
+        """Where ``action(args)`` happens on the chart (the ``_CHART`` table; the state is not
+        needed: the arguments name the sender and the message)."""
+        return chart_place(_CHART, action, args)
+
     def describe(self, state: CreditState) -> Mapping[str, object]:
         out: dict[str, object] = {"receiver.session": state.session}
         for name, value in state.faults._asdict().items():
@@ -264,6 +275,61 @@ class ReadableCreditSpec(CreditInvariants):
             out[f"{pre}.to_sender"] = tuple((_show(m), n) for m, n in p.to_sender)
             out[f"{pre}.to_receiver"] = tuple((_show(m), n) for m, n in p.to_receiver)
         return out
+
+
+# Sequence charts (tent_models.report): each action's kind and who takes it. "sender" is the
+# sender of args[0]; "to" is where the message args[1] travels (a usage report to the
+# receiver, an update or activation to the sender). Data goes straight from sender to receiver.
+_CHART: Mapping[str, tuple[str, str, str | None]] = {
+    "grant": ("send", "receiver", "network"),
+    "push_update": ("send", "receiver", "network"),
+    "send_activation": ("send", "receiver", "network"),
+    "report_usage": ("send", "sender", "network"),
+    "deliver": ("deliver", "network", "to"),
+    "duplicate": ("duplicate", "network", "to"),
+    "lose": ("lose", "network", "to"),
+    "reserve": ("local", "sender", None),
+    "commit": ("local", "sender", None),
+    "rollback": ("local", "sender", None),
+    "return_unused": ("local", "sender", None),
+    "data_lands": ("deliver", "sender", "receiver"),
+    "fail_inflight": ("lose", "sender", "receiver"),
+    "consumer_release": ("local", "receiver", None),
+    "reclaim_after_fence": ("local", "receiver", None),
+    "become_stale": ("local", "sender", None),
+    "sender_restart": ("local", "sender", None),
+    "receiver_restart": ("local", "receiver", None),
+    "publish_regressed": ("send", "receiver", "network"),
+}
+assert tuple(_CHART) == _ACTIONS
+
+
+def chart_label(msg: Any) -> str:
+    """A message as a chart's arrow names it: ``Update s1 e1 #2 (1, 1)``."""
+    key = f"s{msg.session} e{msg.epoch}"
+    if isinstance(msg, Update):
+        return f"Update {key} #{msg.seq} {msg.grants}"
+    if isinstance(msg, Usage):
+        return f"Usage {key} #{msg.seq} ret={msg.returned} d={msg.demand}"
+    return f"Activation {key}"
+
+
+def chart_place(
+    table: Mapping[str, tuple[str, str, str | None]], action: str, args: tuple[Hashable, ...]
+) -> tuple[str, str, str | None, str | None]:
+    """``(kind, source, target, label)`` of ``action(args)`` from a ``_CHART``-shaped table."""
+    kind, source, target = table[action]
+    sender = f"sender[{args[0]}]" if args else ""
+    label = None
+    if action in ("deliver", "duplicate", "lose"):
+        msg = args[1]
+        to = "receiver" if isinstance(msg, Usage) else sender
+        target = to if target == "to" else target
+        label = {"deliver": "", "duplicate": "dup ", "lose": "lost "}[action] + chart_label(msg)
+    elif action in ("data_lands", "fail_inflight"):
+        label = f"data {args[1]} " + ("lands" if action == "data_lands" else "fails")
+    named = {"sender": sender, "network": "network", "receiver": "receiver"}
+    return kind, named[source], None if target is None else named.get(target, target), label
 
 
 def _show(msg: Any) -> str:

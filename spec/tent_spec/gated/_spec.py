@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from tent_spec.admission import (
     CANCELED,
@@ -549,6 +549,27 @@ class GatedSpec(GatedControl):
             and all(b.landed == b.released for b in state.receivers)
         )
 
+    def lifelines(self) -> tuple[str, ...]:
+        """The sequence chart's nodes: the sender (queue, gate and endpoints), the network (one
+        pair of bags per key), the receiver (allocator, endpoints and consumer)."""
+        return ("sender", "network", "receiver")
+
+    def locate(
+        self, state: GatedState, action: str, args: tuple[Hashable, ...]
+    ) -> tuple[str, str, str | None, str | None]:
+        """Where ``action(args)`` happens on the chart (the ``_CHART`` table below)."""
+        kind, source, target = _CHART[action]
+        label = None
+        if action in ("deliver", "duplicate", "lose"):
+            msg = args[1]
+            to_receiver = isinstance(msg, Offer | Report)
+            target = "receiver" if to_receiver else "sender"
+            prefix = {"deliver": "", "duplicate": "dup ", "lose": "lost "}[action]
+            label = f"{prefix}key{cast(int, args[0]) + 1} {_chart_label(msg)}"
+        elif action == "land":
+            label = f"data of owner {args[0]} lands"
+        return kind, source, target, label
+
     def describe(self, state: GatedState) -> Mapping[str, object]:
         """A flat ``field -> value`` view for diff-only counterexamples."""
         out: dict[str, object] = {
@@ -577,6 +598,26 @@ class GatedSpec(GatedControl):
             out[f"to_receiver[key{k + 1}]"] = tuple((_show(m), n) for m, n in state.to_receiver[k])
         return out
 
+
+# Sequence charts (tent_models.report): each action's kind and who takes it; a message goes to
+# the receiver (an offer, a report) or the sender (an activation, an update), read from it.
+_CHART: Mapping[str, tuple[str, str, str | None]] = {
+    "admit": ("local", "sender", None),
+    "cancel": ("local", "sender", None),
+    "pick": ("local", "sender", None),
+    "submit": ("local", "sender", None),
+    "land": ("deliver", "sender", "receiver"),
+    "complete": ("local", "sender", None),
+    "release": ("local", "receiver", None),
+    "sender_flush": ("send", "sender", "network"),
+    "receiver_flush": ("send", "receiver", "network"),
+    "refresh_tick": ("send", "receiver", "network"),
+    "deliver": ("deliver", "network", "to"),
+    "duplicate": ("duplicate", "network", "to"),
+    "lose": ("lose", "network", "to"),
+    "receiver_restart": ("local", "receiver", None),
+}
+assert tuple(_CHART) == _ACTIONS
 
 _CODE_LIMIT = 1 << 18  # pack memo entries before the memo is cleared
 
@@ -631,6 +672,17 @@ def _ranks(values: set[int]) -> dict[int, int] | None:
 def _renumber(ranks: dict[int, dict[int, int]], session: int, seq: int) -> int:
     family = ranks.get(session)
     return seq if family is None else family[seq]
+
+
+def _chart_label(msg: Any) -> str:
+    """A message as a chart's arrow names it: ``Report s1 #2 demand=(1, 1, 1)``."""
+    if isinstance(msg, Offer):
+        return "Offer"
+    if isinstance(msg, Report):
+        return f"Report s{msg.session} #{msg.seq} demand={msg.demand}"
+    if isinstance(msg, Update):
+        return f"Update s{msg.session} #{msg.seq} {msg.grants}"
+    return f"Activation s{msg.session}"
 
 
 def _show(msg: Any) -> str:
