@@ -111,6 +111,9 @@ class Outcome:
     message: str = ""
     report: str = ""
     result: CheckResult | None = None
+    model: ModelFactory | None = attrs.field(default=None, eq=False, repr=False)
+    # the factory of the model ``result`` was checked on (its counterexamples' charts replay
+    # on it); ``run_target`` fills in the target's own when the run names none
 
     @property
     def refutation(self) -> bool:
@@ -392,7 +395,9 @@ def _guarded(target: Target, call: Callable[[], Outcome]) -> Outcome:
             message=message,
             report=report,
         )
-    return attrs.evolve(outcome, seconds=time.perf_counter() - started)
+    return attrs.evolve(
+        outcome, seconds=time.perf_counter() - started, model=outcome.model or target.model
+    )
 
 
 def run_target(target: Target, options: RunOptions) -> Outcome:

@@ -94,6 +94,9 @@ class AblationResult:
     steps: int | None = None  # length of the counterexample
     runs: tuple[tuple[str, int, bool], ...] = ()  # (model, distinct states, exhaustive)
     seconds: float = 0.0
+    result: CheckResult | None = attrs.field(default=None, eq=False, repr=False)
+    # the refuting run (its counterexample), and a factory of the weakened model it ran on
+    factory: Callable[[], Any] | None = attrs.field(default=None, eq=False, repr=False)
 
     def summary(self) -> str:
         if self.verdict is Verdict.REFUTED:
@@ -192,7 +195,11 @@ def ablate(
     cls = spec_of(ref.action, ref.guard)
     runs: list[tuple[str, int, bool]] = []
     for rung in ladder:
-        model = PlainModel(cls(rung.bounds, name=f"{rung.name} without {ref.name}"))
+
+        def build(bounds: CreditBounds = rung.bounds, name: str = rung.name) -> PlainModel:
+            return PlainModel(cls(bounds, name=f"{name} without {ref.name}"))
+
+        model = build()
         done = sum(n for _m, n, _full in runs)
         hook = (
             None
@@ -222,6 +229,8 @@ def ablate(
                 steps=len(first.actions),
                 runs=tuple(runs),
                 seconds=time.perf_counter() - started,
+                result=result,
+                factory=build,
             )
     cut = any(not full for _m, _n, full in runs)
     return AblationResult(

@@ -10,6 +10,8 @@ Verbs:
   expected state counts (:mod:`tent_models.manifest`).
 * ``tent spec diagram``: regenerates the state diagrams from the spec's tables
   (:mod:`tent_models.diagrams`); ``--check`` exits 1 when the checked-in pages are stale.
+* ``tent spec charts``: draws each known-bad variant's counterexample for the spec-review
+  pages (:mod:`tent_models.report._docs`); ``--check`` exits 1 when they are stale.
 
 Exit codes: 0 success, 1 a failed target / stale artefact, 2 a usage error (click's).
 """
@@ -44,6 +46,7 @@ from tent_models.checker import InvalidArgument, on_ray
 from tent_models.manifest import Counts, Manifest, ManifestError
 from tent_models.project import ProjectError, UserModel, find_pyproject, load_project, user_targets
 from tent_models.registry import Outcome, RunOptions, Target, TargetKind, Tier
+from tent_models.report import _command as report_command
 from tent_models.reports import json_report, junit_report
 from tent_models.sources import citation_legend
 from tent_models.tables import check_summary, outcomes_table, targets_table
@@ -193,6 +196,20 @@ def _source(
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Write a JUnit XML report to FILE (one testcase per target; '-' for stdout).",
 )
+@click.option(
+    "--html",
+    "html_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write DIR/index.html: one offline page with the summary and a sequence chart of "
+    "every counterexample, refutation and witness (docs/charts.md).",
+)
+@click.option(
+    "--itf",
+    "itf_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write every counterexample and witness trace into DIR as an ITF (Informal Trace "
+    "Format) JSON file, for Apalache and Quint tools (docs/charts.md).",
+)
 @click.option("--list", "list_only", is_flag=True, help="List the selected targets and exit.")
 @click.option(
     "--show-refutations",
@@ -254,6 +271,8 @@ def check_command(
     plain: bool,
     json_path: str | None,
     junit_path: str | None,
+    html_dir: Path | None,
+    itf_dir: Path | None,
     list_only: bool,
     show_refutations: bool,
     no_progress: bool,
@@ -279,6 +298,8 @@ def check_command(
     to_stdout = "-" in (json_path, junit_path)  # the report owns stdout; people read stderr
     for option, path in (("--json", json_path), ("--junit", junit_path)):
         _check_writable(option, path)  # before the run, not after minutes of it
+    for option, folder in (("--html", html_dir), ("--itf", itf_dir)):
+        report_command.check_folder(option, folder)
     console = _console(stderr=to_stdout)
     source = _source(model_specs, project_file, manifest_path)
     if simulate:
@@ -344,6 +365,9 @@ def check_command(
         _write(json_path, json.dumps(json_report(outcomes, seconds, mode=mode), indent=2) + "\n")
     if junit_path is not None:
         _write(junit_path, junit_report(outcomes, seconds, name=title))
+    report_command.write_artefacts(
+        console, outcomes, seconds, title=title, html_dir=html_dir, itf_dir=itf_dir
+    )
     if failed:
         sys.exit(1)
 
@@ -637,10 +661,12 @@ def spec_diagram(*, check_only: bool, docs: Path | None) -> None:
 
 
 def _register_trace_commands() -> None:
-    # `tent trace validate FILE...` lives beside the trace format it reads.
+    # `tent trace validate FILE...` lives beside the trace format it reads, `tent spec charts`
+    # beside the charts it draws.
     from tent_models.trace import trace_cli  # noqa: PLC0415 - keeps `tent --help` light
 
     main.add_command(trace_cli)
+    spec_group.add_command(report_command.spec_charts)
 
 
 _register_trace_commands()

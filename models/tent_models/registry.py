@@ -158,6 +158,8 @@ def _ablation_targets() -> list[Target]:
                 seconds=result.seconds,
                 states=sum(n for _m, n, _full in result.runs),
                 message=message,
+                result=result.result,
+                model=result.factory,
             )
 
         return Target(

@@ -23,6 +23,8 @@ Validation is a search, because a real trace is partial:
    acceptance, and the logged variables after each event confirm it.
 5. A refresh the receiver sends while the spec's reduction forbids one (an update of the live
    key is already in flight) carries the totals already in flight: it is accepted as a stutter.
+   So is a repeated activation of the live key, sent or received (the receiver's answer to a
+   retransmitted offer).
 
 On rejection the :class:`TraceReport` names the longest matched prefix, the event no spec action
 explains, a state before it, and for each candidate action the guard that failed

@@ -56,6 +56,7 @@ class TraceReport:
     event: Mapping[str, Any] | None = None
     state_before: Mapping[str, object] | None = None
     candidates: tuple[CandidateVerdict, ...] = ()
+    allowed: tuple[str, ...] = ()  # what the spec lets the event's node do there instead
     detail: str = ""
 
     def format(self) -> str:
@@ -78,6 +79,9 @@ class TraceReport:
         if not self.candidates:
             lines.append("    (none: no spec action produces this event)")
         lines.extend(f"    {c.action}{tuple(c.args)!r}: {c.reason}" for c in self.candidates)
+        if self.allowed:
+            lines.append("  the spec allows this node here:")
+            lines.extend(f"    {step}" for step in self.allowed)
         return "\n".join(lines)
 
 
@@ -251,7 +255,17 @@ class _Validator:
             attempt("become_stale", (s,))
         elif kind == "receive":
             msg = event.get("msg", {})
-            out.extend(self._deliveries(node, s, self._down_matcher(msg)))
+            found = self._deliveries(node, s, self._down_matcher(msg))
+            led = state.peers[s].ledger
+            if (
+                msg.get("type") == "CapabilityActivation"
+                and all(nxt is None for _a, _g, nxt, _r in found)
+                and (led.session, led.epoch) == (msg.get("receiver_session_id"), msg.get("epoch"))
+            ):
+                # rule 5: a repeated activation of the live key (the receiver's answer to a
+                # retransmitted offer) is a no-op wherever it arrives
+                found.append(("stutter", (), state, "stutter"))
+            out.extend(found)
         elif kind == "send":
             msg = event.get("msg", {})
             if msg.get("type") != "SenderCreditUsage":
@@ -545,6 +559,11 @@ class _Validator:
         for action, args, nxt, reason in self._candidates(node, event):
             why = reason if nxt is None else self._vars_mismatch(nxt, event) or "enabled"
             verdicts.append(CandidateVerdict(action=action, args=args, reason=why))
+        allowed = tuple(
+            f"{step.action}{tuple(step.args)!r}"
+            for step in self.spec.successors(node.state)
+            if self._actor(step.action, tuple(step.args)) == event["n"]
+        )
         return TraceReport(
             path=path,
             ok=False,
@@ -553,6 +572,7 @@ class _Validator:
             event=dict(event),
             state_before=dict(self.spec.describe(node.state)),
             candidates=tuple(verdicts),
+            allowed=allowed,
             detail=f"no spec step (after up to {self.hidden_depth} hidden ones) produces it",
         )
 

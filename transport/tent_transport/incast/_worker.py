@@ -212,26 +212,35 @@ def _diagnosable() -> None:
 
 class _TraceFile:
     """``TENT_INCAST_TRACE=<dir>``: the credit endpoints' events of one process, one JSON line
-    each with its monotonic time (ns), to follow a grant through the processes."""
+    each with its monotonic time (ns) and every field the endpoint recorded (docs/traces.md),
+    after a ``config`` line naming the run's mode, sender ids and receiver credit capacity.
+    Follows a grant through the processes; ``tent trace from-incast`` turns the folder into
+    traces ``tent trace validate`` checks against the spec (docs/charts.md)."""
 
-    def __init__(self, folder: str, name: str) -> None:
+    def __init__(self, folder: str, name: str, spec: dict[str, Any]) -> None:
         self._file = open(os.path.join(folder, f"{name}.jsonl"), "a")  # noqa: SIM115
+        credit = engine_config(spec, "receiver")["receiver_credit"]
+        self._write(
+            {
+                "t": time.monotonic_ns(),
+                "node": name,
+                "kind": "config",
+                "mode": spec["mode"],
+                "senders": spec["sender_ids"],
+                "capacity": credit.get("capacity", {}),
+            }
+        )
 
     def record(self, node: str, kind: str, fields: Any) -> None:
-        msg = fields.get("msg")
-        line = {"t": time.monotonic_ns(), "node": node, "kind": kind}
-        if isinstance(msg, dict):
-            line["msg"] = {k: v for k, v in msg.items() if k != "vars"}
-        if "peer" in fields:
-            line["peer"] = fields["peer"]
-        if "result" in fields:
-            line["result"] = fields["result"]
+        self._write({"t": time.monotonic_ns(), "node": node, "kind": kind, **fields})
+
+    def _write(self, line: dict[str, Any]) -> None:
         self._file.write(json.dumps(line, default=str) + "\n")
 
 
-def _trace(name: str) -> _TraceFile | None:
+def _trace(name: str, spec: dict[str, Any]) -> _TraceFile | None:
     folder = os.environ.get("TENT_INCAST_TRACE")
-    return None if not folder else _TraceFile(folder, name)
+    return None if not folder else _TraceFile(folder, name, spec)
 
 
 def _run(main: Any, name: str) -> None:
@@ -280,7 +289,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         peer_dead_after_s=30.0,
         staging_slots=spec["slots"] if spec.get("path", "direct") != "direct" else 0,
         staging_slot_bytes=block,
-        trace=_trace("receiver"),
+        trace=_trace("receiver", spec),
         device=spec.get("device", "tcp"),
     )
     _use_fabric(spec)
@@ -476,7 +485,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             control_address=(host, 0),
             rail_addresses=((host, 0),),
             peer_dead_after_s=30.0,
-            trace=_trace(f"sender-{me}"),
+            trace=_trace(f"sender-{me}", spec),
             device=spec.get("device", "tcp"),
         ),
     )
