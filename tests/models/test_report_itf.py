@@ -88,6 +88,7 @@ def test_decode_inverts_encode_for_action_arguments() -> None:
         ('{"vars": ["x"], "states": [{"x": 1}], "loop": 1}', "not the index of a state"),
         ('{"vars": ["x"], "states": [{"x": 1, "#meta": 3}]}', "#meta must be an object"),
         ('{"params": ["N"], "vars": ["x"], "states": [{"x": 1}]}', "state 0 does not define N"),
+        ('{"vars": ["x"], "states": [{"x": ' + "[" * 100_000 + "]" * 100_000 + "}]}", "deeply"),
     ],
 )
 def test_a_malformed_trace_is_an_itf_error(doc: str, message: str) -> None:

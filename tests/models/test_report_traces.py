@@ -177,6 +177,10 @@ def test_a_folder_without_a_run_or_with_no_credit_is_refused(tmp_path: Path) -> 
     )
     with pytest.raises(TraceError, match="'fixed' mode has no credit"):
         convert_incast(tmp_path, tmp_path / "out")
+    config["mode"], config["senders"] = "credit", "everyone"
+    (tmp_path / "sender-1.jsonl").write_text(json.dumps(config) + "\n", encoding="utf-8")
+    with pytest.raises(TraceError, match="senders must be peer ids"):
+        convert_incast(tmp_path, tmp_path / "out")
     (tmp_path / "sender-1.jsonl").write_text(lines[0] + "\n{not json\n", encoding="utf-8")
     with pytest.raises(TraceError, match=r"sender-1.jsonl:2: not JSON"):
         convert_incast(tmp_path, tmp_path / "out")

@@ -228,6 +228,8 @@ def read_itf(data: str | bytes | Path) -> ItfTrace:
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ItfError(f"not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ItfError("not JSON this reader accepts: nested too deeply") from exc
     if not isinstance(doc, dict):
         raise ItfError("an ITF trace is a JSON object")
     meta = doc.get("#meta", {})
@@ -249,6 +251,24 @@ def read_itf(data: str | bytes | Path) -> ItfTrace:
         isinstance(loop, int) and not isinstance(loop, bool) and 0 <= loop < len(states)
     ):
         raise ItfError(f"loop {loop!r} is not the index of a state")
+    try:
+        values, metas = _states(states, params, names)
+    except RecursionError as exc:
+        raise ItfError("an expression nested too deeply") from exc
+    return ItfTrace(
+        meta=meta,
+        params=tuple(params),
+        vars=tuple(names),
+        states=tuple(values),
+        state_meta=tuple(metas),
+        loop=loop,
+    )
+
+
+def _states(
+    states: list[Any], params: list[str], names: list[str]
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """Each state's variables and ``#meta``, checked (:class:`ItfError` otherwise)."""
     values: list[Mapping[str, Any]] = []
     metas: list[Mapping[str, Any]] = []
     for i, state in enumerate(states):
@@ -269,14 +289,7 @@ def read_itf(data: str | bytes | Path) -> ItfTrace:
                 _check_expr(expr, f"state {i}: {key}")
         values.append({k: v for k, v in state.items() if k != "#meta"})
         metas.append(state_meta)
-    return ItfTrace(
-        meta=meta,
-        params=tuple(params),
-        vars=tuple(names),
-        states=tuple(values),
-        state_meta=tuple(metas),
-        loop=loop,
-    )
+    return values, metas
 
 
 def itf_document(

@@ -101,10 +101,20 @@ def _vector(raw: Mapping[Any, Any]) -> tuple[int, ...]:
     return tuple(int(raw.get(str(r), raw.get(r, 0))) for r in range(1, len(_RESOURCES) + 1))
 
 
-def _bounds(config: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> CreditBounds:
+def _config(config: Mapping[str, Any]) -> tuple[list[int], dict[str, int]]:
+    """A run's sender ids and credit capacity, checked (:class:`TraceError` otherwise)."""
     if config.get("mode") != "credit" or not config.get("capacity"):
         raise TraceError(f"a run in {config.get('mode')!r} mode has no credit to validate")
-    capacity = config["capacity"]
+    senders, capacity = config.get("senders"), config["capacity"]
+    if not (isinstance(senders, list) and senders and all(type(s) is int for s in senders)):
+        raise TraceError(f"the config line's senders must be peer ids, got {senders!r}")
+    if not (isinstance(capacity, dict) and all(type(v) is int for v in capacity.values())):
+        raise TraceError(f"the config line's capacity must map resources to ints: {capacity!r}")
+    return senders, capacity
+
+
+def _bounds(config: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> CreditBounds:
+    senders, capacity = _config(config)
     charges: list[tuple[int, ...]] = []
     restarts = {"sender": 0, "receiver": 0}
     stale = 0
@@ -112,7 +122,10 @@ def _bounds(config: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> C
         for field in ("charge", "amounts"):
             raw = event.get(field)
             if isinstance(raw, dict) and event["kind"] in ("reserve", "commit", "land"):
-                vector = _vector(raw)
+                try:
+                    vector = _vector(raw)
+                except (TypeError, ValueError) as exc:
+                    raise TraceError(f"an amount map that is not amounts: {raw!r}") from exc
                 if any(vector) and vector not in charges:
                     charges.append(vector)
         if event["kind"] == "start":
@@ -120,7 +133,19 @@ def _bounds(config: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> C
         stale += event["kind"] in ("stale", "disconnect")
     if not charges:
         raise TraceError("the run reserved nothing: its charge vectors cannot be inferred")
-    senders = list(config.get("senders", ()))
+    try:
+        return _credit_bounds(senders, capacity, charges, restarts, stale)
+    except ValueError as exc:  # InvalidBounds: a capacity or charge the spec cannot take
+        raise TraceError(f"the run is no credit spec instance: {exc}") from exc
+
+
+def _credit_bounds(
+    senders: list[int],
+    capacity: Mapping[str, int],
+    charges: list[tuple[int, ...]],
+    restarts: Mapping[str, int],
+    stale: int,
+) -> CreditBounds:
     return CreditBounds(
         senders=len(senders),
         capacity=tuple(max(1, int(capacity.get(name, 0))) for name in _RESOURCES),
@@ -174,11 +199,13 @@ def _events(
 def _sessions(own: list[dict[str, Any]]) -> dict[int, int]:
     """Receiver session id -> 1, 2, ... in time order (rule 3): the receiver's own starts,
     else (sender files only) the sessions the senders' messages name."""
-    starts = [e["session"] for e in own if e["node"] == "receiver" and e["kind"] == "start"]
+    starts = [e.get("session") for e in own if e["node"] == "receiver" and e["kind"] == "start"]
     named = [
         (e.get("msg") or {}).get("receiver_session_id") for e in own if e["node"] != "receiver"
     ]
-    ids = starts or [sid for sid in named if isinstance(sid, int) and sid]
+    ids = [s for s in starts if isinstance(s, int)] or [
+        s for s in named if isinstance(s, int) and s
+    ]
     return {sid: n for n, sid in enumerate(dict.fromkeys(ids), 1)}
 
 
@@ -201,7 +228,7 @@ def convert_incast(folder: Path, out: Path) -> list[Path]:
         sessions = _sessions(own)
         for path, seg in segments.items():
             config, node = seg[0], _node_of(seg[0])
-            senders = [int(s) for s in config.get("senders", ())]
+            senders, _capacity = _config(config)
             header = {
                 "v": FORMAT_VERSION,
                 "kind": TRACE_KIND,
