@@ -28,6 +28,10 @@ same kind of speed-up without a hand-written fast path by declaring, also option
 ``action_successors(state, action)`` (that action's steps; chained over ``action_names()``
 they are ``successors(state)``). The checker then memoises each action's steps per value of
 the fields it reads (:mod:`tent_models.checker._components`).
+
+For sequence charts (``tent check --html``), a model may also declare ``lifelines()`` and
+``locate(state, action, args)``: its nodes, and which node takes each step or which two a
+message goes between (:mod:`tent_models.report._lifelines`, docs/charts.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """ITF (the Informal Trace Format of Apalache and Quint): counterexamples out, traces in.
 
 The reader is checked against the format's own published example: the ADR-015 trace of
-Apalache's MissionariesAndCannibals counterexample (``fixtures/itf/SOURCE.md`` names the
-repository, file and commit), validated against a Python model of that TLA+ specification.
+Apalache's MissionariesAndCannibals counterexample, validated against a Python model of that
+TLA+ specification. The fixture is the ADR's JSON block, copied unchanged from
+https://github.com/apalache-mc/apalache/blob/bf6c58f9ba810636c07a0221dcbfd60c8d24f789/docs/src/adr/015adr-trace.md
+(section "Example"; ``fixtures/itf/SOURCE.md`` says the same).
 """
 
 from __future__ import annotations
