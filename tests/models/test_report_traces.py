@@ -165,6 +165,21 @@ def test_a_recorded_incast_sender_is_drawn_up_to_its_refused_demand_report(tmp_p
     assert html.count('class="step arrow send marked"') == 1
 
 
+def test_a_version_2_run_is_refused_at_its_first_grant_ahead_update(tmp_path: Path) -> None:
+    # The engine now selects credit protocol version 2: the receiver grants before any report.
+    # The credit spec describes version 1, where a grant answers a report's demand.
+    convert_incast(FIXTURE.parent / "incast_v2", tmp_path)
+    sender = read_trace(tmp_path / "sender-1.cbor")
+    report = validate_trace(sender, hidden_depth=2)
+    assert not report.ok and report.matched == 0
+    assert report.event is not None and report.event["msg"]["type"] == "ReceiverCreditUpdate"
+    assert [c.reason for c in report.candidates] == [
+        "no message in flight (or delivered before and duplicated) matches the received one"
+    ]
+    assert report.allowed == ("report_usage(0, 1)",)  # the report a version 1 grant answers
+    assert "REJECTED at event 0 (the first event)" in report.format()
+
+
 def test_a_folder_without_a_run_or_with_no_credit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no incast trace"):
         convert_incast(tmp_path, tmp_path / "out")

@@ -66,9 +66,11 @@ class TraceReport:
                 f"{self.path}: valid ({self.events} events, {self.hidden_steps} hidden "
                 "spec steps inferred)"
             )
+        matched = (
+            f"events 0..{self.matched - 1} match the spec" if self.matched else "the first event"
+        )
         lines = [
-            f"{self.path}: REJECTED at event {self.matched} "
-            f"(events 0..{self.matched - 1} match the spec)",
+            f"{self.path}: REJECTED at event {self.matched} ({matched})",
             f"  event: {dict(self.event or {})}",
         ]
         if self.detail:
