@@ -1,8 +1,8 @@
 """The Informal Trace Format (ITF): counterexamples out as JSON for Apalache and Quint tools,
 and ITF traces in, validated against a model (``tent trace validate``).
 
-The format is Apalache's ADR-015 (``docs/src/adr/015adr-trace.md`` in the Apalache
-repository): a trace is ``{"#meta"?, "params"?, "vars", "states", "loop"?}``; a state maps every
+The format is Apalache's ADR-015 (the file ``015adr-trace.md`` in the Apalache repository's
+``docs/src/adr`` folder): a trace is ``{"#meta"?, "params"?, "vars", "states", "loop"?}``; a state maps every
 variable to an expression, with ``"#meta"`` for tool data. Expressions: JSON strings, booleans,
 integers (or ``{"#bigint": "<digits>"}`` beyond 2^53), lists, records (JSON objects),
 ``{"#tup": [...]}``, ``{"#set": [...]}``, ``{"#map": [[key, value], ...]}`` and
