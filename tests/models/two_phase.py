@@ -89,8 +89,8 @@ class TwoPhase(Model[TwoPC]):
     def all_committed(self, s: TwoPC) -> bool:
         return all(v == "committed" for v in s.rm)
 
-    def quiescent_by_bound(self, s: TwoPC) -> bool:
-        # the protocol ends: every RM decided (not a deadlock; issue 28 names these terminal)
+    def is_terminal(self, s: TwoPC) -> bool:
+        # the protocol ends: every RM decided (a finished state, not a deadlock)
         return all(v in ("committed", "aborted") for v in s.rm)
 
     # --- the chart hook (docs/charts.md) ------------------------------------------------------

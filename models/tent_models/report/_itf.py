@@ -2,10 +2,10 @@
 and ITF traces in, validated against a model (``tent trace validate``).
 
 The format is Apalache's ADR-015 (the file ``015adr-trace.md`` in the Apalache repository's
-``docs/src/adr`` folder): a trace is ``{"#meta"?, "params"?, "vars", "states", "loop"?}``; a state maps every
-variable to an expression, with ``"#meta"`` for tool data. Expressions: JSON strings, booleans,
-integers (or ``{"#bigint": "<digits>"}`` beyond 2^53), lists, records (JSON objects),
-``{"#tup": [...]}``, ``{"#set": [...]}``, ``{"#map": [[key, value], ...]}`` and
+``docs/src/adr`` folder): a trace is ``{"#meta"?, "params"?, "vars", "states", "loop"?}``; a
+state maps every variable to an expression, with ``"#meta"`` for tool data. Expressions: JSON
+strings, booleans, integers (or ``{"#bigint": "<digits>"}`` beyond 2^53), lists, records (JSON
+objects), ``{"#tup": [...]}``, ``{"#set": [...]}``, ``{"#map": [[key, value], ...]}`` and
 ``{"#unserializable": "<text>"}``.
 
 How a state of ours is written (:func:`encode`): the variables are the fields of the model's
