@@ -34,7 +34,8 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
     "mutants.py": None,
     "plot_checker_scale.py": ("INPUTS", "--out"),
     "transport.py": (
-        "--blocks", "--small", "--tls / --no-tls", "--rounds", "--uvloop / --no-uvloop",
+        "--blocks", "--small", "--seconds", "--tls / --no-tls", "--rounds",
+        "--uvloop / --no-uvloop",
     ),
     "transport_writer.py": ("--pairs", "--blocks"),
     "verbs.py": ("--quick",),
@@ -174,7 +175,7 @@ def test_checker_workers_measures_each_repeated_model(tmp_path: Path) -> None:
 def test_transport_reports_rounds_uvloop_checksum_ceiling_and_both_processes_cpu() -> None:
     data = _run(
         str(BENCH / "transport.py"),
-        *("--blocks", "4", "--small", "5", "--rounds", "2", "--no-tls"),
+        *("--blocks", "4", "--small", "5", "--seconds", "0", "--rounds", "2", "--no-tls"),
     )
     assert (data["blocks"], data["rounds"]) == (4, 2)
     rounds = data["per_round"]
@@ -190,6 +191,7 @@ def test_transport_reports_rounds_uvloop_checksum_ceiling_and_both_processes_cpu
     assert data["uvloop_ratio"] > 0 and data["checksum_ceiling"] > 0
     assert "engine_tls" not in data
     assert data["overhead"]["engine_us_per_4kib"] > 0
+    assert data["overhead"]["uvloop_us_per_4kib"] > 0  # beside the default loop
 
 
 @pytest.mark.slow

@@ -1,8 +1,8 @@
 """Benchmark of the TCP transport on loopback (``tent bench transport``; JSON).
 
-Usage: ``tent bench transport [--blocks 64] [--small 400] [--no-tls] [--rounds 1]
-[--no-uvloop]`` or ``python benchmarks/transport.py`` with the same options. TLS needs
-``trustme`` (test extra).
+Usage: ``tent bench transport [--blocks 512] [--small 2000] [--seconds 2] [--no-tls]
+[--rounds 1] [--no-uvloop]`` or ``python benchmarks/transport.py`` with the same options. TLS
+needs ``trustme`` (test extra).
 
 Two processes, one sender and one receiver, every figure measured in the same run:
 
@@ -10,13 +10,17 @@ Two processes, one sender and one receiver, every figure measured in the same ru
   blocks (the ceiling), and a 4 KiB ``sendall`` / 1-byte-ack ping-pong (µs per round trip);
   ``checksum_ceiling``: the same loop computing every block's CRC32C at both ends, as the
   engine's wire does, over the plain loop;
-* ``engine``: the engine with credit gating: a receiver of 8 blocks, lease batch 2 (the
-  activation grants two blocks), release on landing, so credit really cycles; throughput,
+* ``engine``: the engine with credit gating: a receiver of 8 blocks, grant-ahead at its adaptive
+  default (the activation grants two blocks), release on landing, so credit really cycles;
+  throughput,
   ``ratio`` against the bare loop (goal ≥ 0.9), credit stalls and control messages per
   transfer; ``uvloop_ratio``, the same with both processes on uvloop (when installed); and
   ``engine_tls``, the same with the data connections under TLS;
 * ``overhead``: 4 KiB writes submitted one at a time, submit → completion, µs per transfer
-  against the bare ping-pong.
+  against the bare ping-pong (on uvloop too, beside it).
+
+Every throughput run moves at least ``--seconds`` of data at the bare loop's rate (its block
+count is raised after a first, shorter bare run), so start-up weighs little on any figure.
 """
 
 from __future__ import annotations
@@ -301,13 +305,25 @@ def _median_index(values: list[float]) -> int:
     return order[(len(order) - 1) // 2]
 
 
+def _long_enough(blocks: int, seconds: float) -> tuple[int, dict[str, float]]:
+    """A block count whose bare run lasts at least ``seconds``, and that run."""
+    plain = bare(blocks, 0)
+    elapsed = blocks * BLOCK / (plain["throughput_mib_s"] * 2**20)
+    while elapsed < seconds:
+        blocks = int(blocks * seconds / max(elapsed, 1e-3) * 1.1) + 1
+        plain = bare(blocks, 0)
+        elapsed = blocks * BLOCK / (plain["throughput_mib_s"] * 2**20)
+    return blocks, plain
+
+
 def run(
     *,
-    blocks: int = 64,
-    small: int = 400,
+    blocks: int = 512,
+    small: int = 2000,
     tls: bool = True,
     rounds: int = 1,
     use_uvloop: bool = True,
+    seconds: float = 2.0,
 ) -> dict[str, Any]:
     """Every figure of the benchmark, measured in one run (the module docstring).
 
@@ -319,7 +335,7 @@ def run(
     uvloop_on = use_uvloop and importlib.util.find_spec("uvloop") is not None
     rows: list[dict[str, Any]] = []
     for _ in range(rounds):
-        plain = bare(blocks, 0)
+        blocks, plain = _long_enough(blocks, seconds)
         verified = bare(blocks, 0, verify=True)["throughput_mib_s"]
         engine = engine_run(blocks, BLOCK)
         row: dict[str, Any] = {
@@ -344,7 +360,7 @@ def run(
         "blocks": blocks,
         "rounds": rounds,
         "receiver_slots": 8,
-        "lease_batch": 2,
+        "grant": "grant-ahead, adaptive chunk; activation grant 2 blocks",
         "bare": {
             "throughput_mib_s": middle["bare_mib_s"],
             "sender_cpu_us_per_block": middle["bare_sender_cpu_us_per_block"],
@@ -371,7 +387,16 @@ def run(
         "engine_us_per_4kib": overhead["us_per_transfer"],
         "bare_us_per_4kib": ping["us_per_4kib"],
         "ratio": overhead["us_per_transfer"] / ping["us_per_4kib"],
+        "goal_ratio": 5.0,
+        "sender_cpu_us_per_transfer": overhead["sender_cpu_us_per_transfer"],
+        "receiver_cpu_us_per_transfer": overhead.get("receiver_cpu_us_per_transfer", 0.0),
+        "control_messages_per_transfer": overhead["control_messages_per_transfer"],
     }
+    if uvloop_on:
+        fast = engine_run(small, SMALL, sequential=True, use_uvloop=True)
+        out["overhead"]["uvloop_us_per_4kib"] = fast["us_per_transfer"]
+        out["overhead"]["uvloop_ratio"] = fast["us_per_transfer"] / ping["us_per_4kib"]
+    out["load_1m"] = os.getloadavg()[0]
     return out
 
 
@@ -384,13 +409,21 @@ def bench() -> None:
 @click.option(
     "--blocks",
     type=click.IntRange(min=1),
-    default=64,
+    default=512,
     show_default=True,
-    help="4 MiB writes per run.",
+    help="4 MiB writes per run (raised until the bare run lasts --seconds).",
 )
 @click.option(
-    "--small", type=click.IntRange(min=1), default=400, show_default=True, help="4 KiB round trips."
+    "--small",
+    type=click.IntRange(min=1),
+    default=2000,
+    show_default=True,
+    help="4 KiB round trips.",
 )
+@click.option(
+    "--seconds", type=click.FloatRange(min=0.0), default=2.0, show_default=True,
+    help="Shortest bare run: the block count is raised until it lasts this long.",
+)  # fmt: skip
 @click.option("--tls/--no-tls", default=True, show_default=True, help="Also measure TLS data.")
 @click.option(
     "--rounds", type=click.IntRange(min=1), default=1, show_default=True,
@@ -400,7 +433,16 @@ def bench() -> None:
     "--uvloop/--no-uvloop", "use_uvloop", default=True, show_default=True,
     help="Also run the engine on uvloop (both processes), when it is installed.",
 )  # fmt: skip
-def transport_command(blocks: int, small: int, tls: bool, rounds: int, use_uvloop: bool) -> None:
+def transport_command(
+    *, blocks: int, small: int, seconds: float, tls: bool, rounds: int, use_uvloop: bool
+) -> None:
     """Engine vs a bare socket loop on loopback: throughput, TLS, per-transfer overhead."""
-    figures = run(blocks=blocks, small=small, tls=tls, rounds=rounds, use_uvloop=use_uvloop)
+    figures = run(
+        blocks=blocks,
+        small=small,
+        tls=tls,
+        rounds=rounds,
+        use_uvloop=use_uvloop,
+        seconds=seconds,
+    )
     click.echo(json.dumps(figures, indent=1))
