@@ -458,3 +458,26 @@ def test_the_transport_benchmark_refuses_counts_below_one(args: list[str]) -> No
     result = CliRunner().invoke(bench, ["transport", *args])
     assert result.exit_code == 2, result.output  # a usage error, not a ZeroDivisionError
     assert "is not in the range x>=1" in result.output
+
+
+def test_the_rfc_selection_is_criterion_7s_rows_tuned_fixed_against_default_credit() -> None:
+    from tent_transport.incast._config import rfc_matrix
+
+    configs = rfc_matrix(repetitions=5)
+    rows = {c.row for c in configs}
+    assert rows == {"1-sender", "4-sender", "16-sender", "16-sender slowdown"}
+    assert {c.mode for c in configs} == {Mode.FIXED, Mode.CREDIT}
+    assert all(c.lease_batch == 0 for c in configs)  # credit at its adaptive default
+    assert len(configs) == 4 * 2 * 5
+    # every run moves enough blocks for a steady window: 800 per healthy row
+    healthy = [c for c in configs if c.row != "16-sender slowdown"]
+    assert {c.senders * c.blocks_per_sender for c in healthy} == {800}
+    # which mode runs first alternates with the repetition
+    order = [(c.repetition, c.mode) for c in configs if c.row == "4-sender"]
+    assert [m for r, m in order if r == 0] == [m for r, m in order if r == 1][::-1]
+
+
+def test_the_rfc_selection_excludes_the_others() -> None:
+    runner = CliRunner()
+    result = runner.invoke(bench, ["incast", "--rfc", "--smoke"])
+    assert result.exit_code != 0 and "--smoke and --rfc select different matrices" in result.output

@@ -34,6 +34,7 @@ from ._config import (
     default_matrix,
     full_matrix,
     interleave,
+    rfc_matrix,
     smoke_matrix,
 )
 from ._hops import hops
@@ -209,6 +210,12 @@ class _Progress:
     "--smoke", is_flag=True, help="4 senders, one repetition per mode, 1 MiB blocks (CI)."
 )
 @click.option(
+    "--rfc",
+    is_flag=True,
+    help="Criterion 7 only: the 1-, 4- and 16-sender rows and the slowdown, tuned fixed window "
+    "against credit at its default (with --tune, the 16-sender window first).",
+)
+@click.option(
     "--tune/--no-tune",
     default=True,
     show_default=True,
@@ -310,6 +317,7 @@ def incast_command(
     repetitions: int,
     full: bool,
     smoke: bool,
+    rfc: bool,
     tune: bool,
     scale: int,
     senders: str,
@@ -328,7 +336,9 @@ def incast_command(
     """The RFC's incast matrix: N sender processes, one receiver, through the engine (TCP on
     loopback or across two network namespaces, or the soft verbs device)."""
 
-    _check_selection(click.get_current_context(), senders=senders, full=full, smoke=smoke)
+    _check_selection(
+        click.get_current_context(), senders=senders, full=full, smoke=smoke, rfc=rfc
+    )
     tune_base = None
     device_list = _devices(devices)
     network_list = _networks(networks, device_list)
@@ -357,6 +367,11 @@ def incast_command(
             blocks=blocks,
             depth=depth,
         )
+    elif rfc:
+        configs = rfc_matrix(repetitions=repetitions, scale=scale)
+        if tune:
+            base = next(c for c in configs if c.row == "16-sender" and c.mode is Mode.FIXED)
+            tune_base = attrs.evolve(base, repetition=0)
     elif full:
         configs = full_matrix(
             repetitions=repetitions, scale=scale, devices=device_list, networks=network_list
@@ -397,11 +412,21 @@ _CUSTOM_ONLY = (
 )
 
 
-def _check_selection(ctx: click.Context, *, senders: str, full: bool, smoke: bool) -> None:
-    """One selection (``--smoke``, ``--full``, ``--senders`` or the default matrix), and the
-    custom-row options only with ``--senders``: given elsewhere they would be ignored."""
+def _check_selection(
+    ctx: click.Context, *, senders: str, full: bool, smoke: bool, rfc: bool = False
+) -> None:
+    """One selection (``--smoke``, ``--full``, ``--rfc``, ``--senders`` or the default matrix),
+    and the custom-row options only with ``--senders``: given elsewhere they would be
+    ignored."""
     chosen = [
-        name for name, on in (("--smoke", smoke), ("--full", full), ("--senders", senders)) if on
+        name
+        for name, on in (
+            ("--smoke", smoke),
+            ("--full", full),
+            ("--rfc", rfc),
+            ("--senders", senders),
+        )
+        if on
     ]
     if len(chosen) > 1:
         raise click.UsageError(f"{' and '.join(chosen)} select different matrices: give one")

@@ -25,6 +25,7 @@ __all__ = [
     "default_matrix",
     "full_matrix",
     "interleave",
+    "rfc_matrix",
     "smoke_matrix",
     "tune_candidates",
 ]
@@ -180,6 +181,14 @@ def _rows(modes: Sequence[Mode], scale: int) -> list[list[RunConfig]]:
         ]
     )
     return rows
+
+
+def rfc_matrix(*, repetitions: int = 5, scale: int = 1) -> list[RunConfig]:
+    """The RFC's criterion-7 comparison, and nothing else: the 1-, 4- and 16-sender healthy rows
+    and the 16-sender consumer slowdown, tuned fixed window against receiver credit at its
+    default, interleaved (raises ValueError as :func:`interleave`)."""
+    rows = [row for row in _rows((Mode.FIXED, Mode.CREDIT), scale) if "restart" not in row[0].row]
+    return interleave(rows, repetitions)
 
 
 def _distinct(values: Sequence[str], allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
