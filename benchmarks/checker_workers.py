@@ -197,8 +197,12 @@ def ceiling(name: str, count: int, cut: int, timeout: float) -> dict[str, Any]:
                     process.wait()
         return time.perf_counter() - started
 
-    one = batch(1)
-    many = batch(count)
+    try:
+        one = batch(1)
+        many = batch(count)
+    except subprocess.TimeoutExpired:
+        # past the deadline: say so rather than lose the whole report
+        return {"model": name, "max_states": cut, "processes": count, "skipped": "deadline"}
     return {
         "model": name,
         "max_states": cut,
