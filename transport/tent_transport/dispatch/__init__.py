@@ -9,7 +9,7 @@ pipeline.
 from __future__ import annotations
 
 from ._core import DispatchCore, DispatchStatistics, DropHook
-from ._rails import RailStatistics
+from ._records import RailStatistics
 from ._types import (
     EndReason,
     TransferEvent,

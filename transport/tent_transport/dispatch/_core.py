@@ -61,11 +61,13 @@ from ..config import EngineConfig
 from ..devices._base import U64_MAX, Cancellable, Device, SliceStatus
 from ..errors import ConfigError, InvalidArgument, InvalidEntry, NotSupported
 from ._merge import Merged, merge
-from ._rails import PendingSlice, RailSet, RailStatistics
+from ._rails import RailSet
 from ._records import (
     REJECT_DETAIL,
     DispatchStatistics,
     DropHook,
+    PendingSlice,
+    RailStatistics,
     SliceCutter,
     TransferRecord,
     credit_plan,

@@ -10,60 +10,22 @@ budget cut is :func:`tent_sched.postable_prefix`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
-
-import attrs
 
 from tent_sched import (
     MeterParams,
     NicDevice,
     NicSet,
-    NicStatistics,
     Slice,
     order_tiers,
     postable_prefix,
     score_devices,
 )
 
-from ..devices._base import Device, SliceCompletion, SliceRequest, SliceStatus
+from ..devices._base import Device, SliceCompletion, SliceStatus
 from ..errors import InvalidArgument, PostRefused
+from ._records import PendingSlice, RailStatistics, TransferRecord
 
-if TYPE_CHECKING:
-    from ._records import TransferRecord
-
-__all__ = ["PendingSlice", "RailSet", "RailStatistics"]
-
-
-class PendingSlice:
-    """One slice of a transfer, from rail assignment until it ends (mutable, core-private)."""
-
-    __slots__ = ("owner", "part", "rail", "request", "submit_ns")
-
-    def __init__(
-        self, owner: TransferRecord, rail: int, request: SliceRequest, part: int = 0
-    ) -> None:
-        self.owner = owner
-        self.rail = rail
-        self.request = request
-        self.part = part  # which of the owner's (merged) requests it carries
-        self.submit_ns = -1  # set when posted
-
-
-@attrs.frozen(kw_only=True)
-class RailStatistics:
-    """A snapshot of one rail: its meters and the dispatch core's counters for it."""
-
-    name: str
-    nic: NicStatistics
-    waiting_slices: int
-    waiting_bytes: int
-    posted_slices: int
-    posts: int
-    post_refusals: int
-    completions: int
-    failed_completions: int
-    unknown_completions: int
-    transmit_samples_taken: int
+__all__ = ["RailSet"]
 
 
 class _Rail:

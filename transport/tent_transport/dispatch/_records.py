@@ -17,18 +17,19 @@ from tent_credit import (
     RejectReason,
 )
 from tent_credit import errors as credit_errors
-from tent_sched import AdmissionQueue, QueueStatistics, TaskStatus
+from tent_sched import AdmissionQueue, NicStatistics, QueueStatistics, TaskStatus
 from tent_sched import errors as sched_errors
 
 from ..devices._base import U32_MAX, Opcode, SliceRequest, WriteLease
 from ..errors import InvalidArgument, InvalidEntry, TooManyRequests, TransportError
-from ._rails import PendingSlice, RailStatistics
 from ._types import EndReason, TransferPhase, TransferPlan, TransferRequest
 
 __all__ = [
     "REJECT_DETAIL",
     "DispatchStatistics",
     "DropHook",
+    "PendingSlice",
+    "RailStatistics",
     "SliceCutter",
     "TransferRecord",
     "credit_plan",
@@ -36,6 +37,40 @@ __all__ = [
     "slice_lease",
     "translate",
 ]
+
+
+class PendingSlice:
+    """One slice of a transfer, from rail assignment until it ends (mutable, core-private)."""
+
+    __slots__ = ("owner", "part", "rail", "request", "submit_ns")
+
+    def __init__(
+        self, owner: TransferRecord, rail: int, request: SliceRequest, part: int = 0
+    ) -> None:
+        self.owner = owner
+        self.rail = rail
+        self.request = request
+        self.part = part  # which of the owner's (merged) requests it carries
+        self.submit_ns = -1  # set when posted
+
+
+@attrs.frozen(kw_only=True)
+class RailStatistics:
+    """A snapshot of one rail: its meters and the dispatch core's counters for it."""
+
+    name: str
+    nic: NicStatistics
+    waiting_slices: int
+    waiting_bytes: int
+    posted_slices: int
+    posts: int
+    post_refusals: int
+    completions: int
+    failed_completions: int
+    unknown_completions: int
+    transmit_samples_taken: int
+
+
 
 DropHook = Callable[[int, float], None]
 """``on_local_decode_suggested``: called with a dropped transfer's id and its predicted MLU."""
