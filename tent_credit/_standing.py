@@ -129,7 +129,8 @@ class StandingGrants:
             if not position.due:
                 self._leave(key, endpoint, position)
                 continue
-            free_units, max_units = self._grantable_units(position)
+            unlanded = self._unlanded(endpoint)
+            free_units, max_units = self._grantable_units(position, unlanded)
             if not max_units:
                 # max_grant is below one charge of this key: it can never be granted ahead
                 self._leave(key, endpoint, position)
@@ -137,7 +138,6 @@ class StandingGrants:
             units = min(position.deficit, free_units, max_units)
             if units < min(position.quantum, max_units):
                 return  # the head waits for capacity: nobody passes it
-            unlanded = self._unlanded(endpoint)
             amounts = position.top_up(units, unlanded)
             decision = self._allocator.grant_exact(
                 endpoint.sender_peer, endpoint.qos_class, amounts
@@ -152,12 +152,22 @@ class StandingGrants:
                 self._line[key] = endpoint  # still short: the back of the line
             self._note(key, endpoint, after, granted=True)
 
-    def _grantable_units(self, position: Standing) -> tuple[int, int]:
+    def _grantable_units(
+        self, position: Standing, unlanded: Mapping[CreditResource, int]
+    ) -> tuple[int, int]:
         """Whole units of the key's charge that free capacity covers, and that one grant may
-        carry (``max_grant``)."""
+        carry (``max_grant``).
+
+        A settled key's top-up first completes the fragment it holds beyond its whole units
+        (:meth:`Standing.top_up`), so the fragment counts toward the units: an activation
+        grant of one block under a two-block charge needs one more block, not two (found by
+        ``tent check`` on ``gated/tiny``: the key waited in the line for good)."""
         allocator = self._allocator
         unit = position.unit
         free = allocator.user_free()
+        if position.settled:
+            for r, u in unit.items():
+                free[r] += unlanded.get(r, 0) - position.unlanded * u
         return whole_units(free, unit), whole_units(allocator.config.max_grant, unit)
 
     # ---------------------------------------------------------------- positions

@@ -382,3 +382,36 @@ def test_control_frames_per_transfer_in_a_closed_loop(senders: int, bound: float
     assert net.frames / done <= bound
     # nobody starves: every sender completed work
     assert all(net.landed[p] > 0 for p in net.tx)
+
+
+def test_a_settled_fragment_is_completed_from_the_capacity_it_needs() -> None:
+    # Found by `tent check` on gated/tiny (the gated spec models version 2): the activation
+    # grant (one block) is a fragment of the waiting two-block write's charge. The top-up only
+    # needs the missing block, and that block is free, but the line counted free capacity in
+    # whole charges (none: the activation grant holds the other slot), so the key waited in the
+    # line for good.
+    two = {R.DATA_BYTES: 2 * BLOCK, R.REQUEST_SLOTS: 1, R.CONSUMER_SLOTS: 1}
+    rx = CreditReceiver(
+        AllocatorConfig(
+            capacity={R.DATA_BYTES: 2 * BLOCK, R.REQUEST_SLOTS: 2, R.CONSUMER_SLOTS: 2},
+            control_slots=2,
+            max_grant={R.DATA_BYTES: 2 * BLOCK, R.REQUEST_SLOTS: 2, R.CONSUMER_SLOTS: 2},
+            max_keys=4,
+            retry_after_us=100,
+        ),
+        SessionId(1),
+        initial_grant=ONE,
+    )
+    ep = rx.accept(1)
+    tx = SenderEndpoint(sender_peer=1, level_hold_ns=10**9)
+    tx.connect(0)
+    for data in tx.messages_to_send(1):
+        ep.receive_message(data, 1)
+    tx.receive_batch(ep.messages_to_send(2), 2)
+    assert not isinstance(tx.try_reserve(CreditCharge.of(two), 3), ReservationToken)
+    for data in tx.messages_to_send(4):  # the level: one two-block write waits
+        ep.receive_message(data, 4)
+    assert rx.allocator.key_totals(1, 0, ep.epoch).granted[R.DATA_BYTES] == 2 * BLOCK
+    assert rx.waiting_line == ()
+    tx.receive_batch(ep.messages_to_send(5), 5)
+    assert isinstance(tx.try_reserve(CreditCharge.of(two), 6), ReservationToken)
