@@ -75,6 +75,16 @@ class LevelReports:
         self._quiet_since = None
         self._news = False
 
+    @property
+    def reported(self) -> dict[CreditResource, int]:
+        """The level the last report on this key stated (``{}``: none yet)."""
+        return dict(self._reported or {})
+
+    @property
+    def reported_returned(self) -> dict[CreditResource, int]:
+        """The returned totals the last report on this key carried (non-zero amounts)."""
+        return dict(self._reported_returned)
+
     def level(self) -> dict[CreditResource, int]:
         """In flight plus waiting, per resource (non-zero amounts only)."""
         return _plus(self.in_flight, self.waiting)

@@ -221,6 +221,15 @@ class SenderEndpoint:
         on the current key (see :mod:`tent_credit._levels`)."""
         return self._levels.level()
 
+    def level_reports(self) -> tuple[
+        Mapping[CreditResource, int], Mapping[CreditResource, int], Mapping[CreditResource, int]
+    ]:
+        """Version 2, read-only: the waiting work the gate stated on the current key, and the
+        level and returned totals the last report on it carried (``{}``: none yet). The
+        conformance harness reads them (docs/spec_review_gated.md)."""
+        levels = self._levels
+        return dict(levels.waiting), levels.reported, levels.reported_returned
+
     def available(self) -> Mapping[CreditResource, int]:
         """Available credit of the current key (all zero before the first update)."""
         if self._key is None or not self._ledger.entry(self._key).has_update:
