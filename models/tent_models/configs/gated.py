@@ -4,9 +4,10 @@
 the factory). Vectors are ``(DATA_BYTES, REQUEST_SLOTS, CONSUMER_SLOTS)``; a remote owner of
 length ``L`` charges ``(L, 1, 1)``.
 
-* ``gated/tiny``: one key, a remote owner of 2 bytes behind an initial grant of one byte (it
-  stalls, asks, is granted, dispatches) and a local owner; one fault of any kind (loss,
-  duplication, receiver restart).
+* ``gated/tiny``: one key, a remote owner of 2 bytes behind an activation grant of one byte (a
+  fragment of its charge: it stalls, states its level, the receiver completes the fragment,
+  it dispatches; or the idle grant goes back first) and a local owner; one fault of any kind
+  (loss, duplication, receiver restart). The bags hold two messages: room for both refreshes.
 * ``gated/ci``: two keys (QoS classes) sharing the receiver's capacity, one owner each, no
   initial grant (every owner stalls, asks and is granted), and a receiver restart at any
   point. Loss and duplication are ``gated/tiny``'s
@@ -20,9 +21,14 @@ length ``L`` charges ``(L, 1, 1)``.
   because the gate returns idle credit (``GatedSpec.return_idle``). Without the return path
   (``gated/bad/no_idle_return``, on the same model without cancels) the checker finds the
   8-step counterexample of docs/spec_review_gated.md.
-* ``gated/no_refresh``: ``gated/tiny`` without the receiver's refresh timer. A lost grant update
-  then stalls its key for good: the checker reports a recoverability counterexample (a
-  documented limit of the protocol without refresh or TTL heartbeats).
+* ``gated/bad/no_refresh`` (:func:`no_refresh_config`): ``gated/tiny`` with neither refresh and
+  loss as the only fault. Version 2 sends no frame without news, so a lost update (or report)
+  is never repeated: the key stalls for good, a recoverability counterexample. The refreshes
+  are what makes "no repeats" safe under loss.
+* ``gated/bad/line_passes_blocked_head`` and ``gated/bad/line_serves_last_come``
+  (:func:`line_config`): two keys with charges of different sizes; a line that lets a younger
+  key pass a head that cannot be served, or that serves the last comer first, passes a waiting
+  key more than once: ``bounded_bypass`` refutes both.
 
 ``KNOWN_BAD`` maps a mutant name to ``(factory, invariant it must violate)``: each changes one
 policy hook of :class:`~tent_spec.gated.GatedSpec` and the checker must refute it
@@ -41,11 +47,15 @@ __all__ = [
     "KNOWN_BAD",
     "BlockedRequeuedAtBack",
     "ControlChargedToDataCredit",
+    "LinePassesBlockedHead",
+    "LineServesLastCome",
     "NoIdleReturn",
     "NoSnapshotCheck",
     "PartialReserve",
     "ci_config",
     "hoarding_config",
+    "idle_config",
+    "line_config",
     "no_refresh_config",
     "tiny_config",
 ]
@@ -105,10 +115,10 @@ def hoarding_config(*, cancel: bool = True) -> GatedConfig:
 
 
 def no_refresh_config() -> GatedConfig:
-    """``gated/tiny`` without the refresh timer and with loss as the only fault."""
+    """``gated/tiny`` without the refreshes and with loss as the only fault."""
     return attrs.evolve(
         tiny_config(),
-        name="gated/no_refresh",
+        name="gated/bad/no_refresh",
         refresh=False,
         max_duplications=0,
         max_receiver_restarts=0,
@@ -172,6 +182,60 @@ class NoIdleReturn(GatedSpec):
         return (0, 0, 0)
 
 
+class LinePassesBlockedHead(GatedSpec):
+    """Mutant: a head of the receiver's line that cannot be served does not stop the pass; a
+    younger due key whose (smaller) top-up fits is served past it."""
+
+    def head_blocks_the_line(self) -> bool:
+        return False
+
+
+class LineServesLastCome(GatedSpec):
+    """Mutant: a key that becomes due joins the front of the line (last come, first served)."""
+
+    def join_line(self, line: tuple[int, ...], k: int) -> tuple[int, ...]:
+        return (k, *line)
+
+
+def line_config() -> GatedConfig:
+    """Two keys share capacity 2: key 1's owner writes 2 bytes (a charge ``(2, 1, 1)``), key
+    2's two owners 1 byte each; no fault. Key 2's top-ups fit where key 1's does not."""
+    return GatedConfig(
+        name="gated/bad/line",
+        keys=2,
+        workload=(OwnerSpec(2, 1), OwnerSpec(1, 2), OwnerSpec(2, 1)),
+        max_outstanding_owners=3,
+        max_outstanding_bytes=4,
+        windows=((3, 4),),
+        capacity=(2, 2, 2),
+        max_grant=(2, 2, 2),
+        initial_grant=(0, 0, 0),
+        refresh=False,
+        max_messages=2,
+    )
+
+
+def idle_config() -> GatedConfig:
+    """Two keys share capacity 2 and each holds an activation grant of one charge; key 1's
+    one owner, key 2's two owners; no fault. Key 2's second owner needs the charge key 1 holds:
+    if key 1's owner leaves without using it (a refused submit) before key 1 ever reported,
+    only the gate's return gives it back (version 2's sender returns idle credit itself only
+    after its first report: the activation's grant is not idle before it)."""
+    return GatedConfig(
+        name="gated/bad/no_idle_return",
+        keys=2,
+        workload=(OwnerSpec(1, 1), OwnerSpec(2, 1), OwnerSpec(2, 1)),
+        max_outstanding_owners=3,
+        max_outstanding_bytes=3,
+        windows=((3, 3),),
+        capacity=(2, 2, 2),
+        max_grant=(2, 2, 2),
+        initial_grant=(1, 1, 1),
+        refresh=False,
+        max_messages=2,
+    )
+
+
 def _reversal_config() -> GatedConfig:
     """Key 1 blocks owner 1 while a local owner 2 dispatches behind it, then owner 3 queues."""
     return GatedConfig(
@@ -222,9 +286,18 @@ KNOWN_BAD: Mapping[str, tuple[Callable[[], GatedSpec], str]] = {
         lambda: ControlChargedToDataCredit(tiny_config()),
         "control_never_blocked_by_data_credit",
     ),
-    # A liveness mutant: refuted by the recoverability check, not by an invariant.
+    # Liveness mutants: refuted by the recoverability check, not by an invariant.
     "gated/bad/no_idle_return": (
-        lambda: NoIdleReturn(hoarding_config(cancel=False)),
+        lambda: NoIdleReturn(idle_config()),
         "recoverability",
+    ),
+    "gated/bad/no_refresh": (lambda: GatedSpec(no_refresh_config()), "recoverability"),
+    "gated/bad/line_passes_blocked_head": (
+        lambda: LinePassesBlockedHead(line_config()),
+        "bounded_bypass",
+    ),
+    "gated/bad/line_serves_last_come": (
+        lambda: LineServesLastCome(line_config()),
+        "bounded_bypass",
     ),
 }

@@ -8,6 +8,10 @@ CBOR bytes through per-key bags (one per direction) that the harness drives expl
 chooses which message is delivered, duplicated or lost, so a spec ``deliver(k, msg)`` names
 exactly one set of bytes.
 
+The endpoints speak credit protocol version 2 (grant-ahead, the default both offer): a
+sender's report states its level, the receiver keeps each key topped up from it and serves due
+keys from one waiting line.
+
 The abstraction function (:meth:`GatedAdapter.abstract`), field by field:
 
 1. ``owners``: ``queue.owner_state`` (state, status), the owner's ``DispatchContext.snapshot``
@@ -16,20 +20,26 @@ The abstraction function (:meth:`GatedAdapter.abstract`), field by field:
    harness landed its data. ``queue``, ``outstanding_*`` and ``dispatching_bytes`` come from
    ``queued_ids()`` and ``statistics()``.
 2. ``senders[k]``: the endpoint's negotiation state (ACTIVE / STALE / FENCING), key session,
-   ledger entry (``last_sequence``, ``grant_total``, ``consumed``) and ``demand_target``.
-3. ``receivers[k]``: the allocator's ``key_totals`` (granted, landed, released), the endpoint's
-   ``version`` and ``updates_pushed`` (the spec's ``pushed_seq``) and ``stalled``.
+   ledger entry (``last_sequence``, ``grant_total``, ``consumed``, ``returned``) and
+   ``level_reports()`` (the waiting work the gate stated, the level and returns last reported).
+3. ``receivers[k]``: the allocator's ``key_totals`` (granted, landed, released, reclaimed,
+   consumed as reported), the endpoint's ``version``, ``level`` and ``updates_pushed`` (the
+   spec's ``pushed_seq``); ``line`` is ``CreditReceiver.waiting_line``.
 4. ``to_sender`` / ``to_receiver``: every encoded message in flight, decoded and mapped to the
-   spec's message values (``retry_after_us`` and the TTL fields are not modelled).
+   spec's message values (``retry`` is ``retry_after_us != 0``; the TTL fields are not
+   modelled).
 
 :func:`project_state` erases what the implementation keeps private: the sender's report
-counter, "dirty" flag and "awaiting activation" flag, and the receiver's usage sequence,
-demand target and due flags. Those are still checked: they decide which bytes a flush emits,
-and the emitted bytes are part of the compared state.
+counter and "awaiting activation" flag, the gate's ``withdrawn`` flag, the receiver's usage
+sequence, its last sent (grants, retry) and due flags, and the spec's ``bypass`` counters (a
+property of the spec's line, not a field of the receiver). Those are still checked: they decide
+which bytes a flush emits, and the emitted bytes are part of the compared state.
 
-The harness clock advances by 1 ns per step (every usage report and offer is due: the usage
-interval is 1 ns) and by :data:`REFRESH_NS` on ``refresh_tick`` (the receiver's refresh timer
-fires for every endpoint at once, never otherwise).
+The harness clock advances by 1 ns per step: every offer is due again at the next flush (the
+usage interval is 1 ns) and a level's fall or idle credit at the next flush (the level hold is
+1 ns). ``refresh_tick`` advances it by :data:`REFRESH_NS`, past both refresh intervals at once:
+every receiver endpoint re-publishes its vector and every sender endpoint re-sends its report,
+never otherwise.
 """
 
 from __future__ import annotations
@@ -74,7 +84,6 @@ from tent_credit import (
     DispatchGate,
     GateConfig,
     GateToken,
-    GrantSplit,
     Plan,
     ReceiverCreditUpdate,
     SenderCreditUsage,
@@ -174,13 +183,19 @@ def project_state(state: GatedState) -> GatedState:
     """The spec state with the endpoints' private counters and flags erased (module docstring)."""
     return state._replace(
         senders=tuple(
-            s._replace(usage_seq=0, dirty=False, awaiting=False, withdrawn=False)
-            for s in state.senders
+            s._replace(usage_seq=0, awaiting=False, withdrawn=False) for s in state.senders
         ),
         receivers=tuple(
-            b._replace(usage_seq=0, demand=(0, 0, 0), push_due=False, activation_due=False)
+            b._replace(
+                usage_seq=0,
+                grants_unsent=False,
+                sent_retry=False,
+                push_due=False,
+                activation_due=False,
+            )
             for b in state.receivers
         ),
+        bypass=tuple(0 for _ in state.bypass),
     )
 
 
@@ -202,9 +217,15 @@ class GatedAdapter:
         self.session = 1
         self.faults = SpecFaults(0, 0, 0)
         self.gate = DispatchGate(GateConfig(mode=CreditMode.REQUIRED))
+        refresh = REFRESH_NS if config.refresh else 0
         self.endpoints = [
             SenderEndpoint(
-                sender_peer=PEER, qos_class=k, mode=CreditMode.REQUIRED, usage_interval_ns=1
+                sender_peer=PEER,
+                qos_class=k,
+                mode=CreditMode.REQUIRED,
+                usage_interval_ns=1,
+                level_hold_ns=1,
+                refresh_interval_ns=refresh,
             )
             for k in range(config.keys)
         ]
@@ -237,9 +258,7 @@ class GatedAdapter:
                 max_grant=_amounts(cfg.max_grant),
                 max_keys=4,
                 retry_after_us=100,
-                # the gated spec grants first-come (min of demand, max_grant, free); the
-                # max-min fair split is checked by tests/credit/test_fair_split.py and the soak
-                grant_split=GrantSplit.FIRST_COME,
+                grant_chunk=cfg.grant_chunk,
             ),
             SessionId(self.session),
             refresh_interval_ns=REFRESH_NS if cfg.refresh else 0,
@@ -257,14 +276,13 @@ class GatedAdapter:
         return next(e for e in self.receiver.endpoints() if e.qos_class == k and not e.closed)
 
     def _pump(self, k: int) -> None:
-        """The handshake of key ``k``, loss-free: offer → activation + update → report."""
+        """The handshake of key ``k``, loss-free: offer → activation + update (a version-2
+        sender reports only news: nothing yet, or the idle initial grant at its next flush)."""
         endpoint, ep = self.endpoints[k], self._receiver_endpoint(k)
         for data in endpoint.messages_to_send(self._tick()):
             ep.receive_message(data, self.now)
         for data in ep.messages_to_send(self._tick()):
             endpoint.receive_message(data, self.now)
-        for data in endpoint.messages_to_send(self._tick()):
-            ep.receive_message(data, self.now)
 
     # --- the implementation calls ---------------------------------------------------------
 
@@ -368,7 +386,9 @@ class GatedAdapter:
         for k in range(self.config.keys):
             sent = self._receiver_endpoint(k).messages_to_send(now)
             self.to_sender[k].update(sent)
-            sent_any = sent_any or bool(sent)
+            reports = self.endpoints[k].messages_to_send(now)
+            self.to_receiver[k].update(reports)
+            sent_any = sent_any or bool(sent) or bool(reports)
         return Outcome.applied() if sent_any else Outcome.unchanged()
 
     def _bytes_of(self, k: int, msg: Any) -> tuple[Counter[bytes], bytes]:
@@ -522,6 +542,7 @@ class GatedAdapter:
             key = endpoint.key
             assert key is not None
             entry = endpoint.ledger.entry(key)
+            waiting, reported, reported_returned = endpoint.level_reports()
             senders.append(
                 SenderKey(
                     phase=_PHASE[endpoint.state.name],
@@ -531,8 +552,9 @@ class GatedAdapter:
                     consumed=_vec(entry.consumed),
                     returned=_vec(entry.returned),
                     usage_seq=0,
-                    dirty=False,
-                    demand=_vec(endpoint.statistics().demand_target),
+                    waiting=_vec(waiting),
+                    reported=_vec(reported),
+                    returns_unreported=_vec(entry.returned) != _vec(reported_returned),
                     awaiting=False,
                     withdrawn=False,
                 )
@@ -540,18 +562,20 @@ class GatedAdapter:
         receivers = []
         for k in range(self.config.keys):
             totals = self.receiver.allocator.key_totals(PEER, k, 1)
-            ep_stats = self._receiver_endpoint(k).statistics()
+            ep = self._receiver_endpoint(k)
             receivers.append(
                 ReceiverKey(
-                    version=bool(ep_stats.version),
+                    version=bool(ep.version),
                     granted=_vec(totals.granted),
                     landed=_vec(totals.landed),
                     released=_vec(totals.released),
                     reclaimed=_vec(totals.reclaimed),
-                    pushed_seq=ep_stats.updates_pushed,
+                    consumed=_vec(totals.consumed_reported),
+                    level=_vec(ep.level),
+                    pushed_seq=ep.statistics().updates_pushed,
                     usage_seq=0,
-                    demand=(0, 0, 0),
-                    stalled=ep_stats.stalled,
+                    grants_unsent=False,
+                    sent_retry=False,
                     push_due=False,
                     activation_due=False,
                 )
@@ -569,6 +593,8 @@ class GatedAdapter:
             to_sender=tuple(_bag(c) for c in self.to_sender),
             to_receiver=tuple(_bag(c) for c in self.to_receiver),
             faults=self.faults,
+            line=tuple(qos for _peer, qos in self.receiver.waiting_line),
+            bypass=(0,) * self.config.keys,
         )
 
     def project(self, state: GatedState) -> GatedState:

@@ -41,58 +41,81 @@ class GatedControl(GatedCore):
     """The control half of :class:`~tent_spec.gated.GatedSpec`: guards and effects of the
     control-message and fault actions, beside the queue and gate ones of :class:`GatedCore`."""
 
-    def sender_messages(self, state: GatedState, k: int) -> tuple[Any, ...]:
+    def sender_messages(self, state: GatedState, k: int, *, refresh: bool) -> tuple[Any, ...]:
         """What sender endpoint ``k`` emits now: the offer while awaiting an activation, then a
-        usage report when one is due (``messages_to_send``)."""
-        ledger = state.senders[k]
+        report when one is due (:meth:`report_due`) or the refresh timer fired
+        (``messages_to_send``)."""
         out: list[Any] = []
-        if ledger.awaiting:
+        if state.senders[k].awaiting:
             out.append(Offer(OFFER))
-        if self.report_due(ledger):
-            seq = ledger.usage_seq + 1
-            out.append(
-                Report(REPORT, ledger.session, seq, ledger.consumed, ledger.returned, ledger.demand)
-            )
+        if refresh or self.report_due(state, k + 1):
+            out.append(self.report(state, k)[1])
         return tuple(out)
+
+    def _sender_count(self, state: GatedState, k: int, *, refresh: bool) -> tuple[int, bool]:
+        """How many messages :meth:`sender_messages` emits, and whether a report is among them
+        (the guards' cheap form of it)."""
+        report = refresh or self.report_due(state, k + 1)
+        return int(state.senders[k].awaiting) + int(report), report
+
+    def report(self, state: GatedState, k: int) -> tuple[SenderKey, Report]:
+        """The report sender endpoint ``k`` sends now, and its endpoint after sending it.
+
+        A settling report (:meth:`settling`: credit lies idle) first gives the idle credit
+        back (report rule 2), whatever else made it due. The report carries ``demand =
+        consumed + returned + level`` (zeros without a level) and becomes the last one
+        reported."""
+        key = k + 1
+        ledger = state.senders[k]
+        if self.settling(state, key):
+            ledger = ledger._replace(returned=_vadd(ledger.returned, self.report_idle(state, key)))
+        level = self.level(state, key)
+        demand = _vadd(_vadd(ledger.consumed, ledger.returned), level) if any(level) else level
+        seq = ledger.usage_seq + 1
+        msg = Report(REPORT, ledger.session, seq, ledger.consumed, ledger.returned, demand)
+        ledger = ledger._replace(usage_seq=seq, reported=level, returns_unreported=False)
+        return ledger, msg
+
+    def _send(self, state: GatedState, k: int, *, refresh: bool) -> GatedState:
+        bag = state.to_receiver[k]
+        for msg in self.sender_messages(state, k, refresh=refresh):
+            bag = _bag_add(bag, msg)
+        if refresh or self.report_due(state, k + 1):
+            state = self._with_sender(state, k, self.report(state, k)[0])
+        return state._replace(to_receiver=self._set(state.to_receiver, k, bag))
 
     def _g_sender_flush(self, state: GatedState, k: int) -> str | None:
         if type(k) is not int or not 0 <= k < self.config.keys:
             return "no such key"
-        out = self.sender_messages(state, k)
-        if not out:
+        count, report = self._sender_count(state, k, refresh=False)
+        if not count:
             return "nothing to send (no offer owed, no report due)"
-        ledger = state.senders[k]
-        if self.report_due(ledger) and self.control_needs_credit(ledger):
+        if report and self.control_needs_credit(state.senders[k]):
             return "the report waits for data credit"
-        if ledger.usage_seq >= self.config.seq_cap:
+        if state.senders[k].usage_seq >= self.config.seq_cap:
             return f"{_BOUND} max_seq reached"
-        if self._in_flight(state) + len(out) > self.config.max_messages:
+        if self._in_flight(state) + count > self.config.max_messages:
             return f"{_BOUND} max_messages in flight"
         return None
 
     def _e_sender_flush(self, state: GatedState, k: int) -> GatedState:
-        ledger = state.senders[k]
-        bag = state.to_receiver[k]
-        for msg in self.sender_messages(state, k):
-            bag = _bag_add(bag, msg)
-        if self.report_due(ledger):
-            ledger = ledger._replace(usage_seq=ledger.usage_seq + 1, dirty=False)
-        return state._replace(
-            senders=self._set(state.senders, k, ledger),
-            to_receiver=self._set(state.to_receiver, k, bag),
-        )
+        return self._send(state, k, refresh=False)
 
     def receiver_messages(self, state: GatedState, k: int, *, refresh: bool) -> tuple[Any, ...]:
         """What receiver endpoint ``k`` emits now: the activation once per offer, then one update
-        with the full cumulative vector when a push is due (or the refresh timer fired)."""
+        with the full cumulative vector when it is news (the grants or the retry hint moved
+        since the last update sent), when a push is due (the activation's update, the answer to
+        a repeated report), or when the refresh timer fired."""
         b = state.receivers[k]
         out: list[Any] = []
         if b.activation_due:
             out.append(Activation(ACTIVATION, state.session, EPOCH))
-        if b.version and (b.push_due or (refresh and b.pushed_seq)):
-            out.append(
-                Update(UPDATE, state.session, EPOCH, b.pushed_seq + 1, b.granted, b.stalled)
-            )
+        if not b.version:
+            return tuple(out)
+        retry = self.retry(state, k)
+        news = b.grants_unsent or retry != b.sent_retry
+        if b.push_due or news or (refresh and b.pushed_seq):
+            out.append(Update(UPDATE, state.session, EPOCH, b.pushed_seq + 1, b.granted, retry))
         return tuple(out)
 
     def _emit(self, state: GatedState, k: int, *, refresh: bool) -> GatedState:
@@ -101,8 +124,10 @@ class GatedControl(GatedCore):
         bag = state.to_sender[k]
         for msg in out:
             bag = _bag_add(bag, msg)
-        if any(m.kind == UPDATE for m in out):
-            b = b._replace(pushed_seq=b.pushed_seq + 1, push_due=False)
+            if msg.kind == UPDATE:
+                b = b._replace(
+                    pushed_seq=msg.seq, push_due=False, grants_unsent=False, sent_retry=msg.retry
+                )
         return state._replace(
             receivers=self._set(state.receivers, k, b._replace(activation_due=False)),
             to_sender=self._set(state.to_sender, k, bag),
@@ -113,7 +138,7 @@ class GatedControl(GatedCore):
             return "no such key"
         out = self.receiver_messages(state, k, refresh=False)
         if not out:
-            return "nothing to send (no activation or push due)"
+            return "nothing to send (no activation, no news, no push due)"
         if state.receivers[k].pushed_seq >= self.config.seq_cap:
             return f"{_BOUND} max_seq reached"
         if self._in_flight(state) + len(out) > self.config.max_messages:
@@ -126,20 +151,28 @@ class GatedControl(GatedCore):
     def _g_refresh_tick(self, state: GatedState) -> str | None:
         if not self.config.refresh:
             return "no refresh timer configured"
-        out = [self.receiver_messages(state, k, refresh=True) for k in range(self.config.keys)]
-        if not any(out):
-            return "no endpoint has anything to refresh"
-        if any(b.pushed_seq >= self.config.seq_cap for b in state.receivers):
+        keys = range(self.config.keys)
+        count = sum(len(self.receiver_messages(state, k, refresh=True)) for k in keys)
+        count += sum(self._sender_count(state, k, refresh=True)[0] for k in keys)
+        if any(self.control_needs_credit(s) for s in state.senders):
+            return "a report waits for data credit"
+        if any(b.pushed_seq >= self.config.seq_cap for b in state.receivers) or any(
+            s.usage_seq >= self.config.seq_cap for s in state.senders
+        ):
             return f"{_BOUND} max_seq reached"
-        if self._in_flight(state) + sum(map(len, out)) > self.config.max_messages:
+        if self._in_flight(state) + count > self.config.max_messages:
             return f"{_BOUND} max_messages in flight"
         return None
 
     def _e_refresh_tick(self, state: GatedState) -> GatedState:
-        # docs/design.md#control-flow: the receiver also pushes "on a refresh timer" - every
-        # endpoint at once.
+        """The two refreshes at once (the harness's clock jumps past both intervals): every
+        receiver endpoint that pushed before pushes its full vector again
+        (docs/design.md#control-flow: "on a refresh timer"), and every sender endpoint re-sends
+        its current report (report rule 3). Totals are cumulative, so the two recover any lost
+        report or update."""
         for k in range(self.config.keys):
             state = self._emit(state, k, refresh=True)
+            state = self._send(state, k, refresh=True)
         return state
 
     def _bag_of(self, state: GatedState, k: int, msg: Any) -> Bag | None:
@@ -175,22 +208,31 @@ class GatedControl(GatedCore):
         return self._on_update(state, k, msg)
 
     def _on_offer(self, state: GatedState, k: int) -> GatedState:
-        """Answer with an activation (the same one for a duplicated offer) and the initial grant
-        as a target total, so a duplicated offer cannot grant it twice."""
+        """Answer with an activation and the activation's update. The first offer also grants
+        the initial grant (exactly, or not at all) and joins the key to the grant-ahead loop:
+        every key is evaluated, then the line is served. A duplicated offer gets the same
+        activation and the full vector again, and changes nothing else."""
         b = state.receivers[k]
-        b = b._replace(
-            version=True,
-            activation_due=True,
-            demand=_vmax(b.demand, self.config.initial_grant),
+        state = self._with_receiver(
+            state, k, b._replace(version=True, activation_due=True, push_due=True)
         )
-        state = state._replace(receivers=self._set(state.receivers, k, b))
-        state = self._grant_outstanding(state, k)
-        b = state.receivers[k]
-        return state._replace(receivers=self._set(state.receivers, k, b._replace(push_due=True)))
+        if b.version:
+            return state
+        return self.serve(self.evaluate_all(self.grant_initial(state, k)))
 
     def _on_report(self, state: GatedState, k: int, msg: Report) -> GatedState:
-        """A newer report of the live session replaces the demand target and is granted; a
-        report that carries demand is always answered with the key's full vector."""
+        """A newer report of the live session: reclaim its returns, take its level, and serve.
+
+        1. Another session, or a sequence not above the last applied one: ignored.
+        2. ``consumed + returned > granted`` or ``max(returned, reclaimed) + landed > granted``:
+           a protocol violation, nothing changes.
+        3. Reclaim ``returned − reclaimed`` (docs/semantics.md#receiver-allocator, idempotent);
+           the level is ``demand − consumed − returned`` (zeros for no demand).
+        4. The same level and returns as the last applied report (the sender repeats itself
+           only when it refreshes: something may be lost) → the full vector is pushed.
+        5. A changed level re-evaluates the key (every key when the number with a level
+           changed) and serves the line; reclaimed capacity serves it too.
+        """
         b = state.receivers[k]
         if msg.session != state.session or msg.seq <= b.usage_seq:
             return state  # another session, or a duplicate/old report: ignored
@@ -200,40 +242,39 @@ class GatedControl(GatedCore):
             and _vle(_vadd(returned, b.landed), b.granted)
         ):
             return state  # beyond the grant: a protocol violation, nothing changes
-        # docs/semantics.md#receiver-allocator return: reclaim ``returned − already reclaimed``
-        # (idempotent).
         reclaim = _vsub(returned, b.reclaimed)
-        # A report that still asks for credit is answered with the full vector even when its
-        # target is already granted: the sender evidently lost the update that carried it
-        # (liveness: found by the checker on `gated/no_refresh`, where nothing else re-pushes).
-        b = b._replace(
+        base = _vadd(msg.consumed, msg.returned)
+        level = tuple(max(0, d - u) for d, u in zip(msg.demand, base, strict=True))
+        # Returned totals only grow on an entry, so the last applied report's are `reclaimed`.
+        repeat = b.usage_seq > 0 and (level, msg.returned) == (b.level, b.reclaimed)
+        before = self.active(state)
+        nb = b._replace(
             reclaimed=returned,
+            consumed=_vmax(b.consumed, msg.consumed),
             usage_seq=msg.seq,
-            demand=msg.demand,
-            push_due=b.push_due or any(msg.demand),
+            level=level,
+            push_due=b.push_due or repeat,
         )
-        state = state._replace(receivers=self._set(state.receivers, k, b))
-        state = self._grant_outstanding(state, k)
-        # The reclaimed capacity is pushed to every key still short of it (in key order).
-        return self._capacity_freed(state) if any(reclaim) else state
+        state = self._with_receiver(state, k, nb)
+        if level != b.level:
+            state = self.level_changed(state, k, before)
+        return self.serve(state) if any(reclaim) else state
 
     def _on_activation(self, state: GatedState, k: int, msg: Activation) -> GatedState:
         """The same session: ignored (a duplicate). A new session: the epoch fence - a fresh
-        ledger entry, FENCING until the old session's committed work drained
-        (docs/semantics.md#negotiation)."""
+        ledger entry with nothing reported or stated waiting on it, FENCING until the old
+        session's committed work drained (docs/semantics.md#negotiation)."""
         ledger = state.senders[k]
         if msg.session == ledger.session:
-            return state._replace(
-                senders=self._set(state.senders, k, ledger._replace(awaiting=False))
-            )
+            return self._with_sender(state, k, ledger._replace(awaiting=False))
         z = self._zero
-        fresh = SenderKey(FENCING, msg.session, 0, z, z, z, 0, True, z, False, False)
-        state = state._replace(senders=self._set(state.senders, k, fresh))
-        return self._maybe_fence_drained(state, k)
+        fresh = SenderKey(FENCING, msg.session, 0, z, z, z, 0, z, z, False, False, False)
+        return self._maybe_fence_drained(self._with_sender(state, k, fresh), k)
 
     def _on_update(self, state: GatedState, k: int, msg: Update) -> GatedState:
         """docs/semantics.md#sender-ledger apply_update; anything not matching the rule is a
-        no-op."""
+        no-op. A version-2 sender reads nothing else from it: its next report follows from its
+        level and the credit on hand (:meth:`report_due`)."""
         ledger = state.senders[k]
         if msg.session != ledger.session or msg.seq <= ledger.last_seq:
             return state  # another session, or "Duplicate and old updates become no-ops"
@@ -242,11 +283,7 @@ class GatedControl(GatedCore):
             return state  # RFC rule 5: a decreasing total is rejected
         phase = ACTIVE if ledger.phase == STALE else ledger.phase
         ledger = ledger._replace(grant_total=msg.grants, last_seq=msg.seq, phase=phase)
-        if msg.retry and _vle(ledger.demand, ledger.grant_total):
-            # The receiver still holds a demand this sender no longer has (the report that
-            # withdrew it may be lost): report again (SenderEndpoint.receive_update).
-            ledger = ledger._replace(dirty=True)
-        return state._replace(senders=self._set(state.senders, k, ledger))
+        return self._with_sender(state, k, ledger)
 
     def _g_duplicate(self, state: GatedState, k: int, msg: Any) -> str | None:
         if state.faults.duplications >= self.config.max_duplications:
@@ -293,7 +330,7 @@ class GatedControl(GatedCore):
         Every sender endpoint disconnects (ACTIVE → STALE; FENCING stays) and reconnects."""
         z = self._zero
         k = self.config.keys
-        fresh = ReceiverKey(False, z, z, z, z, 0, 0, z, False, False, False)
+        fresh = ReceiverKey(False, z, z, z, z, z, z, 0, 0, False, False, False, False)
         senders = tuple(
             s._replace(phase=STALE if s.phase == ACTIVE else s.phase, awaiting=True)
             for s in state.senders
@@ -306,4 +343,6 @@ class GatedControl(GatedCore):
             to_sender=((),) * k,
             to_receiver=((),) * k,
             faults=f._replace(restarts=f.restarts + 1),
+            line=(),
+            bypass=(0,) * k,
         )

@@ -1,10 +1,9 @@
-"""The gated spec's queue and gate: hooks, grants, the pick, the returned-credit path, and the
-queue and transport actions (:class:`GatedCore`)."""
+"""The gated spec's queue and gate: hooks, the sender's level and report rules, the pick, the
+returned-credit path, and the queue and transport actions (:class:`GatedCore`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from tent_spec.admission import (
     CANCELED,
@@ -15,6 +14,7 @@ from tent_spec.admission import (
     QUEUED,
 )
 
+from ._line import GatedLine
 from ._values import (
     ACTIVE,
     COMMITTED,
@@ -26,7 +26,6 @@ from ._values import (
     TOKEN_TRANSITIONS,
     WAS_STALLED,
     Faults,
-    GatedConfig,
     GatedState,
     Owner,
     ReceiverKey,
@@ -39,16 +38,11 @@ from ._values import (
 )
 
 
-class GatedCore:
+class GatedCore(GatedLine):
     """The queue and gate half of :class:`~tent_spec.gated.GatedSpec`: its policy hooks, derived
-    quantities, the receiver's grants, the pick and the returned-credit path, and the guards
-    (``_g_<action>``) and effects (``_e_<action>``) of the queue and transport actions."""
-
-    def __init__(self, config: GatedConfig) -> None:
-        self.config = config
-        self.name = config.name
-        self._zero: Vec = (0, 0, 0)
-        self._codes: dict[Any, tuple[Any, ...]] = {}  # pack memo (see ``pack``)
+    quantities (the sender's level and report rules among them), the pick and the
+    returned-credit path, and the guards (``_g_<action>``) and effects (``_e_<action>``) of the
+    queue and transport actions. The receiver's grants are :class:`~._line.GatedLine`'s."""
 
     # ---- policy hooks (the known-bad variants override exactly one) -----------------------
 
@@ -87,14 +81,15 @@ class GatedCore:
 
     def initial_states(self) -> list[GatedState]:
         """After the handshake of every key on session 1: each sender endpoint is ACTIVE with
-        the initial grant applied (update 1) and has sent its introduction report (usage 1),
-        which the receiver applied (an empty demand); no message is in flight."""
+        the activation's update applied (the initial grant, update 1); nothing was reported
+        yet (a version-2 sender reports only news, and the activation's grant is not idle
+        before its first report) and no message is in flight."""
         cfg = self.config
         z = self._zero
         grant = cfg.initial_grant
-        sender = SenderKey(ACTIVE, 1, 1, grant, z, z, 1, False, z, False, False)
+        sender = SenderKey(ACTIVE, 1, 1, grant, z, z, 0, z, z, False, False, False)
+        receiver = ReceiverKey(True, grant, z, z, z, z, z, 1, 0, False, False, False, False)
         k = cfg.keys
-        receiver = ReceiverKey(True, grant, z, z, z, 1, 1, z, False, False, False)
         return [
             GatedState(
                 session=1,
@@ -109,18 +104,12 @@ class GatedCore:
                 to_sender=((),) * k,
                 to_receiver=((),) * k,
                 faults=Faults(0, 0, 0),
+                line=(),
+                bypass=(0,) * k,
             )
         ]
 
     # ---- derived quantities --------------------------------------------------------------
-
-    def free_capacity(self, state: GatedState) -> Vec:
-        """Capacity minus Σ over keys of (granted − released − reclaimed)
-        (docs/semantics.md#receiver-allocator)."""
-        free = self.config.capacity
-        for b in state.receivers:
-            free = _vsub(free, _vsub(_vsub(b.granted, b.released), b.reclaimed))
-        return free
 
     @staticmethod
     def available(ledger: SenderKey) -> Vec:
@@ -135,10 +124,53 @@ class GatedCore:
                 total = _vadd(total, charge_of(o.length))
         return total
 
-    @staticmethod
-    def report_due(ledger: SenderKey) -> bool:
-        """The endpoint owes a usage report: something changed, or demand is unmet."""
-        return ledger.dirty or not _vle(ledger.demand, ledger.grant_total)
+    def in_flight(self, state: GatedState, key: int) -> Vec:
+        """Σ charges of the key's work committed on its current entry and not completed."""
+        session = state.senders[key - 1].session
+        total = self._zero
+        for o in state.owners:
+            if o.key == key and o.token == COMMITTED and o.token_session == session:
+                total = _vadd(total, charge_of(o.length))
+        return total
+
+    def level(self, state: GatedState, key: int) -> Vec:
+        """The level the sender states: its work in flight plus what the gate said waits."""
+        return _vadd(self.in_flight(state, key), state.senders[key - 1].waiting)
+
+    def report_idle(self, state: GatedState, key: int) -> Vec:
+        """Credit on hand beyond what the stated waiting work needs (report rule 2)."""
+        ledger = state.senders[key - 1]
+        return tuple(
+            max(0, a - w) for a, w in zip(self.available(ledger), ledger.waiting, strict=True)
+        )
+
+    def settling(self, state: GatedState, key: int) -> bool:
+        """Report rule 2: credit lies idle after the entry's first report (the activation's
+        grant is not idle before it: it was given ahead of any work) while none of the key's
+        work is in flight. Between a write's landing and its completion the receiver has
+        already topped the key up for it while the level still counts it: a return then would
+        be granted straight back, for as long as the completion takes (the grants grew without
+        bound on ``gated/bad/no_idle_return`` before this rule waited for the work to drain)."""
+        return (
+            state.senders[key - 1].usage_seq > 0
+            and not any(self.in_flight(state, key))
+            and any(self.report_idle(state, key))
+        )
+
+    def report_due(self, state: GatedState, key: int) -> bool:
+        """A version-2 sender reports only news (docs/credit_protocol.md#grant-ahead):
+
+        1. a rise (some resource's level above the one last reported) or a return (the
+           returned totals moved since the last report) goes out at once; a lower level alone
+           is not news;
+        2. idle credit (:meth:`settling`) goes back once it lasted the sender's hold, with a
+           report of the current level (the harness's hold is 1 ns and every step advances
+           the clock: at the next flush; :meth:`~._control.GatedControl.report`);
+        3. the refresh (the last report again) goes out on ``refresh_tick`` only.
+        """
+        ledger = state.senders[key - 1]
+        rising = not _vle(self.level(state, key), ledger.reported)
+        return rising or ledger.returns_unreported or self.settling(state, key)
 
     def _in_flight(self, state: GatedState) -> int:
         return sum(n for bags in (state.to_sender, state.to_receiver) for b in bags for _, n in b)
@@ -152,12 +184,11 @@ class GatedCore:
             return None
         return state.owners[owner_id - 1]
 
-    @staticmethod
-    def _set(items: tuple[Any, ...], index: int, value: Any) -> tuple[Any, ...]:
-        return (*items[:index], value, *items[index + 1 :])
-
     def _with_owner(self, state: GatedState, owner: Owner) -> GatedState:
         return state._replace(owners=self._set(state.owners, owner.owner_id - 1, owner))
+
+    def _with_sender(self, state: GatedState, k: int, ledger: SenderKey) -> GatedState:
+        return state._replace(senders=self._set(state.senders, k, ledger))
 
     def _terminate(self, state: GatedState, owner: Owner, event: str, status: str) -> GatedState:
         """Owner → TERMINAL(status) via ``event``; its queue capacity is released."""
@@ -169,46 +200,6 @@ class GatedCore:
             dispatching_bytes=dispatching,
         )
 
-    # ---- grants at the receiver ----------------------------------------------------------
-
-    def _grant_outstanding(self, state: GatedState, k: int) -> GatedState:
-        """Grant key ``k`` its outstanding demand from free capacity
-        (docs/semantics.md#receiver-allocator).
-
-        1. want = demand target − granted, per resource where positive; none → not stalled.
-        2. offer = min(want, max_grant, free); if any demanded resource would get less than 1,
-           nothing is granted (all or nothing: a charge is never half-backed).
-        3. A grant makes a push due; a short grant (some offer < want) marks the key stalled
-           and pushes too (the update carries ``retry_after``).
-        """
-        b = state.receivers[k]
-        want = tuple(max(0, t - g) for t, g in zip(b.demand, b.granted, strict=True))
-        if not any(want):
-            return state._replace(
-                receivers=self._set(state.receivers, k, b._replace(stalled=False))
-            )
-        free = self.free_capacity(state)
-        offers = tuple(
-            max(0, min(w, m, f)) if w else 0
-            for w, m, f in zip(want, self.config.max_grant, free, strict=True)
-        )
-        if any(w and o < 1 for w, o in zip(want, offers, strict=True)):
-            offers = self._zero
-        short = any(o < w for w, o in zip(want, offers, strict=True))
-        nb = b._replace(
-            granted=_vadd(b.granted, offers),
-            push_due=b.push_due or any(offers) or short,
-            stalled=short,
-        )
-        return state._replace(receivers=self._set(state.receivers, k, nb))
-
-    def _capacity_freed(self, state: GatedState) -> GatedState:
-        """Push: every stalled key gets its outstanding demand granted now, in key order."""
-        for k in range(self.config.keys):
-            if state.receivers[k].stalled:
-                state = self._grant_outstanding(state, k)
-        return state
-
     # ---- the dispatch pass ---------------------------------------------------------------
 
     def scan(self, state: GatedState, max_owners: int, max_bytes: int) -> GatedState:
@@ -219,13 +210,15 @@ class GatedCore:
            is kept) and joins the key's credit stall.
         3. The gate: snapshot fenced → REJECTED (TERMINAL FAILED, no token, stall ended). The
            key not ACTIVE (STALE, FENCING), no update on the entry yet, or :meth:`reserve`
-           refused → BLOCKED: stays QUEUED in place, stall recorded, demand target raised to
-           ``consumed + waiting`` (never lowered). Else the token is RESERVED and the owner
-           dispatches. A local owner (key 0) is always eligible, without a token.
+           refused → BLOCKED: stays QUEUED in place, stall recorded, and the key's waiting
+           work (all its stalled charges) is stated to the sender endpoint (its level rises).
+           Else the token is RESERVED and the owner dispatches; if it was stalled, the waiting
+           work stated drops by its charge (it is in flight once committed). A local owner
+           (key 0) is always eligible, without a token.
         4. Dispatch: DISPATCHING, ``dispatching_bytes += length``; the pick stops once
            ``max_owners`` owners are picked.
         5. After the pass, owners skipped behind a blocked key that were not stalled yet join
-           their key's stall and demand (``observe_pick``).
+           their key's stall and waiting work (``observe_pick``).
         """
         used_bytes = 0
         picked = 0
@@ -256,18 +249,20 @@ class GatedCore:
                 ok = False
                 if ledger.phase == ACTIVE and ledger.last_seq:
                     ledger, ok = self.reserve(ledger, charge)
-                    state = state._replace(senders=self._set(state.senders, k, ledger))
+                    state = self._with_sender(state, k, ledger)
                 if not ok:  # BLOCKED: stays queued in place, a credit stall
                     blocked_keys.add(owner.key)
                     blocked.append(owner_id)
                     state = self._with_owner(state, owner._replace(stall=STALLED))
-                    state = self._raise_demand(state, owner.key)
+                    state = self._state_waiting(state, owner.key)
                     continue
                 owner = owner._replace(
                     token=TOKEN_TRANSITIONS[(owner.token, "reserve")],
                     token_session=ledger.session,
                     stall=WAS_STALLED if owner.stall else NEVER_STALLED,
                 )
+                if owner.stall == WAS_STALLED:  # its stall ended: it no longer waits
+                    state = self._state_waiting(self._with_owner(state, owner), owner.key)
             owner = owner._replace(state=OWNER_TRANSITIONS[(owner.state, "dispatch")])
             state = self._with_owner(state, owner)._replace(
                 dispatching_bytes=state.dispatching_bytes + owner.length
@@ -281,7 +276,7 @@ class GatedCore:
         for owner_id in fresh:
             state = self._with_owner(state, state.owners[owner_id - 1]._replace(stall=STALLED))
         for key in sorted({state.owners[i - 1].key for i in fresh}):
-            state = self._raise_demand(state, key)
+            state = self._state_waiting(state, key)
         queue = tuple(i for i in state.queue if i not in gone)
         state = state._replace(queue=self.requeue_blocked(queue, blocked))
         # ``observe_pick`` settles the keys the pick's rejections left, and every key owners
@@ -291,19 +286,12 @@ class GatedCore:
             state = self.return_idle(state, key)
         return state
 
-    def _raise_demand(self, state: GatedState, key: int) -> GatedState:
-        """``set_pending_demand(waiting)``: target = consumed + returned + waiting (exact)."""
+    def _state_waiting(self, state: GatedState, key: int) -> GatedState:
+        """``set_pending_demand(waiting)``: the gate states the key's whole waiting work."""
         k = key - 1
-        ledger = state.senders[k]
-        base = _vadd(ledger.consumed, ledger.returned)
-        return self._set_demand(state, k, _vadd(base, self.waiting(state, key)))
-
-    def _set_demand(self, state: GatedState, k: int, target: Vec) -> GatedState:
-        ledger = state.senders[k]
-        if target == ledger.demand:
-            return state
-        ledger = ledger._replace(demand=target, dirty=True)
-        return state._replace(senders=self._set(state.senders, k, ledger))
+        return self._with_sender(
+            state, k, state.senders[k]._replace(waiting=self.waiting(state, key))
+        )
 
     def return_idle(self, state: GatedState, key: int) -> GatedState:
         """An owner left ``key`` without using credit (its submit was refused, or it was
@@ -311,36 +299,24 @@ class GatedCore:
 
         1. The idle credit (:meth:`idle_credit`: available beyond what the owners still
            credit-stalled on the key wait for) is returned: ``returned += idle`` (cumulative,
-           carried by the next report; the receiver reclaims it).
-        2. The demand target becomes what still waits: ``consumed + returned + waiting`` while
-           some owner is stalled; with none, the demand is withdrawn (``set_pending_demand({})``:
-           every resource it named drops to ``consumed + returned``, already granted).
-
+           carried by the next report, which a return makes due; the receiver reclaims it).
+        2. The waiting work stated to the endpoint becomes what still waits.
         3. The key is flagged ``withdrawn`` until its entry changes: the receiver may still
-           answer the demand as it was before this settlement (the report that lowered it is in
-           flight), so every later pick settles the key again (found by the checker on
+           grant for the level as it was before this settlement (the report that lowered it is
+           in flight), so every later pick settles the key again (found by the checker on
            ``gated/hoarding/ci``: a canceled owner's grant arrived after its demand was
            withdrawn, and the other key waited forever).
 
-        A variant without step 1 keeps the idle credit (``gated/hoarding/ci``: another key of
-        the same receiver then waits forever, a recoverability violation).
+        A variant without step 1 keeps the idle credit (``gated/bad/no_idle_return``: another
+        key of the same receiver then waits forever, a recoverability violation).
         """
         k = key - 1
         idle = self.idle_credit(state, key)
-        if any(idle):
-            ledger = state.senders[k]
-            ledger = ledger._replace(returned=_vadd(ledger.returned, idle), dirty=True)
-            state = state._replace(senders=self._set(state.senders, k, ledger))
         ledger = state.senders[k]
-        waiting = self.waiting(state, key)
-        base = _vadd(ledger.consumed, ledger.returned)
-        if not ledger.withdrawn:
-            ledger = ledger._replace(withdrawn=True)
-            state = state._replace(senders=self._set(state.senders, k, ledger))
-        if any(waiting):
-            return self._set_demand(state, k, _vadd(base, waiting))
-        withdrawn = tuple(b if d else 0 for b, d in zip(base, ledger.demand, strict=True))
-        return self._set_demand(state, k, withdrawn)
+        if any(idle):
+            ledger = ledger._replace(returned=_vadd(ledger.returned, idle), returns_unreported=True)
+        ledger = ledger._replace(waiting=self.waiting(state, key), withdrawn=True)
+        return self._with_sender(state, k, ledger)
 
     # ---- guards and effects: the queue and the transport ------------------------------------
 
@@ -410,15 +386,15 @@ class GatedCore:
         owner = state.owners[owner_id - 1]
         k = owner.key - 1
         ledger = state.senders[k]
-        if ok:  # the transport accepted: commit; the usage report owes the new consumption
-            done = owner._replace(token=TOKEN_TRANSITIONS[(owner.token, "commit")])
-            state = state._replace(senders=self._set(state.senders, k, ledger._replace(dirty=True)))
-            return self._with_owner(state, done)
+        if ok:  # the transport accepted: commit; the charge is in flight (the level)
+            return self._with_owner(
+                state, owner._replace(token=TOKEN_TRANSITIONS[(owner.token, "commit")])
+            )
         # The transport refused: exact rollback (a fenced entry is already gone), owner FAILED;
         # it leaves without using credit, so the key's idle credit goes back.
         if owner.token_session == ledger.session:
             ledger = ledger._replace(consumed=_vsub(ledger.consumed, charge_of(owner.length)))
-            state = state._replace(senders=self._set(state.senders, k, ledger))
+            state = self._with_sender(state, k, ledger)
         owner = owner._replace(token=TOKEN_TRANSITIONS[(owner.token, "rollback")])
         return self.return_idle(self._terminate(state, owner, "complete", FAILED), owner.key)
 
@@ -431,12 +407,14 @@ class GatedCore:
         return None
 
     def _e_land(self, state: GatedState, owner_id: int) -> GatedState:
+        """The data lands: the key's unlanded credit falls, so its top-up may be due."""
         owner = state.owners[owner_id - 1]
         k = owner.key - 1
         b = state.receivers[k]
-        b = b._replace(landed=_vadd(b.landed, charge_of(owner.length)))
-        state = state._replace(receivers=self._set(state.receivers, k, b))
-        return self._with_owner(state, owner._replace(landed=True))
+        state = self._with_receiver(
+            state, k, b._replace(landed=_vadd(b.landed, charge_of(owner.length)))
+        )
+        return self.landed(self._with_owner(state, owner._replace(landed=True)), k)
 
     def _g_complete(self, state: GatedState, owner_id: int) -> str | None:
         owner = self._owner(state, owner_id)
@@ -470,7 +448,7 @@ class GatedCore:
         for o in state.owners:
             if o.key == k + 1 and o.token == COMMITTED and o.token_session != ledger.session:
                 return state
-        return state._replace(senders=self._set(state.senders, k, ledger._replace(phase=ACTIVE)))
+        return self._with_sender(state, k, ledger._replace(phase=ACTIVE))
 
     def _g_release(self, state: GatedState, k: int) -> str | None:
         if type(k) is not int or not 0 <= k < self.config.keys:
@@ -482,9 +460,6 @@ class GatedCore:
 
     def _e_release(self, state: GatedState, k: int) -> GatedState:
         # docs/semantics.md#receiver-allocator release: the receiver's own consumer frees capacity,
-        # never a sender.
+        # never a sender. The freed capacity serves the waiting line.
         b = state.receivers[k]
-        state = state._replace(
-            receivers=self._set(state.receivers, k, b._replace(released=b.landed))
-        )
-        return self._capacity_freed(state)
+        return self.serve(self._with_receiver(state, k, b._replace(released=b.landed)))

@@ -59,7 +59,9 @@ class Offer(NamedTuple):
 
 class Report(NamedTuple):
     """Sender → receiver: a usage report (``SenderCreditUsage``): cumulative consumed and
-    returned totals and the absolute demand target (zeros = no demand)."""
+    returned totals and ``demand = consumed + returned + level`` (zeros for no level): version
+    2 carries the sender's level in the demand field, and the receiver reads it back as
+    ``demand − consumed − returned``."""
 
     kind: int
     session: int
@@ -72,10 +74,9 @@ class Report(NamedTuple):
 class Update(NamedTuple):
     """Receiver → sender: the key's full cumulative grant vector (``ReceiverCreditUpdate``).
 
-    ``retry`` is the update's ``retry_after_us`` being non-zero: the receiver's last grant
-    decision for the key was short (it is stalled). A sender whose demand is met that reads it
-    reports again, since the report that withdrew its demand may have been lost (the
-    implementation's rule; docs/semantics.md#sender-ledger, issue 10 item 7)."""
+    ``retry`` is the update's ``retry_after_us`` being non-zero: the key is capped (its level
+    exceeds its hold) or waits in the receiver's line, so its sender waits for the next top-up
+    instead of asking again (a version-2 sender needs nothing else from it)."""
 
     kind: int
     session: int
@@ -112,18 +113,25 @@ class Owner(NamedTuple):
 
 
 class SenderKey(NamedTuple):
-    """The sender endpoint of one key: negotiation phase, ledger entry, demand, reporting."""
+    """The sender endpoint of one key: negotiation phase, ledger entry and its version-2 level
+    reports (docs/credit_protocol.md).
+
+    The level is ``in flight + waiting``: the committed, not completed charges of owners on
+    this entry (derived from the owners, :meth:`~._core.GatedCore.in_flight`) plus
+    ``waiting``, what the gate last stated waits for credit on the key."""
 
     phase: str
     session: int  # the receiver session of the current ledger entry
     last_seq: int  # last accepted update sequence; 0 = no update yet (nothing reservable)
     grant_total: Vec
     consumed: Vec
-    # idle credit the gate gave back (cumulative, docs/semantics.md#sender-ledger return)
+    # credit given back (cumulative, docs/semantics.md#sender-ledger return): the gate's idle
+    # return and the idle credit a settling report returns
     returned: Vec
     usage_seq: int  # last usage report sequence sent on this entry
-    dirty: bool  # something changed since the last report
-    demand: Vec  # absolute target grant totals: consumed + returned + waiting
+    waiting: Vec  # the gate's ``set_pending_demand(waiting)``; zeros on a new entry
+    reported: Vec  # the level the last report on this entry stated (zeros: none yet)
+    returns_unreported: bool  # the returned totals grew since that report
     awaiting: bool  # awaiting an activation: the offer is (re)sent
     withdrawn: bool  # the gate's route flag: owners left this entry (see ``return_idle``)
 
@@ -131,17 +139,21 @@ class SenderKey(NamedTuple):
 class ReceiverKey(NamedTuple):
     """The receiver's books and endpoint state for one key of the current session."""
 
-    version: bool  # an offer was received (a common version is selected)
+    version: bool  # an offer was received (version 2 is selected)
     granted: Vec
     landed: Vec
     released: Vec
     # returned credit reclaimed from the sender's reports (docs/semantics.md#receiver-allocator)
     reclaimed: Vec
+    consumed: Vec  # the largest consumed totals reported (``settled``: all of it landed)
+    level: Vec  # the level of the last applied report (zeros: none)
     pushed_seq: int  # last published update sequence (0 = never pushed)
-    usage_seq: int  # last accepted usage sequence
-    demand: Vec  # the sender's last reported demand target
-    stalled: bool  # demand could not be met in full: push again when capacity frees
-    push_due: bool
+    usage_seq: int  # last accepted usage sequence (0 = no report applied yet)
+    # an update goes out only with news: a grant since the last update sent (grants only
+    # grow), or a retry hint other than the one it carried
+    grants_unsent: bool
+    sent_retry: bool
+    push_due: bool  # the activation, or the answer to a repeated report
     activation_due: bool
 
 
@@ -166,6 +178,12 @@ class GatedState(NamedTuple):
     to_sender: tuple[Bag, ...]
     to_receiver: tuple[Bag, ...]
     faults: Faults
+    # the receiver's waiting line (key indices, head first): keys whose top-up is due and
+    # waits for capacity, served strictly first come
+    line: tuple[int, ...]
+    # per key index: grants to other keys since the key last joined the line (0 while it is
+    # not in the line; ``bounded_bypass`` bounds it)
+    bypass: tuple[int, ...]
 
 
 def charge_of(length: int) -> Vec:
@@ -244,7 +262,12 @@ class GatedConfig:
     capacity: Vec = attrs.field(validator=_vector)
     max_grant: Vec = attrs.field(validator=_vector)
     initial_grant: Vec = attrs.field(validator=_vector)
-    refresh: bool = True  # the receiver's refresh timer re-publishes the full vector
+    # the grant chunk in whole charges of a key's work (the RFC's lease batch); 0: adaptive,
+    # the key's fair share of the capacity (``_ahead``)
+    grant_chunk: int = attrs.field(default=0, validator=_non_negative)
+    # the two refreshes (``refresh_tick``): the receiver re-publishes every key's full vector
+    # and every sender re-sends its current report
+    refresh: bool = True
     cancel: bool = False  # queued owners may be canceled (the caller's cancel + gate.forget)
     max_messages: int = attrs.field(validator=_positive)  # messages in flight, all bags
     max_duplications: int = attrs.field(default=0, validator=_non_negative)
