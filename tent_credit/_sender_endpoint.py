@@ -849,6 +849,9 @@ class SenderEndpoint:
                 entry = self._ledger.entry(self._key)
         level = self._levels.level()
         self._levels.sent(level, entry.returned, now_ns)
+        # credit still idle after the report (the activation's grant beside a first report)
+        # starts its hold now, not at some later event (rule 2)
+        self._levels.observe(now_ns, entry.available, entry.returned)
         self._usage_sequence += 1
         self._usage_dirty = False
         self._last_usage_ns = now_ns

@@ -415,3 +415,27 @@ def test_a_settled_fragment_is_completed_from_the_capacity_it_needs() -> None:
     assert rx.waiting_line == ()
     tx.receive_batch(ep.messages_to_send(5), 5)
     assert isinstance(tx.try_reserve(CreditCharge.of(two), 6), ReservationToken)
+
+
+def test_idle_credit_left_after_the_first_report_goes_back_after_the_hold() -> None:
+    # Found by the gated conformance harness (docs/spec_review_gated.md): the activation grant
+    # (two charges) is not idle before the entry's first report; that report (one transfer in
+    # flight, a rise) leaves one charge idle. Rule 2 returns it once it lasted the hold, but
+    # nothing armed the hold after the report: no timer, no report, until some other event.
+    rx = CreditReceiver(config(8), SessionId(1), initial_grant=units(2))
+    ep = rx.accept(1)
+    tx = SenderEndpoint(sender_peer=1, level_hold_ns=1_000)
+    tx.connect(0)
+    for data in tx.messages_to_send(1):
+        ep.receive_message(data, 1)
+    tx.receive_batch(ep.messages_to_send(2), 2)
+    token = tx.try_reserve(CHARGE, 3)
+    assert isinstance(token, ReservationToken)
+    tx.commit(token)
+    (rise,) = tx.messages_to_send(4)
+    assert not any(a.amount for a in decode(rise).returned_totals)  # nothing returned yet
+    assert tx.get_timer() == 4 + 1_000  # the hold of the idle charge runs from the report
+    assert tx.messages_to_send(4 + 999) == []
+    (back,) = tx.messages_to_send(4 + 1_000)
+    returned = {a.resource: a.amount for a in decode(back).returned_totals}
+    assert returned == ONE
