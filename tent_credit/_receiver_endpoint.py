@@ -360,8 +360,9 @@ class ReceiverEndpoint:
             if any(target.values()):
                 # A sender that still asks evidently lacks the vector that covers it (the update
                 # was lost): answer with the full vector even if nothing new is granted. Found by
-                # the model checker (`gated/no_refresh`): without it, and without the refresh
-                # timer, one lost update stalled the key for good.
+                # the model checker on version 1's gated spec: without it, and without the
+                # refresh timer, one lost update stalled the key for good. (Version 2 answers
+                # only repeated reports and relies on the refreshes: `gated/bad/no_refresh`.)
                 self._due(push=True)
             events.extend(self._grant_outstanding_demand())
         if any(reclaimed.values()):
