@@ -1,5 +1,5 @@
 """The gated spec's grant-ahead rules by hand (credit protocol version 2,
-docs/credit_protocol.md#grant-ahead, docs/spec_review_gated.md#grant-ahead): the arithmetic,
+docs/credit_protocol.md#grant-ahead, docs/spec_review_gated.md#gated-grant-ahead): the arithmetic,
 the top-up as data lands, the news rule and the answer to a repeat, idle credit going back, and
 the retry hint.
 
@@ -144,21 +144,24 @@ def test_no_update_without_news_and_a_repeated_report_is_answered() -> None:
     assert answer.grants == (2, 2, 2) and answer.seq == refresh.seq + 1
 
 
-def test_idle_credit_goes_back_with_a_report_but_a_lower_level_alone_is_not_news() -> None:
+def test_idle_credit_goes_back_once_the_work_drained_and_a_lower_level_alone_is_not_news() -> None:
     spec = _lone_key()
     state = _step(spec, _streaming(spec), "land", 1)
     state = _step(spec, state, "complete", 1)  # the level falls to 1: not news
     assert spec.level(state, 1) == (1, 1, 1) and not spec.report_due(state, 1)
     state = _step(spec, state, "receiver_flush", 0)
     state = _step(spec, state, "deliver", 0, _only(state.to_sender[0]))
-    # the top-up arrived and nothing waits for it: idle, due after its hold (the next flush)
-    assert spec.available(state.senders[0]) == (1, 1, 1) and spec.report_due(state, 1)
+    # The top-up arrived and nothing waits for it, but owner 2 is still in flight: not idle
+    # yet (a return now would be topped straight back up while owner 2's landing is pending).
+    assert spec.available(state.senders[0]) == (1, 1, 1) and not spec.report_due(state, 1)
+    state = _step(spec, _step(spec, state, "land", 2), "complete", 2)
+    assert spec.report_due(state, 1)  # drained: idle, due after its hold (the next flush)
     state = _step(spec, state, "sender_flush", 0)
     back = _only(state.to_receiver[0])
-    assert back.returned == (1, 1, 1) and back.demand == (4, 4, 4)  # consumed 2 + returned 1
+    assert back.returned == (1, 1, 1) and back.demand == (0, 0, 0)  # no level left
     state = _step(spec, state, "deliver", 0, back)
     assert state.receivers[0].reclaimed == (1, 1, 1)
-    assert state.receivers[0].level == (1, 1, 1)
+    assert state.receivers[0].level == (0, 0, 0) and not state.line
 
 
 def test_the_activation_grant_is_not_idle_before_the_first_report() -> None:
@@ -169,7 +172,9 @@ def test_the_activation_grant_is_not_idle_before_the_first_report() -> None:
     state = _step(spec, _step(spec, state, "submit", 1, True), "sender_flush", 0)
     rise = _only(state.to_receiver[0])
     assert rise.returned == (0, 0, 0) and rise.demand == (2, 2, 2)  # consumed 1 + level 1
-    # after the first report the unused half of the activation grant is idle: it goes back
+    assert not spec.report_due(state, 1)  # the unused half waits while owner 1 is in flight
+    state = _step(spec, _step(spec, state, "land", 1), "complete", 1)
+    # after the first report, with the work drained, the unused half is idle: it goes back
     assert spec.report_due(state, 1)
     state = _step(spec, state, "sender_flush", 0)
     back = max(m for m, _n in state.to_receiver[0])
