@@ -7,15 +7,15 @@ lands, so a sender reports only when it has news (docs/credit_protocol.md "Grant
 
 1. **A rise** (some resource's level above the one last reported) or **a return** (the gate gave
    idle credit back: the returned totals changed) goes out at once.
-2. **Idle credit** (credit on hand beyond what the waiting work needs, while none of the key's
-   work is in flight) that has lasted ``hold_ns`` without a break goes back, with a report of
-   the current level. A lower level alone is not news: the receiver tops a key up only as its
-   data lands, so a sender whose backlog shrank ends up holding the excess as idle credit, and
-   returns it once its work drained. Not before: between a write's landing and its
-   completion the receiver has already topped the key up for that write while the sender
-   still counts it in its level, so a return then would be granted straight back, again and
-   again for as long as the completion takes (found by ``tent check``: the grants of
-   ``gated/bad/no_idle_return`` grew without bound). Work that
+2. **Idle credit** (credit on hand beyond the whole level: what the work in flight and the
+   waiting work would need again) that has lasted ``hold_ns`` without a break goes back, with
+   a report of the current level. A lower level alone is not news: the receiver tops a key up
+   only as its data lands, so a sender whose backlog shrank ends up holding the excess as idle
+   credit, and returns it then. Beyond the level, not beyond the waiting work alone: between
+   a write's landing and its completion the receiver has already topped the key up for that
+   write while the sender still counts it in its level, so returning that top-up would have it
+   granted straight back, again and again for as long as the completion takes (found by ``tent
+   check``: the grants of ``gated/bad/no_idle_return`` grew without bound). Work that
    arrives in bursts (a lane that resubmits a moment after its completion) keeps its credit
    across the gaps instead of paying two reports per gap; credit nothing will use goes back to
    the keys that can use it (a grant that arrived after the work left, say). The activation's
@@ -101,10 +101,9 @@ class LevelReports:
         self.in_flight = _plus(self.in_flight, {r: -a for r, a in charge.items()})
 
     def idle(self, available: Vector) -> dict[CreditResource, int]:
-        """Credit on hand beyond what the waiting work needs (rule 2 returns it once nothing
-        is in flight)."""
-        waiting = self.waiting
-        return {r: a - waiting.get(r, 0) for r, a in available.items() if a > waiting.get(r, 0)}
+        """Credit on hand beyond the whole level, in flight plus waiting (rule 2)."""
+        level = self.level()
+        return {r: a - level.get(r, 0) for r, a in available.items() if a > level.get(r, 0)}
 
     def _rising(self, level: Vector) -> bool:
         reported = self._reported or {}
@@ -117,7 +116,7 @@ class LevelReports:
         self._news = (
             _nonzero(returned) != self._reported_returned or self._rising(self.level())
         )
-        quiet = self._reported is not None and not self.in_flight and bool(self.idle(available))
+        quiet = self._reported is not None and bool(self.idle(available))
         if not quiet:
             self._quiet_since = None
         elif self._quiet_since is None:

@@ -9,10 +9,11 @@ topped up to its hold (:mod:`._ahead`) and serves the keys whose top-up is due i
    **waiting line** at the back; one that is no longer due leaves it.
 2. Whenever something may be granted (a key joined, capacity was released, returned or
    reclaimed), the line is served **strictly first come**: the head gets ``min(deficit, free
-   units, max_grant units)`` units if that reaches its quantum, and goes to the back if it is
-   still due; a head that cannot be served stops the pass, so no later key passes it (a key
-   waits behind at most one grant to every other key: the bounded bypass ``tent check``
-   proves on the gated model).
+   units, max_grant units)`` units if that reaches its quantum (or is at least one unit, when
+   the key holds nothing unlanded: no landing of its own would serve it again), and goes to the
+   back if it is still due; a head that cannot be served stops the pass, so no later key
+   passes it (a key waits behind at most one grant to every other key: the bounded bypass
+   ``tent check`` proves on the gated model).
 3. A key is **capped** when its level exceeds its hold (it wants more than its share); the
    updates it is sent then carry ``retry_after_us``, as do those of a key in the line, so its
    sender waits for the next top-up instead of reporting again.
@@ -136,8 +137,13 @@ class StandingGrants:
                 self._leave(key, endpoint, position)
                 continue
             units = min(position.deficit, free_units, max_units)
-            if units < min(position.quantum, max_units):
-                return  # the head waits for capacity: nobody passes it
+            if units < min(position.quantum, max_units) and (position.unlanded or not units):
+                # The head waits for capacity (nobody passes it) while its own data in flight
+                # will land and re-serve the line. A head with nothing unlanded takes what is
+                # free instead: the rest of the capacity may be landed data its consumer holds
+                # until more arrives (found by the staged test: a consumer waiting for three
+                # blocks with one block free and a quantum of two waited for good).
+                return
             amounts = position.top_up(units, unlanded)
             decision = self._allocator.grant_exact(
                 endpoint.sender_peer, endpoint.qos_class, amounts

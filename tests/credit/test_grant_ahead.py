@@ -230,30 +230,53 @@ def test_sixteen_senders_share_eight_slots_one_unit_each_first_come() -> None:
 
 
 def test_the_head_of_the_line_is_never_passed() -> None:
-    # a static chunk of 2 (the RFC's lease batch): key 1 wants 4 and is topped up 2 at a
-    # time; key 2 wants 1, one at a time
-    net = Net(2, slots=4, grant_chunk=2)
-    net.wait(1, 4)
+    # a static chunk of 4 (the RFC's lease batch): key 1 wants 6 and is topped up 2 at a time
+    # (its quantum), key 2 wants 1, one at a time; five slots in all
+    net = Net(2, slots=5, grant_chunk=4)
+    net.wait(1, 6)
     net.wait(2, 1)
     net.pump()
-    assert (net.granted(1), net.granted(2), net.outstanding()) == (2, 1, 3)
-    net.dispatch(1, 4)
+    assert (net.granted(1), net.granted(2), net.outstanding()) == (4, 1, 5)
+    net.dispatch(1, 6)
     net.dispatch(2, 1)
     net.pump()
     net.land(1)
-    net.land(1)  # key 1's top-up (2 units) is due; only one unit is free
+    net.land(1)  # key 1's top-up (2 units) is due; nothing is free
     net.pump()
     assert net.rx.waiting_line == ((1, 0),)
+    net.release_and_complete(1)  # one unit free: short of key 1's quantum, and key 1 still
+    net.pump()  # has two writes to land, so it waits for a second unit
+    assert net.rx.waiting_line == ((1, 0),) and net.granted(1) == 4
     net.land(2)  # key 2's top-up (1 unit) is due and one unit is free: it may not pass
     net.pump()
     assert net.rx.waiting_line == ((1, 0), (2, 0)) and net.granted(2) == 1
     net.release_and_complete(1)  # two free: the head first
     net.pump()
-    assert (net.granted(1), net.granted(2)) == (4, 1)
+    assert (net.granted(1), net.granted(2)) == (6, 1)
     assert net.rx.waiting_line == ((2, 0),)
     net.release_and_complete(2)
     net.pump()
     assert net.granted(2) == 2 and net.rx.waiting_line == ()
+
+
+def test_a_head_with_nothing_unlanded_takes_what_is_free() -> None:
+    # Found by the staged test: a consumer holds what lands until it has three blocks, one
+    # block is free and the head's quantum is two. A head still waiting for its own data to
+    # land is re-served by that landing; one with nothing unlanded never would be, so it takes
+    # the one free unit instead of waiting for capacity its consumer will not free.
+    net = Net(1, slots=3, grant_chunk=3)
+    net.wait(1, 4)
+    net.pump()
+    assert net.granted(1) == 3
+    net.dispatch(1, 4)
+    for _ in range(3):
+        net.land(1)
+    net.pump()  # nothing unlanded, nothing free: the key waits in the line
+    assert net.rx.waiting_line == ((1, 0),) and net.granted(1) == 3
+    net.release_and_complete(1)  # one unit free, below the quantum of 2 (hold 3, capped)
+    net.pump()
+    assert net.granted(1) == 4  # the free unit, at once
+    assert net.rx.waiting_line == ((1, 0),)  # still two short of its hold: back in the line
 
 
 def test_no_update_without_news_but_a_repeated_report_is_answered() -> None:

@@ -178,3 +178,13 @@ def test_max_key_outstanding_caps_one_key_through_the_engine_config() -> None:
                 "receiver_credit": {"enabled": True, "max_key_outstanding": {"data_bytez": 1}},
             }
         )
+
+
+def test_credit_versions_default_to_every_supported_one_and_bad_lists_are_refused() -> None:
+    from tent_credit import SUPPORTED_VERSIONS
+
+    assert ReceiverCreditConfig().versions == SUPPORTED_VERSIONS
+    assert ReceiverCreditConfig(versions=[1]).versions == (1,)  # type: ignore[arg-type]
+    for bad in ([], [0], [1, 99], "1", [True], None):
+        with pytest.raises(ConfigError, match="versions"):
+            ReceiverCreditConfig(versions=bad)  # type: ignore[arg-type]

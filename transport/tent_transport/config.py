@@ -36,7 +36,13 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from tent_credit import AllocatorConfig, CreditMode, CreditResource, GateConfig
+from tent_credit import (
+    SUPPORTED_VERSIONS,
+    AllocatorConfig,
+    CreditMode,
+    CreditResource,
+    GateConfig,
+)
 from tent_credit import errors as credit_errors
 from tent_sched import SchedulingConfig, load_config, parse_config_json
 from tent_sched import errors as sched_errors
@@ -71,6 +77,18 @@ def _int(section: str, minimum: int = 0, maximum: int = _U64_MAX) -> _Validator:
             )
 
     return check
+
+
+def _versions(value: object) -> tuple[int, ...]:
+    """``receiver_credit/versions``: a non-empty list of supported credit protocol versions."""
+    if isinstance(value, tuple | list) and value and all(type(v) is int for v in value):
+        versions = tuple(sorted(set(value)))
+        if set(versions) <= set(SUPPORTED_VERSIONS):
+            return versions
+    raise ConfigError(
+        f"{_RC}/versions must be a non-empty list of supported credit protocol versions "
+        f"{list(SUPPORTED_VERSIONS)}, got {value!r}"
+    )
 
 
 def _bool(section: str) -> _Validator:
@@ -202,6 +220,10 @@ class ReceiverCreditConfig:
     """Version 2: how long a sender's idle credit lasts before it returns it with a report
     (docs/credit_protocol.md#grant-ahead; ``None``: 20 usage intervals)."""
     grant: GrantPolicyConfig = attrs.field(factory=GrantPolicyConfig)
+    versions: tuple[int, ...] = attrs.field(default=SUPPORTED_VERSIONS, converter=_versions)
+    """The credit protocol versions this engine offers as a sender and accepts as a receiver
+    (the highest both ends share is used; docs/credit_protocol.md#grant-ahead). ``[1]`` pins
+    version 1, the one the credit spec describes, e.g. for ``tent trace validate``."""
 
     def __attrs_post_init__(self) -> None:
         if self.mode is None:

@@ -138,24 +138,20 @@ class GatedCore(GatedLine):
         return _vadd(self.in_flight(state, key), state.senders[key - 1].waiting)
 
     def report_idle(self, state: GatedState, key: int) -> Vec:
-        """Credit on hand beyond what the stated waiting work needs (report rule 2)."""
+        """Credit on hand beyond the whole level, in flight plus waiting (report rule 2).
+        Beyond the level, not beyond the waiting work alone: between a write's landing and its
+        completion the receiver has already topped the key up for it while the level still
+        counts it, so returning that top-up would have it granted straight back, for as long
+        as the completion takes (the grants grew without bound on ``gated/bad/no_idle_return``
+        under the waiting-only rule)."""
         ledger = state.senders[key - 1]
-        return tuple(
-            max(0, a - w) for a, w in zip(self.available(ledger), ledger.waiting, strict=True)
-        )
+        level = self.level(state, key)
+        return tuple(max(0, a - w) for a, w in zip(self.available(ledger), level, strict=True))
 
     def settling(self, state: GatedState, key: int) -> bool:
         """Report rule 2: credit lies idle after the entry's first report (the activation's
-        grant is not idle before it: it was given ahead of any work) while none of the key's
-        work is in flight. Between a write's landing and its completion the receiver has
-        already topped the key up for it while the level still counts it: a return then would
-        be granted straight back, for as long as the completion takes (the grants grew without
-        bound on ``gated/bad/no_idle_return`` before this rule waited for the work to drain)."""
-        return (
-            state.senders[key - 1].usage_seq > 0
-            and not any(self.in_flight(state, key))
-            and any(self.report_idle(state, key))
-        )
+        grant is not idle before it: it was given ahead of any work)."""
+        return state.senders[key - 1].usage_seq > 0 and any(self.report_idle(state, key))
 
     def report_due(self, state: GatedState, key: int) -> bool:
         """A version-2 sender reports only news (docs/credit_protocol.md#grant-ahead):

@@ -10,8 +10,10 @@ head first):
    no longer due leaves it.
 2. Whenever something may be granted (a key was evaluated, capacity was released, returned
    credit was reclaimed), the line is **served first come**: the head gets ``min(deficit, free
-   units, max_grant units)`` units when that reaches its quantum, and goes to the back if it is
-   still due; a head that cannot be served **stops the pass**, so nobody passes it. A pass also
+   units, max_grant units)`` units when that reaches its quantum (or is at least one unit, when
+   the key holds nothing unlanded: no landing of its own would serve it again, and the rest of
+   the capacity may be landed data its consumer holds), and goes to the back if it is still
+   due; a head that cannot be served **stops the pass**, so nobody passes it. A pass also
    ends at a key it already served. A key therefore waits behind at most one grant to every
    other key (``bounded_bypass``).
 3. ``retry`` (an update's ``retry_after_us``) is set exactly while the key is capped or in the
@@ -165,7 +167,8 @@ class GatedLine:
                 continue
             units = min(position.deficit, units_down(free, position.unit), max_units)
             amounts = position.top_up(units, unlanded)
-            if units < min(position.quantum, max_units) or not self._fits(state, amounts):
+            short = units < min(position.quantum, max_units) and (position.held or not units)
+            if short or not self._fits(state, amounts):
                 if self.head_blocks_the_line():
                     break  # the head waits for capacity: nobody passes it
                 skipped.append(k)

@@ -38,6 +38,9 @@ def _config() -> dict[str, object]:
     # The handshake precedes the trace, so a retransmitted offer's second activation would
     # show without its first delivery: retransmit (and report usage) only every 50 ms.
     credit["usage_interval_ns"] = 50_000_000
+    # The credit spec the validator replays describes protocol version 1 (grant-ahead, version
+    # 2, is the gated spec's): both engines offer only version 1 here.
+    credit["versions"] = [1]
     return config
 
 

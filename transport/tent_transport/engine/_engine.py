@@ -144,6 +144,7 @@ class Engine:
                 refresh_interval_ns=credit.refresh_interval_ns,
                 initial_grant=credit.grant.initial_grant,
                 trace=options.trace,
+                versions=credit.versions,
             )
         self.gate = DispatchGate(credit.gate_config()) if credit.enabled else None
         self._collector = CreditCollector(self.registry)
@@ -319,6 +320,7 @@ class Engine:
                 # over a lossy channel the sender refreshes its report as the receiver its
                 # vector (version 2); 0: none (TCP loses nothing without the connection)
                 refresh_interval_ns=credit.refresh_interval_ns or None,
+                versions=credit.versions,
             )
         link = _Link(
             ControlClient(
