@@ -360,7 +360,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(out)
 
 
-def test_unbound_connections_are_bounded_and_a_bind_after_them_works() -> None:
+def test_unbound_connections_are_bounded_and_a_newcomer_evicts_the_oldest() -> None:
     async def scenario() -> None:
         plane = Plane()
         table = SegmentTable()
@@ -377,19 +377,21 @@ def test_unbound_connections_are_bounded_and_a_bind_after_them_works() -> None:
         server = TcpDataServer(rail=0, segments=table, plane=plane, max_unbound=2)
         _, port = await server.listen("127.0.0.1", 0)
         idle = [await asyncio.to_thread(_raw_connect, port) for _ in range(2)]  # never bind
-        over = await asyncio.to_thread(socket.create_connection, ("127.0.0.1", port), 5)
-        assert await asyncio.to_thread(_recv_upto, over, CHALLENGE_BYTES) == b""  # unread
-        assert server.statistics().binds_refused == 1
-        for sock, _ in idle:
-            sock.close()
-        await until(lambda: not server._unbound, what="the idle connections to go")
+        await until(lambda: server.unbound == 2, what="two unbound connections")
+        # the door is full: an honest sender's bind gets in, the oldest idle one goes
         rail = TcpRail("tcp0")
         await rail.attach(
             SENDER + 100, "127.0.0.1", port, local_peer=SENDER, session=SESSION, data_key=KEY
         )
+        assert await asyncio.to_thread(_recv_upto, idle[0][0], 1) == b""  # evicted, unread
+        assert server.statistics().binds_evicted == 1
+        assert server.statistics().binds_refused == 0
         rail.post([_write(1, b"ok", segment.segment_id, 0)], 0)
         (done,) = await _completions(rail, 1)
         assert done.status is SliceStatus.SUCCESS and memory[:2] == b"ok"
+        assert server.unbound == 1  # the younger idle one still waits, within its deadline
+        idle[1][0].close()
+        await until(lambda: server.unbound == 0, what="the idle connection to go")
         rail.close()
         await server.close()
 

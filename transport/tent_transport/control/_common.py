@@ -53,8 +53,9 @@ class _Timer:
 class ServiceStatistics:
     connections_accepted: int
     handshakes_failed: int
-    handshakes_refused_busy: int
-    """Connections closed unread because ``max_pending_handshakes`` were already pending."""
+    handshakes_evicted: int
+    """Waiting connections closed unread to let a newer one wait: ``max_pending_handshakes``
+    were already waiting (``_door``; always 0 at a client)."""
     reconnects: int
     protocol_violations: int
     unsupported_frames: int
@@ -65,7 +66,7 @@ class _Counters:
     def __init__(self) -> None:
         self.accepted = 0
         self.handshakes_failed = 0
-        self.handshakes_busy = 0
+        self.handshakes_evicted = 0
         self.reconnects = 0
         self.violations = 0
         self.unsupported = 0
@@ -75,7 +76,7 @@ class _Counters:
         return ServiceStatistics(
             connections_accepted=self.accepted,
             handshakes_failed=self.handshakes_failed,
-            handshakes_refused_busy=self.handshakes_busy,
+            handshakes_evicted=self.handshakes_evicted,
             reconnects=self.reconnects,
             protocol_violations=self.violations,
             unsupported_frames=self.unsupported,

@@ -34,7 +34,7 @@ import hmac
 import os
 import ssl
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -210,10 +210,18 @@ async def client_handshake(
 
 
 async def server_handshake(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, identity: Identity
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    identity: Identity,
+    *,
+    on_hello: Callable[[], None] | None = None,
 ) -> AuthenticatedPeer:
     """Run the server side. Raises :class:`HandshakeFailed`; nothing is decoded beyond the
-    fixed-size fields, and no key is looked up for an id before its hello parsed."""
+    fixed-size fields, and no key is looked up for an id before its hello parsed.
+
+    ``on_hello()`` runs once the client's hello named a peer we could talk to (PSK: one we
+    hold a key for; TLS: one its certificate names): progress, which puts this connection
+    back at the end of the listener's door (``_door``)."""
     hello_c = await _read(reader, _HELLO.size)
     peer = _parse_hello(hello_c, identity)
     hello_s = _hello(identity, os.urandom(32))
@@ -221,6 +229,8 @@ async def server_handshake(
         key = identity.keys.get(peer)
         if key is None:
             raise HandshakeFailed(f"unknown peer {peer}")
+        if on_hello is not None:
+            on_hello()
         writer.write(hello_s + _mac(key, _LABEL_SERVER, hello_c, hello_s))
         await writer.drain()
         proof_c = await _read(reader, _PROOF_BYTES)
@@ -229,6 +239,8 @@ async def server_handshake(
         data_key = _mac(key, _LABEL_DATA, hello_c, hello_s)
     else:
         _check_tls_peer(identity, writer, peer)
+        if on_hello is not None:
+            on_hello()
         secret_s = os.urandom(_PROOF_BYTES)
         writer.write(hello_s + secret_s)
         await writer.drain()

@@ -23,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 import attrs
 
@@ -42,6 +43,7 @@ from ._common import (
     _Timer,
 )
 from ._connection import ControlConnection
+from ._door import Door
 from ._errors import HandshakeFailed
 from ._frames import FrameKind
 from ._handshake import AuthenticatedPeer, TlsIdentity, server_handshake
@@ -62,6 +64,23 @@ def _frames_of(ps: PeerSession) -> tuple[int, int]:
 
 
 # --------------------------------------------------------------------------- receiver side
+
+
+def _close(raw: asyncio.Transport) -> None:
+    raw.close()  # its handshake then fails on the closed stream
+
+
+class _Accepted(asyncio.Protocol):
+    """A connection just accepted: nothing is read from it until its handshake task takes it
+    over (asyncio calls ``connection_made`` before it starts reading)."""
+
+    def __init__(self, accepted: Callable[[asyncio.Transport], None]) -> None:
+        self._accepted = accepted
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        raw = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
+        raw.pause_reading()
+        self._accepted(raw)
 
 
 @attrs.define(eq=False)
@@ -118,6 +137,7 @@ class ControlServer:
             raise ValueError(
                 f"max_pending_handshakes must be an int >= 1: {max_pending_handshakes!r}"
             )
+        self._tls = identity.server_context if isinstance(identity, TlsIdentity) else None
         self._identity = identity
         self._credit = credit
         self._rails = rails
@@ -126,8 +146,8 @@ class ControlServer:
         self._faults = faults
         self._timeout = handshake_timeout_s
         self._max_queued = max_queued
-        self._max_pending = max_pending_handshakes
-        self._pending = 0
+        # strangers wait here until their handshake succeeds: bounded, oldest evicted (_door)
+        self._door: Door[asyncio.Transport] = Door(max_pending_handshakes, _close)
         self._clock = clock
         self._sessions: dict[int, PeerSession] = {}
         # session numbers grow across restarts too (microseconds of wall clock at start), so
@@ -141,12 +161,10 @@ class ControlServer:
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Start listening; returns the bound address."""
-        ssl_ctx = self._identity.server_context if isinstance(self._identity, TlsIdentity) else None
-        # TLS runs its own handshake before _on_connect: it gets the same deadline
-        timeout = None if ssl_ctx is None else self._timeout
-        self._server = await asyncio.start_server(
-            self._on_connect, host, port, ssl=ssl_ctx, ssl_handshake_timeout=timeout
-        )
+        # no ssl= here: TLS starts in _handshake, so a connection waits at the door (and
+        # within the deadline) from its TCP accept on, TLS handshake included
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Accepted(self._accepted), host, port)
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
@@ -159,6 +177,7 @@ class ControlServer:
         return tuple(ps for ps in self._sessions.values() if ps.current)
 
     def statistics(self) -> ServiceStatistics:
+        self._counters.handshakes_evicted = self._door.evicted
         return self._counters.snapshot()
 
     def control_frames(self) -> tuple[int, int]:
@@ -180,33 +199,60 @@ class ControlServer:
     @property
     def pending_handshakes(self) -> int:
         """Connections accepted whose handshake has not finished yet."""
-        return self._pending
+        return len(self._door)
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._pending >= self._max_pending:
-            # a flood of connections that never finish their handshake: bounded, like sshd's
-            # MaxStartups, instead of holding a socket and a task for each until its timeout
-            self._counters.handshakes_busy += 1
-            writer.close()
-            return
-        self._pending += 1
+    def _accepted(self, raw: asyncio.Transport) -> None:
+        self._spawn(self._on_connect(raw))
+
+    async def _on_connect(self, raw: asyncio.Transport) -> None:
+        # at most max_pending_handshakes wait; a newcomer past it evicts the one that made
+        # progress longest ago (_door)
+        self._door.enter(raw)
         try:
-            auth = await asyncio.wait_for(
-                server_handshake(reader, writer, self._identity), self._timeout
-            )
-        except (HandshakeFailed, TimeoutError, ConnectionError, OSError):
+            reader, writer, auth = await asyncio.wait_for(self._handshake(raw), self._timeout)
+        except (HandshakeFailed, TimeoutError, ConnectionError, OSError, ssl.SSLError):
             # rule 3: closed before any frame of it is decoded
             self._counters.handshakes_failed += 1
-            writer.close()
+            raw.close()
             return
         finally:
-            self._pending -= 1
+            self._door.leave(raw)
+        if raw.is_closing():  # evicted (or lost) as the handshake completed
+            self._counters.handshakes_failed += 1
+            return
         if not self._hooks.admit_peer(auth.peer):
             self._counters.handshakes_failed += 1
             writer.close()
             return
         self._counters.accepted += 1
         self._open(reader, writer, auth)
+
+    async def _handshake(
+        self, raw: asyncio.Transport
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, AuthenticatedPeer]:
+        # the streams asyncio.start_server would build, but only now: nothing was read from
+        # the socket before, so TLS can start on it (its client hello is still unread)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader)
+        if raw.is_closing():
+            raise ConnectionError("closed before its handshake started")
+        transport: asyncio.Transport = raw
+        if self._tls is None:
+            raw.set_protocol(protocol)
+            raw.resume_reading()
+        else:
+            tls = await loop.start_tls(raw, protocol, self._tls, server_side=True)
+            if tls is None:  # closed (evicted) during the TLS handshake
+                raise ConnectionError("closed during the TLS handshake")
+            transport = tls
+            self._door.advance(raw)  # it holds a certificate of our CA
+        protocol.connection_made(transport)
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        auth = await server_handshake(
+            reader, writer, self._identity, on_hello=lambda: self._door.advance(raw)
+        )
+        return reader, writer, auth
 
     def _open(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, auth: AuthenticatedPeer

@@ -101,6 +101,11 @@ class TransportCollector(Collector):
             "Data connections closed before any header",
             value=sum(d.binds_refused for d in data),
         )
+        yield CounterMetricFamily(
+            "tent_transport_data_binds_evicted",
+            "Unbound data connections closed unread to let a newer one wait for its bind",
+            value=sum(d.binds_evicted for d in data),
+        )
         yield GaugeMetricFamily(
             "tent_transport_quarantined_peers",
             "Senders quarantined for a protocol violation",
@@ -123,9 +128,9 @@ class TransportCollector(Collector):
             value=control.handshakes_failed,
         )
         yield CounterMetricFamily(
-            "tent_transport_handshakes_refused_busy",
-            "Control connections closed unread: too many handshakes were pending",
-            value=control.handshakes_refused_busy,
+            "tent_transport_handshakes_evicted",
+            "Control connections closed unread to let a newer one wait for its handshake",
+            value=control.handshakes_evicted,
         )
         yield CounterMetricFamily(
             "tent_transport_control_protocol_violations",

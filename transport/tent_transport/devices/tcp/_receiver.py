@@ -42,6 +42,7 @@ from typing import Protocol, cast
 import attrs
 
 from ...control import BIND, CHALLENGE_BYTES, check_bind, parse_bind, tune_socket
+from ...control._door import Door
 from ...control._errors import HandshakeFailed
 from ...segments import Access, SegmentTable
 from ._wire import REQUEST, Ack, AckStatus, Flags, Request, WireOpcode, checksum
@@ -87,6 +88,8 @@ class DataPlane(Protocol):
 class DataServerStatistics:
     connections: int
     binds_refused: int
+    binds_evicted: int = 0
+    """Unbound connections closed unread to let a newer one wait (``max_unbound`` waited)."""
     writes_landed: int
     writes_refused: int
     integrity_errors: int
@@ -133,6 +136,7 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         self._acks: collections.deque[_Reply] = collections.deque()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._bind_timer: asyncio.TimerHandle | None = None
+        self._tls: asyncio.Future[None] | None = None
         self.reading_paused = False
         """Reading stopped because the peer is not taking its answers (flow control)."""
 
@@ -142,20 +146,38 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         # a cast, not an isinstance check: uvloop's transports are not asyncio.Transport
         # subclasses, yet offer the same methods
         self._transport = cast(asyncio.Transport, transport)
-        transport = self._transport
         server = self._server
-        if len(server._unbound) > server.max_unbound:  # this one is counted in it already
-            # a flood of connections that never bind: closed unread, as the control
-            # listener's pending handshakes are bounded
-            server._stats.binds_refused += 1
-            self._fail("too many unbound connections")
-            return
-        tune_socket(transport, 0)
+        # at most max_unbound wait for their bind; past it the oldest waiting one is evicted
+        # (control/_door), so a flood of idle connections never locks out an honest bind
+        server._door.enter(self)
+        tune_socket(self._transport, 0)
         server._stats.connections += 1
-        transport.write(self._challenge)
+        # the deadline covers TLS's own handshake too: it starts at the TCP accept
         self._bind_timer = asyncio.get_running_loop().call_later(
             self._server.bind_timeout_s, self._fail, "bind timed out"
         )
+        if server._ssl is None:
+            self._transport.write(self._challenge)
+        else:
+            self._transport.pause_reading()  # the client hello is for TLS, not for get_buffer
+            self._tls = asyncio.ensure_future(self._start_tls(server._ssl))
+
+    async def _start_tls(self, context: ssl.SSLContext) -> None:
+        raw = self._transport
+        assert raw is not None
+        try:
+            tls = await asyncio.get_running_loop().start_tls(raw, self, context, server_side=True)
+        except (OSError, ssl.SSLError, ConnectionError):
+            tls = None
+        if tls is None or tls.is_closing() or self._state == _DEAD:
+            # failed, timed out or evicted mid-handshake: asyncio does not call
+            # connection_lost for a connection whose TLS never came up
+            raw.close()
+            self.connection_lost(None)
+            return
+        self._transport = tls
+        self._server._door.advance(self)  # it holds a certificate of our CA
+        self._transport.write(self._challenge)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._state == _PAYLOAD:
@@ -201,6 +223,8 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         return None  # close
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.closed.done():
+            return  # already finished (a TLS handshake that never came up)
         if self._bind_timer is not None:
             self._bind_timer.cancel()
         if self._state == _PAYLOAD and self._request is not None:
@@ -363,6 +387,10 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         self._fail("closed locally")
 
 
+def _evict(protocol: _ServerProtocol) -> None:
+    protocol._fail("evicted by a newer unbound connection")
+
+
 class TcpDataServer:
     """One rail's data listener at the receiver. Loop-thread only."""
 
@@ -386,7 +414,8 @@ class TcpDataServer:
                 raise ValueError(f"{name} must be an int >= 1: {value!r}")
         self.rail = rail
         self.max_unbound = max_unbound
-        """Data connections that may wait for their bind at once; more are closed unread."""
+        """Data connections that may wait for their bind at once; a newer one evicts the
+        oldest (``control/_door``)."""
         self.max_session_connections = max_session_connections
         """Bound data connections one (peer, session) may hold on this rail; a bind past it is
         refused like a bad one."""
@@ -396,32 +425,30 @@ class TcpDataServer:
         self.bind_timeout_s = bind_timeout_s
         self._ssl = ssl_context
         self._server: asyncio.Server | None = None
-        self._unbound: set[_ServerProtocol] = set()
+        self._door: Door[_ServerProtocol] = Door(max_unbound, _evict)
         self._sessions: dict[tuple[int, int], set[_ServerProtocol]] = {}
         self._stats = _Stats()
         self.address: tuple[str, int] = ("", 0)
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
-        factory: Callable[[], _ServerProtocol] = lambda: self._track(_ServerProtocol(self))  # noqa: E731
-        timeout = None if self._ssl is None else self.bind_timeout_s  # TLS's own handshake
-        self._server = await loop.create_server(
-            factory, host, port, ssl=self._ssl, ssl_handshake_timeout=timeout
-        )
+        # no ssl= here: TLS starts in connection_made, at the door and within the deadline
+        self._server = await loop.create_server(lambda: _ServerProtocol(self), host, port)
         name = self._server.sockets[0].getsockname()
         self.address = (str(name[0]), int(name[1]))
         return self.address
 
-    def _track(self, protocol: _ServerProtocol) -> _ServerProtocol:
-        self._unbound.add(protocol)
-        return protocol
+    @property
+    def unbound(self) -> int:
+        """Data connections waiting for their bind (at most ``max_unbound``)."""
+        return len(self._door)
 
     def _bound(self, protocol: _ServerProtocol) -> None:
-        self._unbound.discard(protocol)
+        self._door.leave(protocol)
         self._sessions.setdefault((protocol.peer, protocol.session), set()).add(protocol)
 
     def _forget(self, protocol: _ServerProtocol) -> None:
-        self._unbound.discard(protocol)
+        self._door.leave(protocol)
         held = self._sessions.get((protocol.peer, protocol.session))
         if held is not None:
             held.discard(protocol)
@@ -445,6 +472,7 @@ class TcpDataServer:
         return DataServerStatistics(
             connections=s.connections,
             binds_refused=s.binds_refused,
+            binds_evicted=self._door.evicted,
             writes_landed=s.landed,
             writes_refused=s.refused,
             integrity_errors=s.integrity,
@@ -455,7 +483,7 @@ class TcpDataServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        protocols = [*self._unbound, *(p for held in self._sessions.values() for p in held)]
+        protocols = [*self._door, *(p for held in self._sessions.values() for p in held)]
         for protocol in protocols:
             protocol.close()
         if protocols:

@@ -1,0 +1,103 @@
+"""Hostile peers for the abuse tests and ``benchmarks/net_abuse.py`` (issue 27).
+
+Each attacker is a thread of plain blocking sockets, on loopback only (the honest peer's own
+source address), bounded in connections and in time: it stops at ``max_connections`` opened,
+at ``duration_s``, or at :meth:`stop`, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import threading
+import time
+
+
+class SilentFlood(threading.Thread):
+    """Keeps ``keep`` connections open to ``port`` that say nothing but ``greeting`` (e.g. a
+    well-formed hello, then a stall) and ignore what the listener sends (a data listener's
+    challenge, a control listener's proof), and reopens each one the listener closes, as an
+    attacker keeps a door full.
+
+    ``opened`` counts connections opened, ``closed_by_peer`` those the listener closed.
+    """
+
+    def __init__(
+        self,
+        port: int,
+        *,
+        keep: int,
+        max_connections: int = 5_000,
+        duration_s: float = 20.0,
+        pace_s: float = 0.001,
+        greeting: bytes = b"",
+        host: str = "127.0.0.1",
+    ) -> None:
+        super().__init__(daemon=True, name=f"silent-flood-{port}")
+        self.port = port
+        self.host = host
+        self.keep = keep
+        self.max_connections = max_connections
+        self.duration_s = duration_s
+        self.pace_s = pace_s
+        self.greeting = greeting
+        self.opened = 0
+        self.closed_by_peer = 0
+        self.full = threading.Event()
+        """Set once ``keep`` connections were open at the same time."""
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+
+    def _open(self, selector: selectors.BaseSelector) -> bool:
+        if self.opened >= self.max_connections:
+            return False
+        sock = socket.socket()
+        try:
+            sock.settimeout(2.0)
+            sock.connect((self.host, self.port))
+            if self.greeting:
+                sock.sendall(self.greeting)
+        except OSError:
+            pass  # refused or reset at once: seen as closed below
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ)
+        self.opened += 1
+        return True
+
+    def run(self) -> None:
+        end = time.monotonic() + self.duration_s
+        selector = selectors.DefaultSelector()
+        try:
+            for _ in range(self.keep):
+                self._open(selector)
+            while not self._halt.is_set() and time.monotonic() < end:
+                if len(selector.get_map()) >= self.keep:
+                    self.full.set()
+                for key, _ in selector.select(timeout=0.05):
+                    sock = key.fileobj
+                    assert isinstance(sock, socket.socket)
+                    try:
+                        data = sock.recv(4096)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        data = b""
+                    if data:
+                        continue  # a challenge: never answered
+                    selector.unregister(sock)
+                    sock.close()
+                    self.closed_by_peer += 1
+                    if self._halt.is_set():
+                        break
+                    time.sleep(self.pace_s)
+                    if not self._open(selector):
+                        return
+        finally:
+            for key in list(selector.get_map().values()):
+                with contextlib.suppress(OSError):
+                    key.fileobj.close()  # type: ignore[union-attr]
+            selector.close()
