@@ -8,8 +8,12 @@ at ``duration_s``, or at :meth:`stop`, whichever comes first.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
+import os
 import selectors
 import socket
+import struct
 import threading
 import time
 
@@ -101,3 +105,74 @@ class SilentFlood(threading.Thread):
                 with contextlib.suppress(OSError):
                     key.fileobj.close()  # type: ignore[union-attr]
             selector.close()
+
+
+# ------------------------------------------------------------------ a raw control client
+
+_HELLO = struct.Struct("!4sHBQ32s")
+_LABEL_CLIENT = b"tent-control-v1 client proof"
+_LABEL_SERVER = b"tent-control-v1 server proof"
+_LABEL_DATA = b"tent-control-v1 data key"
+
+
+def _mac(key: bytes, *parts: bytes) -> bytes:
+    return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
+
+
+class RawControl:
+    """The client side of the PSK control handshake on a blocking socket, written from the
+    handshake's description (``control/_handshake``) rather than with the library's client,
+    so that a test can lie where the honest client never would: claim a peer id and answer
+    with a proof made without its key, skip the check of the listener's proof, or stall.
+    """
+
+    def __init__(self, port: int, *, claim: int, timeout_s: float = 5.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        self.claim = claim
+        self.hello_c = _HELLO.pack(b"TENT", 1, 1, claim, os.urandom(32))
+        self.hello_s = b""
+        self.server_proof = b""
+
+    def hello(self) -> None:
+        """Send our hello and read the listener's hello and proof."""
+        self.sock.sendall(self.hello_c)
+        self.hello_s = self._read(_HELLO.size)
+        self.server_proof = self._read(32)
+
+    def prove(self, key: bytes) -> bytes:
+        """Answer with the client proof under ``key`` (any key: the listener must check it);
+        returns the data key that proof would derive."""
+        self.sock.sendall(_mac(key, _LABEL_CLIENT, self.hello_c, self.hello_s))
+        return _mac(key, _LABEL_DATA, self.hello_c, self.hello_s)
+
+    def server_proof_ok(self, key: bytes) -> bool:
+        return hmac.compare_digest(
+            self.server_proof, _mac(key, _LABEL_SERVER, self.hello_c, self.hello_s)
+        )
+
+    def _read(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError(f"closed after {len(out)} of {n} bytes")
+            out += chunk
+        return out
+
+    def closed_by_peer(self, timeout_s: float = 10.0) -> bool:
+        """Whether the listener closes the connection within ``timeout_s`` (what it sends
+        first, such as the bootstrap, is read and ignored)."""
+        self.sock.settimeout(timeout_s)
+        end = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < end:
+                if not self.sock.recv(65536):
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except TimeoutError:
+            return False
+        return False
+
+    def close(self) -> None:
+        self.sock.close()

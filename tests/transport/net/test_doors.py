@@ -173,6 +173,9 @@ class _Plane:
     def aborted(self, peer: int, session: int, request: object, reason: str) -> None:
         raise AssertionError(f"an honest write was aborted: {reason}")
 
+    def integrity_failed(self, peer: int, session: int, request: object) -> None:
+        raise AssertionError("an honest write failed its checksum")
+
 
 def _data_pair(tls: tuple[ssl.SSLContext, ssl.SSLContext] | None = None):
     table = SegmentTable()

@@ -60,6 +60,9 @@ class Plane:
     def aborted(self, peer: int, session: int, request: Request, reason: str) -> None:
         self.aborted_log.append((request, reason))
 
+    def integrity_failed(self, peer: int, session: int, request: Request) -> None:
+        self.aborted(peer, session, request, "checksum mismatch")
+
 
 async def _setup(
     plane: Plane, size: int = 1 << 16

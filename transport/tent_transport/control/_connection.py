@@ -81,8 +81,10 @@ class ControlConnection:
     """Frames in, frames out, for one authenticated peer.
 
     ``on_frame(kind, payload)`` runs in the loop for every complete frame, in order; a
-    :class:`FrameError` (bad length or kind) closes the connection. ``on_closed()`` runs once,
-    whatever closed it. Not thread-safe: use it from its event loop only.
+    :class:`FrameError` (bad length or kind) closes the connection, and so does a frame not
+    whole within ``partial_frame_s`` of its first byte (a slowloris peer after the
+    handshake). ``on_closed()`` runs once, whatever closed it. Not thread-safe: use it from
+    its event loop only.
     """
 
     def __init__(
@@ -95,9 +97,11 @@ class ControlConnection:
         on_closed: Callable[[], None],
         max_queued: int = 256,
         faults: FaultyChannel | None = None,
+        partial_frame_s: float = 5.0,
     ) -> None:
         if max_queued < 1:
             raise ValueError("max_queued must be at least 1")
+        self._partial_frame_s = partial_frame_s
         self._reader = reader
         self._writer = writer
         self.peer = peer
@@ -194,13 +198,28 @@ class ControlConnection:
 
     async def _read_loop(self) -> None:
         decoder = FrameDecoder()
+        loop = asyncio.get_running_loop()
+        begun = 0.0  # when the frame now partly buffered began (slowloris after the handshake)
         try:
             while not self._closed:
-                data = await self._reader.read(_READ_CHUNK)
+                if not decoder.buffered:
+                    data = await self._reader.read(_READ_CHUNK)
+                else:
+                    left = begun + self._partial_frame_s - loop.time()
+                    try:
+                        data = await asyncio.wait_for(self._reader.read(_READ_CHUNK), left)
+                    except TimeoutError:
+                        self.close(f"a frame begun was not whole in {self._partial_frame_s} s")
+                        return
                 if not data:
                     self.close("closed by the peer")
                     return
-                for n, (kind, payload) in enumerate(decoder.feed(data), 1):
+                frames = decoder.feed(data)
+                if not decoder.buffered:
+                    begun = 0.0
+                elif frames or not begun:  # a new frame is partly buffered: it begins now
+                    begun = loop.time()
+                for n, (kind, payload) in enumerate(frames, 1):
                     self._received += 1
                     self._on_frame(kind, payload)
                     if n % READ_BATCH == 0:

@@ -116,7 +116,9 @@ class ControlServer:
 
     ``credit`` is the receiver's :class:`CreditReceiver` (``None``: credit disabled, CREDIT
     frames are ignored and counted). ``rails`` is called for the data listeners' addresses when a
-    bootstrap is sent.
+    bootstrap is sent. ``handshake_timeout_s`` bounds a handshake (TLS's included) and, after
+    it, each frame from its first byte; ``max_pending_handshakes`` the connections that wait
+    for theirs (``_door``: a newcomer past it evicts the one idle longest).
     """
 
     def __init__(
@@ -278,6 +280,7 @@ class ControlServer:
             on_closed=lambda: self._on_closed(holder[0]),
             max_queued=self._max_queued,
             faults=None if self._faults is None else self._faults(peer),
+            partial_frame_s=self._timeout,  # a frame begun: whole within the handshake's time
         )
         ps = PeerSession(
             peer=peer,

@@ -47,6 +47,14 @@ __all__ = ["DataLanded", "ReceiverSide", "ReceiverStatistics"]
 
 _R = CreditResource
 
+INTEGRITY_FAILURES = 16
+"""CRC32C failures a sender may cost the receiver before it is quarantined (issue 27 item 5):
+each one is a full payload read for nothing. A leaky bucket per sender: a failure adds one,
+every ``INTEGRITY_REFUND`` verified writes take one away, so a sender reaches the bound with
+16 failures in a row, or one failure in fewer than 64 writes for long, never with the rare
+corruption of an honest link."""
+INTEGRITY_REFUND = 64
+
 
 @attrs.frozen(kw_only=True)
 class DataLanded:
@@ -112,6 +120,8 @@ class ReceiverSide:
         self._release_on_landing = release_on_landing
         self._on_landed = on_landed
         self._quarantined: set[int] = set()
+        # per sender: its CRC32C failures, in 1/INTEGRITY_REFUND units (a leaky bucket)
+        self._corrupt: dict[int, int] = {}
         self._held: dict[int, _Held] = {}
         self._ids = itertools.count(1)
         self._queue: collections.deque[DataLanded] = collections.deque()
@@ -181,19 +191,38 @@ class ReceiverSide:
 
     def refused(self, peer: int, session: int, request: Request | None, reason: str) -> None:
         self._refused += 1
-        ps = None if self.control is None else self.control.session_of(peer)
-        if ps is None or ps.session != session:
+        if not self._quarantine(peer, session, reason):
             # A data connection of a session already superseded or closed: its retirement (a
             # task) has not closed it yet, and bytes the sender sent before it reconnected or
             # restarted still arrive. Refused all the same (the connection closes, nothing
             # lands), but stale, not a lie: quarantining would shut out the sender's new,
             # honest session.
             self._stale += 1
-            return
+
+    def _quarantine(self, peer: int, session: int, reason: str) -> bool:
+        """Quarantine ``peer`` if ``session`` is its current one (``False``: it is not)."""
+        ps = None if self.control is None else self.control.session_of(peer)
+        if ps is None or ps.session != session:
+            return False
         self._quarantined.add(peer)
         ps.connection.close(f"quarantined: {reason}")  # retires the session's data too
+        return True
+
+    def integrity_failed(self, peer: int, session: int, request: Request) -> None:
+        """A write's payload failed its CRC32C: released as :meth:`aborted`; past
+        ``INTEGRITY_FAILURES`` (a leaky bucket) the sender is quarantined."""
+        self.aborted(peer, session, request, "checksum mismatch")
+        level = self._corrupt.get(peer, 0) + INTEGRITY_REFUND
+        if level < INTEGRITY_FAILURES * INTEGRITY_REFUND:
+            self._corrupt[peer] = level
+        elif self._quarantine(peer, session, f"{INTEGRITY_FAILURES} checksum failures"):
+            self._corrupt.pop(peer, None)
 
     def landed(self, peer: int, session: int, request: Request) -> None:
+        if self._corrupt and peer in self._corrupt:  # a verified write pays back a little
+            self._corrupt[peer] -= 1
+            if not self._corrupt[peer]:
+                del self._corrupt[peer]
         amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
         self._announce(peer, request, amounts)
 

@@ -18,12 +18,16 @@ docs/transport_design.md#transport-rule-3 and docs/transport_design.md#transport
    itself, so the payload lands with no intermediate copy.
 5. **Verify, acknowledge.** CRC32C of the landed bytes against the header's; a mismatch fails
    the write (INTEGRITY ack, its charge released by the transport since no consumer will see
-   it). Success is acknowledged and reported to :meth:`DataPlane.landed`.
+   it; :meth:`DataPlane.integrity_failed` quarantines a sender that keeps at it). Success is
+   acknowledged and reported to :meth:`DataPlane.landed`.
 
 6. **Flow control.** A peer that does not read its answers (a READ's payload, the
    acknowledgements) stops being read once the transport's buffer passes its high-water mark,
    until it drains: what one connection can make the receiver buffer stays bounded by one
    answer (at most ``max_write_bytes``) past the mark.
+
+A header begun must be whole within ``bind_timeout_s`` of its first byte (slowloris after the
+bind: a connection of a session may otherwise stall mid-header for ever).
 
 A connection lost in the middle of a payload reports :meth:`DataPlane.aborted` for that write
 (its bytes may be partial: never announced as landed).
@@ -69,7 +73,11 @@ class DataPlane(Protocol):
         """A write's bytes landed and verified."""
 
     def aborted(self, peer: int, session: int, request: Request, reason: str) -> None:
-        """An admitted write will never land whole (integrity failure, connection lost)."""
+        """An admitted write will never land whole (connection lost, no staging slot)."""
+
+    def integrity_failed(self, peer: int, session: int, request: Request) -> None:
+        """An admitted write's payload failed its CRC32C (released like an aborted one; a
+        sender that keeps at it is quarantined)."""
 
     def staging_slot(self, request: Request) -> tuple[int, memoryview] | None:
         """A staging-pool slot for an admitted staged write (``None``: no staging here)."""
@@ -135,7 +143,7 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         # acknowledgements leave in request order; a staged write's waits for its inner move
         self._acks: collections.deque[_Reply] = collections.deque()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._bind_timer: asyncio.TimerHandle | None = None
+        self._deadline: asyncio.TimerHandle | None = None  # of the bind, then of a header begun
         self._tls: asyncio.Future[None] | None = None
         self.reading_paused = False
         """Reading stopped because the peer is not taking its answers (flow control)."""
@@ -153,7 +161,7 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         tune_socket(self._transport, 0)
         server._stats.connections += 1
         # the deadline covers TLS's own handshake too: it starts at the TCP accept
-        self._bind_timer = asyncio.get_running_loop().call_later(
+        self._deadline = asyncio.get_running_loop().call_later(
             self._server.bind_timeout_s, self._fail, "bind timed out"
         )
         if server._ssl is None:
@@ -196,9 +204,17 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         if self._state == _BIND and self._filled == BIND.size:
             self._filled = 0
             self._on_bind(bytes(self._small[: BIND.size]))
-        elif self._state == _HEADER and self._filled == REQUEST.size:
-            self._filled = 0
-            self._on_header(bytes(self._small[: REQUEST.size]))
+        elif self._state == _HEADER:
+            if self._filled == REQUEST.size:
+                self._filled = 0
+                if self._deadline is not None:
+                    self._deadline.cancel()
+                    self._deadline = None
+                self._on_header(bytes(self._small[: REQUEST.size]))
+            elif self._deadline is None:  # a header begun: whole within the deadline
+                self._deadline = asyncio.get_running_loop().call_later(
+                    self._server.bind_timeout_s, self._fail, "partial header timed out"
+                )
         elif self._state == _PAYLOAD:
             assert self._dest is not None
             if self._filled == len(self._dest):
@@ -225,8 +241,8 @@ class _ServerProtocol(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.closed.done():
             return  # already finished (a TLS handshake that never came up)
-        if self._bind_timer is not None:
-            self._bind_timer.cancel()
+        if self._deadline is not None:
+            self._deadline.cancel()
         if self._state == _PAYLOAD and self._request is not None:
             self._server.plane.aborted(
                 self.peer, self.session, self._request, "connection lost mid-payload"
@@ -269,8 +285,9 @@ class _ServerProtocol(asyncio.BufferedProtocol):
             server._stats.binds_refused += 1
             self._fail("bind refused")
             return
-        if self._bind_timer is not None:
-            self._bind_timer.cancel()
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
         self.peer, self.session = peer, bound[0]
         server._bound(self)
         self._state = _HEADER
@@ -339,7 +356,7 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         if checksum(dest) != request.checksum:
             server._stats.integrity += 1
             self._ack(request, AckStatus.INTEGRITY)
-            server.plane.aborted(self.peer, self.session, request, "checksum mismatch")
+            server.plane.integrity_failed(self.peer, self.session, request)
             if slot is not None:
                 server.plane.staging_free(slot)
             return
