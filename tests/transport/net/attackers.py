@@ -13,6 +13,7 @@ import hmac
 import os
 import selectors
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -120,16 +121,27 @@ def _mac(key: bytes, *parts: bytes) -> bytes:
 
 
 class RawControl:
-    """The client side of the PSK control handshake on a blocking socket, written from the
+    """The client side of the control handshake on a blocking socket, written from the
     handshake's description (``control/_handshake``) rather than with the library's client,
     so that a test can lie where the honest client never would: claim a peer id and answer
-    with a proof made without its key, skip the check of the listener's proof, or stall.
+    with a proof made without its key (PSK) or claim one its certificate does not name
+    (``tls``: a client context with some certificate), skip the check of the listener's
+    proof, or stall.
     """
 
-    def __init__(self, port: int, *, claim: int, timeout_s: float = 5.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+    def __init__(
+        self,
+        port: int,
+        *,
+        claim: int,
+        tls: ssl.SSLContext | None = None,
+        timeout_s: float = 5.0,
+    ) -> None:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        # TLS mode: the hello says so, and the proof fields are fresh secrets (no key)
+        self.sock = sock if tls is None else tls.wrap_socket(sock, server_hostname=None)
         self.claim = claim
-        self.hello_c = _HELLO.pack(b"TENT", 1, 1, claim, os.urandom(32))
+        self.hello_c = _HELLO.pack(b"TENT", 1, 1 if tls is None else 2, claim, os.urandom(32))
         self.hello_s = b""
         self.server_proof = b""
 

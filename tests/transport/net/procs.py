@@ -393,9 +393,9 @@ def liar(conn: Connection, spec: dict[str, Any]) -> None:
 
 
 async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
-    """A sender that writes around the rules: outside its region (``how="region"``) or past
-    its credit with a forged lease, posted on the rail behind the gate's back
-    (``how="overcredit"``)."""
+    """A sender that writes around the rules: outside its region (``how="region"``), or with
+    a forged lease posted on the rail behind the gate's back: past its credit
+    (``how="overcredit"``), or charging half the DATA_BYTES it lands (``how="undercharge"``)."""
     from tent_transport.devices import SliceRequest, WriteLease
 
     config = load_engine_config(spec["config"])
@@ -432,7 +432,7 @@ async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
             session=endpoint.key.receiver_session.value,
             epoch=endpoint.epoch,
             qos_class=0,
-            charge=((1, len(data)), (2, 1), (4, 1)),
+            charge=((1, len(data) // (2 if spec["how"] == "undercharge" else 1)), (2, 1), (4, 1)),
         )
         rail = engine.rails[0]
         done = _tee_completions(rail)  # whoever polls (the engine's core on its timer too)

@@ -262,7 +262,7 @@ def test_sender_killed_mid_transfer_is_fenced_and_the_receiver_serves_the_others
         rx.stop()
 
 
-@pytest.mark.parametrize("how", ["region", "overcredit"])
+@pytest.mark.parametrize("how", ["region", "overcredit", "undercharge"])
 def test_lying_sender_is_refused_and_quarantined_honest_sender_unaffected(how: str) -> None:
     # TCP's guarantee: refused at the header, before one byte of the payload is read (the
     # verbs counterpart is test_verbs_lying_sender_is_bounded_by_its_region_and_quarantined)
@@ -290,8 +290,9 @@ def test_lying_sender_is_refused_and_quarantined_honest_sender_unaffected(how: s
                 "receiver": address,
                 "segment": segment,
                 "offset": liar_offset,
-                # overcredit: 4 blocks in one write against an initial grant of 2
-                "length": BLOCK if how == "region" else 4 * BLOCK,
+                # overcredit: 4 blocks in one write against an initial grant of 2;
+                # undercharge: one block charged as half a block (within the grant)
+                "length": 4 * BLOCK if how == "overcredit" else BLOCK,
                 "how": how,
             },
         )

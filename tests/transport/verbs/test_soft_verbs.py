@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tent_transport.verbs import soft, soft_backend
+from tent_transport.verbs.soft._shm import KEY_SLOTS, KeyTable
 from verbs_rc import (
     POLL_TIMEOUT_S,
     Pair,
@@ -444,3 +445,52 @@ def test_incast_of_three_sender_processes_into_a_stopped_target(fabric: Path) ->
             proc.join(POLL_TIMEOUT_S)
             if proc.is_alive():
                 proc.kill()
+
+
+def test_a_stale_rkey_whose_slot_was_registered_again_is_refused(fabric: Path) -> None:
+    """The rkey's generation, not its slot alone, names a registration (issue 27): an rkey
+    kept after its MR was deregistered must not reach the new MR that reuses its slot, even
+    over the same memory."""
+    pair = Pair(soft_backend(fabric), "soft0")
+    try:
+        stale, slot = pair.dst.rkey, pair.dst.rkey & (KEY_SLOTS - 1)
+        memory = pair.dst.buf
+        pair.dst.close()  # deregistered; its memory stays in the fabric
+        again = None
+        for _ in range(2 * KEY_SLOTS):  # bounded: FIFO reuse brings the slot back
+            mr = pair.backend.MR(pair.target.pd, 4096, ALL, memory)
+            if mr.rkey & (KEY_SLOTS - 1) == slot:
+                again = mr
+                break
+            mr.close()
+        assert again is not None and again.rkey != stale
+        pair.target.mrs.append(again)
+        # the live rkey reaches the memory (first: an error completion ends the QP)
+        assert pair.one(write_wr(pair.backend, 1, pair.src, 8, again.rkey, memory)) == 0
+        assert again.read(8, 0) == b"\xab" * 8
+        status = pair.one(write_wr(pair.backend, 2, pair.src, 8, stale, memory + 64))
+        assert status == e.IBV_WC_REM_ACCESS_ERR
+        assert again.read(8, 64) == b"\0" * 8  # nothing landed through the stale rkey
+    finally:
+        pair.close()
+
+
+def test_the_key_table_matches_the_whole_rkey(tmp_path: Path) -> None:
+    """Unit level: a slot reused under a new generation does not answer its old rkey."""
+    table = KeyTable(tmp_path / "keys", create=True)
+    try:
+        first = table.allocate(ALL, 1, 1, 0x1000, 64, 0)
+        table.invalidate(first)
+        reused = None
+        for _ in range(2 * KEY_SLOTS):  # bounded
+            rkey = table.allocate(ALL, 1, 1, 0x1000, 64, 0)
+            if rkey & (KEY_SLOTS - 1) == first & (KEY_SLOTS - 1):
+                reused = rkey
+                break
+            table.invalidate(rkey)
+        assert reused is not None and reused != first
+        assert table.lookup(first) is None
+        entry = table.lookup(reused)
+        assert entry is not None and entry.rkey == reused
+    finally:
+        table.close()
