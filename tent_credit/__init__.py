@@ -81,6 +81,7 @@ from ._negotiation import (
     NegotiationState,
     PeerNegotiation,
 )
+from ._transfers import TransferBook
 from ._types import (
     CreditAmount,
     CreditCharge,
@@ -165,6 +166,7 @@ __all__ = [
     "SessionId",
     "TicketState",
     "TokenState",
+    "TransferBook",
     "UpdateDisposition",
     "WireErrorCode",
     "WriteAdmission",

@@ -25,7 +25,8 @@ EXPECTED = {
     "PickOutcome", "Plan", "ReceiverCreditAllocator", "ReceiverCreditUpdate",
     "ReceiverEndpoint", "ReceiverEndpointStatistics", "RejectReason", "ReservationToken",
     "RouteRemoval", "RouteStatistics", "SenderCreditLedger", "SenderCreditUsage", "SenderEndpoint",
-    "SenderEndpointStatistics", "SessionId", "TicketState", "TokenState", "UpdateDisposition",
+    "SenderEndpointStatistics", "SessionId", "TicketState", "TokenState", "TransferBook",
+    "UpdateDisposition",
     "WireErrorCode", "WriteAdmission", "WriteRefusal", "charge_for_plan", "check_u64",
     "checked_add", "checked_sub", "compute_grant", "decode", "encode",
 }  # fmt: skip

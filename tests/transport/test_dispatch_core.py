@@ -414,11 +414,13 @@ def test_the_public_api_is_pinned() -> None:
     assert sorted(devices.__all__) == [
         "Cancellable",
         "Device",
+        "MAX_SLICE_INDEX",
         "Opcode",
         "SliceCompletion",
         "SliceRequest",
         "SliceStatus",
         "WriteLease",
+        "first_write_id",
     ]
     public = {n for n in dir(DispatchCore) if not n.startswith("_")}
     assert public == {

@@ -22,7 +22,11 @@ def _side(*, negotiated: bool) -> ReceiverSide:
         return types.SimpleNamespace(accepted=True, reason=None)
 
     credit = types.SimpleNamespace(
-        session=types.SimpleNamespace(value=LEASE_SESSION), admit_write=admit_write
+        session=types.SimpleNamespace(value=LEASE_SESSION),
+        admit_write=admit_write,
+        # no slot resource: each write is its own transfer (the transfer bound is
+        # tests/transport/test_transfers.py's)
+        allocator=types.SimpleNamespace(config=types.SimpleNamespace(capacity={})),
     )
     endpoint = types.SimpleNamespace(version=1 if negotiated else 0)
     ps = types.SimpleNamespace(session=SESSION, endpoint=endpoint, epoch=EPOCH)

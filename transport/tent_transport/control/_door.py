@@ -30,10 +30,11 @@ Not thread-safe: one per listener, used from its event loop.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, TypeVar
 
-__all__ = ["Door"]
+__all__ = ["Door", "reads_before_connection_made"]
 
 T = TypeVar("T", bound=Hashable)
 
@@ -84,3 +85,10 @@ class Door(Generic[T]):
     def leave(self, conn: T) -> None:
         """``conn`` stopped waiting (authenticated, failed or closed). Idempotent."""
         self._line.pop(conn, None)
+
+
+def reads_before_connection_made(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop`` may hand a new connection's first bytes to its protocol although
+    ``connection_made`` paused reading (uvloop does): TLS cannot then start on an accepted
+    socket, whose client hello may already be consumed."""
+    return type(loop).__module__.startswith("uvloop")

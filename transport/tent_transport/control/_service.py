@@ -43,7 +43,7 @@ from ._common import (
     _Timer,
 )
 from ._connection import ControlConnection
-from ._door import Door
+from ._door import Door, reads_before_connection_made
 from ._errors import HandshakeFailed
 from ._frames import FrameKind
 from ._handshake import AuthenticatedPeer, TlsIdentity, server_handshake
@@ -71,16 +71,21 @@ def _close(raw: asyncio.Transport) -> None:
 
 
 class _Accepted(asyncio.Protocol):
-    """A connection just accepted: nothing is read from it until its handshake task takes it
-    over (asyncio calls ``connection_made`` before it starts reading)."""
+    """A connection just accepted: reading pauses until its handshake task takes it over, and
+    any bytes that came first (uvloop) are kept for it."""
 
-    def __init__(self, accepted: Callable[[asyncio.Transport], None]) -> None:
+    def __init__(self, accepted: Callable[[asyncio.Transport, bytearray], None]) -> None:
         self._accepted = accepted
+        self._early = bytearray()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         raw = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
         raw.pause_reading()
-        self._accepted(raw)
+        self._accepted(raw, self._early)
+
+    def data_received(self, data: bytes) -> None:
+        if len(self._early) < 4096:  # a hello is 47 bytes; more is not waited for
+            self._early += data
 
 
 @attrs.define(eq=False)
@@ -140,6 +145,7 @@ class ControlServer:
                 f"max_pending_handshakes must be an int >= 1: {max_pending_handshakes!r}"
             )
         self._tls = identity.server_context if isinstance(identity, TlsIdentity) else None
+        self._start_tls = False  # set by listen: TLS on the accepted socket (see there)
         self._identity = identity
         self._credit = credit
         self._rails = rails
@@ -163,10 +169,19 @@ class ControlServer:
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Start listening; returns the bound address."""
-        # no ssl= here: TLS starts in _handshake, so a connection waits at the door (and
-        # within the deadline) from its TCP accept on, TLS handshake included
+        # TLS starts in _handshake, so a connection waits at the door (and within the
+        # deadline) from its TCP accept on, TLS handshake included; on a loop that reads
+        # before connection_made (uvloop) asyncio runs TLS first, within the deadline only
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Accepted(self._accepted), host, port)
+        early_tls = None if self._tls is None else reads_before_connection_made(loop)
+        self._start_tls = early_tls is False
+        self._server = await loop.create_server(
+            lambda: _Accepted(self._accepted),
+            host,
+            port,
+            ssl=self._tls if early_tls else None,
+            ssl_handshake_timeout=self._timeout if early_tls else None,
+        )
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
@@ -203,15 +218,17 @@ class ControlServer:
         """Connections accepted whose handshake has not finished yet."""
         return len(self._door)
 
-    def _accepted(self, raw: asyncio.Transport) -> None:
-        self._spawn(self._on_connect(raw))
+    def _accepted(self, raw: asyncio.Transport, early: bytearray) -> None:
+        self._spawn(self._on_connect(raw, early))
 
-    async def _on_connect(self, raw: asyncio.Transport) -> None:
+    async def _on_connect(self, raw: asyncio.Transport, early: bytearray) -> None:
         # at most max_pending_handshakes wait; a newcomer past it evicts the one that made
         # progress longest ago (_door)
         self._door.enter(raw)
         try:
-            reader, writer, auth = await asyncio.wait_for(self._handshake(raw), self._timeout)
+            reader, writer, auth = await asyncio.wait_for(
+                self._handshake(raw, early), self._timeout
+            )
         except (HandshakeFailed, TimeoutError, ConnectionError, OSError, ssl.SSLError):
             # rule 3: closed before any frame of it is decoded
             self._counters.handshakes_failed += 1
@@ -230,7 +247,7 @@ class ControlServer:
         self._open(reader, writer, auth)
 
     async def _handshake(
-        self, raw: asyncio.Transport
+        self, raw: asyncio.Transport, early: bytearray
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, AuthenticatedPeer]:
         # the streams asyncio.start_server would build, but only now: nothing was read from
         # the socket before, so TLS can start on it (its client hello is still unread)
@@ -240,16 +257,19 @@ class ControlServer:
         if raw.is_closing():
             raise ConnectionError("closed before its handshake started")
         transport: asyncio.Transport = raw
-        if self._tls is None:
-            raw.set_protocol(protocol)
-            raw.resume_reading()
-        else:
+        if self._start_tls and self._tls is not None:
             tls = await loop.start_tls(raw, protocol, self._tls, server_side=True)
             if tls is None:  # closed (evicted) during the TLS handshake
                 raise ConnectionError("closed during the TLS handshake")
             transport = tls
             self._door.advance(raw)  # it holds a certificate of our CA
-        protocol.connection_made(transport)
+            protocol.connection_made(transport)
+        else:
+            raw.set_protocol(protocol)
+            protocol.connection_made(raw)
+            if early:
+                reader.feed_data(bytes(early))
+            raw.resume_reading()
         writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         auth = await server_handshake(
             reader, writer, self._identity, on_hello=lambda: self._door.advance(raw)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._base import (
+    MAX_SLICE_INDEX,
     Cancellable,
     Device,
     Opcode,
@@ -10,9 +11,11 @@ from ._base import (
     SliceRequest,
     SliceStatus,
     WriteLease,
+    first_write_id,
 )
 
 __all__ = [
+    "MAX_SLICE_INDEX",
     "Cancellable",
     "Device",
     "Opcode",
@@ -20,4 +23,5 @@ __all__ = [
     "SliceRequest",
     "SliceStatus",
     "WriteLease",
+    "first_write_id",
 ]

@@ -21,6 +21,7 @@ import attrs
 from ..errors import InvalidArgument
 
 __all__ = [
+    "MAX_SLICE_INDEX",
     "U32_MAX",
     "U64_MAX",
     "U128_MAX",
@@ -31,11 +32,21 @@ __all__ = [
     "SliceRequest",
     "SliceStatus",
     "WriteLease",
+    "first_write_id",
 ]
 
 U32_MAX = (1 << 32) - 1
 U64_MAX = (1 << 64) - 1
 U128_MAX = (1 << 128) - 1
+MAX_SLICE_INDEX = 0xFFFF
+"""A transfer has at most ``MAX_SLICE_INDEX + 1`` slices (the index is a u16 on the wire)."""
+
+
+def first_write_id(write_id: int, slice_index: int) -> int:
+    """The write id of the first slice of the transfer whose slice ``slice_index`` has
+    ``write_id``: write ids count up by one per slice and wrap from ``U32_MAX`` to 1 (0 is
+    never one), so this is ``write_id - slice_index`` on that cycle."""
+    return (write_id - 1 - slice_index) % U32_MAX + 1
 
 
 class Opcode(enum.IntEnum):
@@ -154,6 +165,9 @@ class SliceRequest:
     4. ``deadline_ns`` 0 means no deadline; ``priority`` is the QoS tier (lower posts first).
     5. ``write_id`` is a u32 sent with a WRITE (verbs: the immediate of WRITE_WITH_IMM), unique
        among the core's in-flight writes; 0 for a READ.
+    6. ``slice_index`` is the slice's place in its transfer (u16, 0 for the first): the slices
+       of a transfer have consecutive write ids, so the receiver knows a transfer as the write
+       id of its first slice (``first_write_id``) and holds its state once per transfer.
 
     Raises :class:`InvalidArgument` when any rule is broken.
     """
@@ -169,6 +183,7 @@ class SliceRequest:
     deadline_ns: int = attrs.field(default=0, validator=_uint(U64_MAX))
     priority: int = attrs.field(default=0, validator=_any_int)
     write_id: int = attrs.field(default=0, validator=_uint(U32_MAX))
+    slice_index: int = attrs.field(default=0, validator=_uint(MAX_SLICE_INDEX))
 
     def __attrs_post_init__(self) -> None:
         if self.local.nbytes != self.length:

@@ -20,7 +20,7 @@ from tent_credit import errors as credit_errors
 from tent_sched import AdmissionQueue, NicStatistics, QueueStatistics, TaskStatus
 from tent_sched import errors as sched_errors
 
-from ..devices._base import U32_MAX, Opcode, SliceRequest, WriteLease
+from ..devices._base import MAX_SLICE_INDEX, U32_MAX, Opcode, SliceRequest, WriteLease
 from ..errors import InvalidArgument, InvalidEntry, TooManyRequests, TransportError
 from ._types import EndReason, TransferPhase, TransferPlan, TransferRequest
 
@@ -222,7 +222,8 @@ class SliceCutter:
 
     def cut(self, record: TransferRecord, token: object, slice_bytes: int) -> list[PendingSlice]:
         """The slices of ``record`` (rail 0 until the caller assigns one), in offset order; a
-        merged transfer is cut request by request, so each request is its own write(s)."""
+        merged transfer is cut request by request, so each request is its own write(s) and its
+        own transfer at the receiver: consecutive write ids and each slice's index in it."""
         out: list[PendingSlice] = []
         start = 0
         for part, (_tid, part_length) in enumerate(record.parts):
@@ -243,7 +244,9 @@ class SliceCutter:
         request = record.request
         requests = len(record.parts)
         out: list[PendingSlice] = []
-        for offset in range(start, end, slice_bytes):
+        # at most MAX_SLICE_INDEX + 1 slices per request: a longer one gets longer slices
+        slice_bytes = max(slice_bytes, -(-(end - start) // (MAX_SLICE_INDEX + 1)))
+        for index, offset in enumerate(range(start, end, slice_bytes)):
             length = min(slice_bytes, end - offset)
             write_id = 0
             if request.opcode is Opcode.WRITE:
@@ -261,6 +264,7 @@ class SliceCutter:
                 deadline_ns=request.deadline_ns,
                 priority=request.priority,
                 write_id=write_id,
+                slice_index=index,
             )
             self._next_wr_id += 1
             out.append(PendingSlice(record, 0, slice_request, part))

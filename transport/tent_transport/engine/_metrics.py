@@ -116,6 +116,11 @@ class TransportCollector(Collector):
             "Landed credited writes awaiting release",
             value=receiver.unreleased,
         )
+        yield GaugeMetricFamily(
+            "tent_transport_transfers_held",
+            "Credited transfers held (open or awaiting release): at most their senders' slots",
+            value=receiver.transfers_held,
+        )
         yield CounterMetricFamily(
             "tent_transport_landed_notifications_dropped",
             "Data-landed notifications dropped: max_pending_landed were waiting unread",

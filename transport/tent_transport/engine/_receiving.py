@@ -34,13 +34,14 @@ from collections.abc import Awaitable, Callable
 
 import attrs
 
-from tent_credit import CreditReceiver, CreditResource
+from tent_credit import CreditReceiver, CreditResource, TransferBook
 from tent_credit.errors import CreditError
 
 from ..control import ControlServer, FrameKind, PeerSession
 from ..devices.tcp import Flags, Request, TcpDataServer
 from ..segments import SegmentTable, encode_descriptors
 from ._staging import StagingPath
+from ._transfers import Transfers
 from ._verbs_receiver import VerbsReceiver
 
 __all__ = ["DataLanded", "ReceiverSide", "ReceiverStatistics"]
@@ -84,6 +85,9 @@ class ReceiverStatistics:
     notifications_dropped: int = 0
     """Landed-write notifications not queued because ``max_pending_landed`` were waiting
     (only ones with nothing to release: uncredited, or released on landing)."""
+    transfers_held: int = 0
+    """Credited transfers the receiver holds state for (open, or landed and not released):
+    at most the slot credit their senders hold (``_transfers``)."""
 
 
 @attrs.define
@@ -123,6 +127,13 @@ class ReceiverSide:
         # per sender: its CRC32C failures, in 1/INTEGRITY_REFUND units (a leaky bucket)
         self._corrupt: dict[int, int] = {}
         self._held: dict[int, _Held] = {}
+        # state per transfer, bounded by the sender's slot credit (_transfers); None without
+        # credit or without a slot resource: then each write is announced on its own
+        self._transfers: Transfers | None = None
+        if credit is not None:
+            book = TransferBook(credit.allocator)
+            if book.slot_resources:
+                self._transfers = Transfers(book, self._release)
         self._ids = itertools.count(1)
         self._queue: collections.deque[DataLanded] = collections.deque()
         self._queue_event = asyncio.Event()
@@ -139,6 +150,8 @@ class ReceiverSide:
             await asyncio.gather(*(server.retire(peer, session) for server in self.data))
             if self.verbs is not None:
                 await self.verbs.retire(peer, session)  # MRs gone, QP in ERR and drained
+            if self._transfers is not None:  # a transfer not whole by now never will be
+                self._transfers.retire(peer, session)
 
         return retire()
 
@@ -183,11 +196,15 @@ class ReceiverSide:
             return "the lease's DATA_BYTES differ from the write's length"
         if amounts.get(_R.STAGING_SLOTS, 0) != (1 if staged else 0):
             return "a staged write leases exactly one staging slot, a direct one none"
-        admission = credit.admit_write(peer, request.qos_class, request.epoch, amounts)
-        if not admission.accepted:
-            assert admission.reason is not None
-            return admission.reason.value
-        return None
+
+        def admit_write() -> str | None:
+            assert credit is not None
+            admission = credit.admit_write(peer, request.qos_class, request.epoch, amounts)
+            return None if admission.reason is None else admission.reason.value
+
+        if self._transfers is None:
+            return admit_write()
+        return self._transfers.admit(peer, session, request, admit_write)
 
     def refused(self, peer: int, session: int, request: Request | None, reason: str) -> None:
         self._refused += 1
@@ -224,21 +241,44 @@ class ReceiverSide:
             if not self._corrupt[peer]:
                 del self._corrupt[peer]
         amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
-        self._announce(peer, request, amounts)
+        self._write_landed(peer, session, request, amounts)
 
-    def _announce(self, peer: int, request: Request, amounts: dict[CreditResource, int]) -> None:
+    def _write_landed(
+        self, peer: int, session: int, request: Request, amounts: dict[CreditResource, int]
+    ) -> None:
+        """A write landed whole with ``amounts`` of its charge still held: announced on its
+        own, or as part of its transfer once that is whole (``_transfers``)."""
+        if not request.flags & Flags.CREDITED or self._transfers is None:
+            held = None
+            if request.flags & Flags.CREDITED:
+                held = _Held(peer=peer, qos=request.qos_class, epoch=request.epoch, amounts=amounts)
+            self._announce(
+                peer, request.segment, request.offset, request.length, request.write_id, held
+            )
+            return
+        outcome = self._transfers.landed(peer, session, request, amounts)
+        if isinstance(outcome, str):  # its slices lied about the transfer they form
+            self._refused += 1
+            self._quarantine(peer, session, outcome)
+        elif outcome is not None:
+            held = _Held(peer=peer, qos=outcome.qos, epoch=outcome.epoch, amounts=outcome.amounts)
+            self._announce(
+                peer, outcome.segment, outcome.offset, outcome.length, outcome.first_write_id, held
+            )
+
+    def _announce(  # noqa: PLR0917 (the notification's fields)
+        self, peer: int, segment: int, offset: int, length: int, write_id: int, held: _Held | None
+    ) -> None:
         self._landed += 1
         landed_id = next(self._ids)
-        if request.flags & Flags.CREDITED:
-            self._held[landed_id] = _Held(
-                peer=peer, qos=request.qos_class, epoch=request.epoch, amounts=amounts
-            )
+        if held is not None:
+            self._held[landed_id] = held
         event = DataLanded(
             sender=peer,
-            segment=request.segment,
-            offset=request.offset,
-            length=request.length,
-            write_id=request.write_id,
+            segment=segment,
+            offset=offset,
+            length=length,
+            write_id=write_id,
             landed_id=landed_id,
         )
         if self._release_on_landing:
@@ -249,7 +289,7 @@ class ReceiverSide:
             # An application that never takes its notifications (or a peer's flood of tiny
             # uncredited writes) must not grow this queue without end. An event whose charge
             # is still held is always queued: the consumer needs it to release, and the
-            # receiver's credit capacity already bounds how many of those exist.
+            # sender's slot credit bounds how many of those exist (_transfers).
             self._dropped += 1
         else:
             self._queue.append(event)
@@ -260,6 +300,8 @@ class ReceiverSide:
         if request.flags & Flags.CREDITED:
             amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
             self._release(peer, request.qos_class, request.epoch, amounts)
+            if self._transfers is not None:  # the rest of its transfer is dropped too
+                self._transfers.aborted(peer, session, request)
 
     # ---------------------------------------------------------------- the staged path
 
@@ -282,7 +324,7 @@ class ReceiverSide:
                 amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
                 slots = amounts.pop(_R.STAGING_SLOTS, 0)
                 self._release(peer, request.qos_class, request.epoch, {_R.STAGING_SLOTS: slots})
-                self._announce(peer, request, amounts)
+                self._write_landed(peer, session, request, amounts)
             else:
                 self.aborted(peer, session, request, f"inner transfer failed: {detail}")
             finish(ok)
@@ -297,6 +339,8 @@ class ReceiverSide:
         held = self._held.pop(event.landed_id, None)
         if held is None:
             return False
+        if self._transfers is not None:
+            self._transfers.book.closed(held.peer, held.qos, held.epoch)
         self._released += 1
         self._release(held.peer, held.qos, held.epoch, held.amounts)
         return True
@@ -339,4 +383,5 @@ class ReceiverSide:
             unreleased=len(self._held),
             stale_refused=self._stale,
             notifications_dropped=self._dropped,
+            transfers_held=0 if self._transfers is None else self._transfers.book.total_held(),
         )

@@ -11,7 +11,8 @@ honest write is never corrupted in flight) and quarantines the sender.
 
 Layout (little endian, 64 bytes): magic ``TVN1``, write id u32, notice sequence u32, flags u32
 (CREDITED = 1), segment u64, offset u64, length u64, DATA_BYTES charge u64, QoS class u32,
-CRC32C u32, REQUEST_SLOTS / STAGING_SLOTS / CONSUMER_SLOTS u16 each, 2 bytes zero.
+CRC32C u32, REQUEST_SLOTS / STAGING_SLOTS / CONSUMER_SLOTS u16 each, slice index u16 (the
+write's place in its transfer, as the TCP header's).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Notice:
     request_slots: int
     staging_slots: int
     consumer_slots: int
+    slice_index: int = 0
 
     def pack(self) -> bytes:
         """Raises ``struct.error`` for a field out of its width (a local bug)."""
@@ -66,7 +68,7 @@ class Notice:
             self.request_slots,
             self.staging_slots,
             self.consumer_slots,
-            0,
+            self.slice_index,
         )
 
     @classmethod
@@ -74,11 +76,11 @@ class Notice:
         """Parse exactly :data:`NOTICE` ``.size`` bytes; raises :class:`NoticeError`."""
         if len(raw) != NOTICE.size:
             raise NoticeError(f"a notice is {NOTICE.size} bytes, got {len(raw)}")
-        magic, wid, seq, flags, seg, off, length, data, qos, crc, req, stg, con, pad = (
+        magic, wid, seq, flags, seg, off, length, data, qos, crc, req, stg, con, index = (
             NOTICE.unpack(raw)
         )
-        if magic != _MAGIC or flags & ~CREDITED or pad:
-            raise NoticeError("not a write notice (magic, flags or padding)")
+        if magic != _MAGIC or flags & ~CREDITED:
+            raise NoticeError("not a write notice (magic or flags)")
         return cls(
             write_id=wid,
             sequence=seq,
@@ -92,6 +94,7 @@ class Notice:
             request_slots=req,
             staging_slots=stg,
             consumer_slots=con,
+            slice_index=index,
         )
 
 

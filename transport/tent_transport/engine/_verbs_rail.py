@@ -181,6 +181,7 @@ class VerbsRail:
                 request_slots=slot_amount(charge.get(_R.REQUEST_SLOTS, 0)),
                 staging_slots=0,
                 consumer_slots=slot_amount(charge.get(_R.CONSUMER_SLOTS, 0)),
+                slice_index=s.slice_index,
             ).pack()
         except (ValueError, OverflowError) as exc:
             raise PostRefused(f"slice does not fit a notice: {exc}", ready=True) from exc

@@ -343,6 +343,7 @@ class VerbsReceiver:
                 notice.staging_slots,
                 notice.consumer_slots,
             ),
+            slice_index=notice.slice_index,
         )
         reason = self._receiver.admit(ps.peer, ps.session, request)
         if reason is not None:

@@ -46,7 +46,7 @@ from typing import Protocol, cast
 import attrs
 
 from ...control import BIND, CHALLENGE_BYTES, check_bind, parse_bind, tune_socket
-from ...control._door import Door
+from ...control._door import Door, reads_before_connection_made
 from ...control._errors import HandshakeFailed
 from ...segments import Access, SegmentTable
 from ._wire import REQUEST, Ack, AckStatus, Flags, Request, WireOpcode, checksum
@@ -164,7 +164,7 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         self._deadline = asyncio.get_running_loop().call_later(
             self._server.bind_timeout_s, self._fail, "bind timed out"
         )
-        if server._ssl is None:
+        if server._ssl is None or not server._start_tls:
             self._transport.write(self._challenge)
         else:
             self._transport.pause_reading()  # the client hello is for TLS, not for get_buffer
@@ -441,6 +441,7 @@ class TcpDataServer:
         self.max_write_bytes = max_write_bytes
         self.bind_timeout_s = bind_timeout_s
         self._ssl = ssl_context
+        self._start_tls = False  # set by listen: TLS on the accepted socket
         self._server: asyncio.Server | None = None
         self._door: Door[_ServerProtocol] = Door(max_unbound, _evict)
         self._sessions: dict[tuple[int, int], set[_ServerProtocol]] = {}
@@ -449,8 +450,17 @@ class TcpDataServer:
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
-        # no ssl= here: TLS starts in connection_made, at the door and within the deadline
-        self._server = await loop.create_server(lambda: _ServerProtocol(self), host, port)
+        # TLS starts in connection_made, at the door and within the deadline; on a loop that
+        # reads before connection_made (uvloop) asyncio runs it first, within the deadline only
+        early_tls = self._ssl is not None and reads_before_connection_made(loop)
+        self._start_tls = self._ssl is not None and not early_tls
+        self._server = await loop.create_server(
+            lambda: _ServerProtocol(self),
+            host,
+            port,
+            ssl=self._ssl if early_tls else None,
+            ssl_handshake_timeout=self.bind_timeout_s if early_tls else None,
+        )
         name = self._server.sockets[0].getsockname()
         self.address = (str(name[0]), int(name[1]))
         return self.address

@@ -331,6 +331,7 @@ class TcpRail:
             epoch=epoch,
             checksum=checksum(s.local) if s.opcode is Opcode.WRITE else 0,
             charge=(charge[0], charge[1], charge[2], charge[3]),
+            slice_index=s.slice_index,
         ).pack()
 
     def poll(self, max_entries: int, now_ns: int) -> list[SliceCompletion]:

@@ -2,7 +2,7 @@
 
 Request, sender → receiver, then (WRITE) ``length`` payload bytes::
 
-    magic "TDH1" | opcode u8 | flags u8 | pad u16 | qos u32 | write_id u32 | request u64 |
+    magic "TDH1" | opcode u8 | flags u8 | slice u16 | qos u32 | write_id u32 | request u64 |
     segment u64 | offset u64 | length u64 | session u64 | lease_session u128 | epoch u64 |
     checksum u32 | pad u32 | charge[4] u64 (DATA_BYTES, REQUEST_SLOTS, STAGING_SLOTS,
     CONSUMER_SLOTS; 0 = not charged)
@@ -11,10 +11,12 @@ Acknowledgement, receiver → sender, then (successful READ) ``length`` payload 
 
     magic "TDA1" | status u8 | pad u8[3] | checksum u32 | request u64 | length u64
 
-``session`` is the receiver's transport session of the data connection (a header naming another
-one is refused); ``lease_session``/``epoch``/``charge`` are the credit lease of a CREDITED write.
-The checksum is CRC32C of the payload (``crc32c``, hardware-accelerated), verified at the
-receiver for a WRITE and at the sender for a READ.
+``slice`` is the write's index in its transfer (the transfer is the write id of its first slice,
+``devices.first_write_id``; the receiver holds state per transfer). ``session`` is the
+receiver's transport session of the data connection (a header naming another one is refused);
+``lease_session``/``epoch``/``charge`` are the credit lease of a CREDITED write. The checksum
+is CRC32C of the payload (``crc32c``, hardware-accelerated), verified at the receiver for a
+WRITE and at the sender for a READ.
 """
 
 from __future__ import annotations
@@ -87,13 +89,14 @@ class Request:
     epoch: int
     checksum: int
     charge: tuple[int, int, int, int]
+    slice_index: int = 0
 
     def pack(self) -> bytes:
         return REQUEST.pack(
             _REQUEST_MAGIC,
             self.opcode,
             int(self.flags),
-            0,
+            self.slice_index,
             self.qos_class,
             self.write_id,
             self.request,
@@ -116,7 +119,7 @@ class Request:
             magic,
             opcode,
             flags,
-            _pad,
+            slice_index,
             qos,
             write_id,
             request,
@@ -147,6 +150,7 @@ class Request:
             epoch=epoch,
             checksum=crc,
             charge=(charge[0], charge[1], charge[2], charge[3]),
+            slice_index=slice_index,
         )
 
 
