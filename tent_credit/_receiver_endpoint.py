@@ -767,16 +767,30 @@ class CreditReceiver:
             self._landed(sender_peer, qos_class, epoch)
             return admission
         if self._allocator.quarantined_keys != quarantined_before:
-            endpoint = self._endpoints.get((sender_peer, qos_class))
-            if endpoint is not None:
-                endpoint.close()
-            if self._trace is not None:
-                self._trace.record(
-                    "receiver", "quarantine", {"peer": sender_peer, "qos": qos_class}
-                )
-            self._ahead.membership_changed()
-            self._capacity_freed()
+            self._after_quarantine(sender_peer, qos_class)
         return admission
+
+    def quarantine(self, sender_peer: int, qos_class: int) -> bool:
+        """Quarantine a key for a write the transport refused on its own (docs/abuse.md
+        "Transfers held": one opening more transfers than its slot credit), as a refused
+        :meth:`admit_write` does: its endpoint closed, what it held and never landed reclaimed
+        and pushed to stalled senders. ``False`` (nothing changes) for an unknown or malformed
+        key; never raises."""
+        try:
+            self._allocator.quarantine(sender_peer, qos_class)
+        except (InvalidArgument, InvalidEntry):
+            return False
+        self._after_quarantine(sender_peer, qos_class)
+        return True
+
+    def _after_quarantine(self, sender_peer: int, qos_class: int) -> None:
+        endpoint = self._endpoints.get((sender_peer, qos_class))
+        if endpoint is not None:
+            endpoint.close()
+        if self._trace is not None:
+            self._trace.record("receiver", "quarantine", {"peer": sender_peer, "qos": qos_class})
+        self._ahead.membership_changed()
+        self._capacity_freed()
 
     def release(
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]

@@ -44,6 +44,7 @@ __all__ = ["AdversarialCreditSpec"]
 # sound), so only the receiver's own promises are checked there.
 
 _ADVERSARY_ACTIONS = ("lie_return", "forge_write", "refuse_write")
+_SLOT = 1  # the slot resource of a charge vector (REQUEST_SLOTS, as the conformance maps it)
 _ADVERSARY_ARITY = {"lie_return": 2, "forge_write": 2, "refuse_write": 2}
 assert tuple(_ADVERSARY_ARITY) == _ADVERSARY_ACTIONS
 
@@ -62,7 +63,10 @@ class AdversarialCreditSpec(CreditSpec):
     The receiver's side (docs/transport_design.md#leases, docs/seams.md "Write admission"):
 
     * ``data_lands`` is the accepted half of write admission: a write of the live session lands
-      only if ``landed + reclaimed + charge ≤ granted`` for its epoch's books.
+      only if ``landed + reclaimed + charge ≤ granted`` for its epoch's books, and (issue 27
+      item 1) only while the books hold slot credit for one more transfer: ``held + 1 ≤
+      granted − released − reclaimed`` of the slot resource (the second one, REQUEST_SLOTS).
+      A landed write is a transfer the receiver holds (``held``) until ``consumer_release``.
     * ``refuse_write(s, item)`` is the refused half: the write never touches memory, and the
       sender's key is quarantined (RFC rule 4): every epoch of it is fenced and reclaimed at once
       (``reclaimed = granted − landed``), no grant, update or new epoch goes to it again in this
@@ -73,7 +77,10 @@ class AdversarialCreditSpec(CreditSpec):
       is a violation and changes nothing).
 
     Invariants: the receiver's capacity sum and physical occupancy (landed − released, summed)
-    never exceed capacity, whatever the senders claim.
+    never exceed capacity, and the transfers it holds per sender and epoch never exceed the slot
+    credit granted and not released, whatever the senders claim or write. With a charge that
+    carries no slot (``(1, 0)``: a transfer's non-last slice, as a liar sends it alone) a forged
+    write would otherwise open a transfer per byte of its grant.
     """
 
     def __init__(self, bounds: CreditBounds, *, name: str = "credit/adversarial") -> None:
@@ -89,7 +96,14 @@ class AdversarialCreditSpec(CreditSpec):
 
     def _admits(self, b: Books, c: int) -> bool:
         # docs/seams.md "Write admission": landed + returned-reclaimed + amount <= granted.
-        return _vle(_vadd(_vadd(b.landed, b.reclaimed), self._charges[c]), b.granted)
+        fits = _vle(_vadd(_vadd(b.landed, b.reclaimed), self._charges[c]), b.granted)
+        return fits and self._transfer_room(b)
+
+    def _transfer_room(self, b: Books) -> bool:
+        # docs/abuse.md "Transfers held": one transfer per slot of credit the sender holds
+        if self.bounds.resources < 2:
+            return True  # no slot resource: nothing bounds transfers but their bytes
+        return b.held + 1 <= b.granted[_SLOT] - b.released[_SLOT] - b.reclaimed[_SLOT]
 
     # ---- the adversary ------------------------------------------------------------------
 
@@ -131,6 +145,13 @@ class AdversarialCreditSpec(CreditSpec):
         if not self._admits(b, item[2]):
             return "write admission refuses it: landed + reclaimed + charge > granted"
         return None
+
+    def _e_data_lands(self, state: CreditState, s: int, item: Any) -> CreditState:
+        after = super()._e_data_lands(state, s, item)
+        peer = after.peers[s]
+        b = self._books_for(peer, item[1])
+        assert b is not None  # the write landed on these books
+        return self._with_peer(after, s, self._replace_books(peer, b, b._replace(held=b.held + 1)))
 
     def _g_refuse_write(self, state: CreditState, s: int, item: Any) -> str | None:
         peer = state.peers[s]
@@ -190,9 +211,14 @@ class AdversarialCreditSpec(CreditSpec):
         peer = state.peers[s]
         if self.quarantined(peer) and epoch == peer.books[-1].epoch:
             b = peer.books[-1]  # release, but keep the quarantine mark
-            peer = peer._replace(books=(*peer.books[:-1], b._replace(released=b.landed)))
-            return self._with_peer(state, s, peer)
-        return super()._e_consumer_release(state, s, epoch)
+            nb = b._replace(released=b.landed, held=0)
+            return self._with_peer(state, s, peer._replace(books=(*peer.books[:-1], nb)))
+        after = super()._e_consumer_release(state, s, epoch)
+        released = self._books_for(after.peers[s], epoch)
+        if released is None or not released.held:
+            return after  # settled and dropped, or nothing held
+        peer = self._replace_books(after.peers[s], released, released._replace(held=0))
+        return self._with_peer(after, s, peer)
 
     # ---- enumeration ---------------------------------------------------------------------
 
@@ -263,6 +289,14 @@ class AdversarialCreditSpec(CreditSpec):
         """Physical occupancy never exceeds capacity, whatever a sender reports or writes."""
         return _vle(self.occupancy(state), self._capacity)
 
+    def inv_transfers(self, state: CreditState) -> bool:
+        """Transfers held per sender and epoch ≤ its slot credit granted and not released."""
+        if self.bounds.resources < 2:
+            return True
+        return all(
+            b.held <= b.granted[_SLOT] - b.released[_SLOT] for p in state.peers for b in p.books
+        )
+
     def inv_committed(self, state: CreditState) -> bool:
         """Σ over every book of (granted − released − reclaimed) ≤ capacity: the sum only (a
         liar's books are not asked to be consistent; occupancy is the physical check)."""
@@ -275,6 +309,13 @@ class AdversarialCreditSpec(CreditSpec):
                 'RFC "Security and Abuse Boundaries"; docs/transport_design.md#leases: a write is '
                 "admitted before its bytes touch memory, so landed − released ≤ capacity",
                 self.inv_occupancy,
+            ),
+            SpecInvariant(
+                "held_transfers_within_slot_credit",
+                'RFC "Security and Abuse Boundaries": "per-peer demand ... and control-queue '
+                'occupancy are bounded"; issue 27 item 1: what the receiver holds per sender '
+                "is bounded by the slot credit it granted, whatever the byte grant",
+                self.inv_transfers,
             ),
             SpecInvariant(
                 "capacity_never_exceeded",

@@ -167,10 +167,26 @@ class ReuseBeforeFence(CreditSpec):
 class NoWriteAdmission(AdversarialCreditSpec):
     """Against adversarial senders, the receiver lets every write of a live epoch land: it
     trusts the sender's reports instead of admitting each write against its credit (issue 10
-    item 6: 10 slots of payload arrived for 8 of capacity)."""
+    item 6: 10 slots of payload arrived for 8 of capacity). Only the credit check goes: the
+    transfer bound (``no_transfer_bound``'s rule) stays, and a write carrying more bytes than
+    its one slot's grant overfills the receiver."""
 
     def _g_data_lands(self, state: CreditState, s: int, item: Any) -> str | None:
-        return CreditSpec._g_data_lands(self, state, s, item)
+        reason = CreditSpec._g_data_lands(self, state, s, item)
+        b = self._books_for(state.peers[s], item[1])
+        if reason is None and b is not None and not self._transfer_room(b):
+            return "the transfer bound refuses it"
+        return reason
+
+
+class NoTransferBound(AdversarialCreditSpec):
+    """Against adversarial senders, write admission checks a write's bytes but not how many
+    transfers the receiver then holds: every slot-less write a liar forges opens one (issue 27
+    item 1: 8 consumer slots, hundreds of thousands of held notifications)."""
+
+    def _transfer_room(self, b: Any) -> bool:
+        return True
+
 
 class StaleReserve(CreditSpec):
     """Reserve ignores staleness: a sender whose entry went STALE (TTL expiry, disconnect) keeps
@@ -242,6 +258,12 @@ KNOWN_BAD: Mapping[str, tuple[Factory, str, str]] = {
         'RFC "Security and Abuse Boundaries"; docs/transport_design.md#leases: the receiver '
         'refuses a '
         "write beyond the sender's credit before it touches memory, whatever the sender reported",
+    ),
+    "no_transfer_bound": (
+        NoTransferBound,
+        "held_transfers_within_slot_credit",
+        'RFC "Security and Abuse Boundaries": per-peer state is bounded; issue 27 item 1: '
+        "a write opening more transfers than its sender holds slot credit for is refused",
     ),
 }
 """Variant name -> (factory taking CreditBounds, invariant it must violate, the RFC rule)."""

@@ -295,6 +295,24 @@ def test_receiver_closes_the_quarantined_endpoint_and_pushes_freed_capacity() ->
     assert rx.admit_write(None, 0, 1, {Q: 1}).reason is WriteRefusal.MALFORMED  # type: ignore[arg-type]
 
 
+def test_a_transport_refusal_quarantines_the_key_as_a_refused_write_does() -> None:
+    """``CreditReceiver.quarantine`` (the transport's refusals of its own, e.g. a write opening
+    more transfers than its slot credit): the endpoint closes, held credit is reclaimed."""
+    config = AllocatorConfig(
+        capacity={Q: 8}, control_slots=2, max_grant={Q: 8}, max_keys=8, retry_after_us=100
+    )
+    rx = CreditReceiver(config, SessionId(3))
+    liar = rx.accept(1)
+    rx.allocator.grant(1, 0, {Q: 8})
+    assert not rx.quarantine(9, 0)  # an unknown key: nothing changes, nothing remembered
+    assert not rx.quarantine("1", 0)  # type: ignore[arg-type]  # malformed: never raises
+    assert rx.allocator.quarantined_keys == 0
+    assert rx.quarantine(1, 0)
+    assert liar.closed and rx.allocator.is_quarantined(1, 0)
+    assert rx.allocator.free(Q) == 8
+    assert rx.admit_write(1, 0, 1, {Q: 1}).reason is WriteRefusal.QUARANTINED
+
+
 def test_an_open_endpoint_of_a_key_quarantined_through_the_allocator_ignores_input() -> None:
     # The allocator may be driven directly (quarantine without the receiver closing the
     # endpoint): nothing a peer sends may then raise out of receive_message.

@@ -92,8 +92,9 @@ def test_tiny_slot_less_writes_cannot_open_more_transfers_than_the_sender_holds_
     assert side.statistics().transfers_held == SLOTS  # was one per write
     assert side.pending_landed() == 0  # none is whole: nothing announced
     assert credit.allocator.key_totals(PEER, 0, epoch).landed[R.DATA_BYTES] == SLOTS
-    # refused before admit_write: the refused write changed nothing in the credit core
+    # refused before admit_write, then quarantined as any write past its credit
     assert credit.allocator.statistics().writes_admitted == SLOTS
+    assert credit.allocator.is_quarantined(PEER, 0)
 
 
 def test_an_honest_transfer_in_slices_is_held_and_announced_once_whatever_their_order() -> None:

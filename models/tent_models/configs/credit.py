@@ -93,6 +93,15 @@ CREDIT_BOUNDS: Mapping[str, CreditBounds] = {
 # the faults. `tiny` has one sender (a forged write on top of landed data); `ci` two, so a lie
 # re-grants in-flight credit to the other sender (the overfill the write admission stops).
 # ci: 131,097 distinct states (measured by BFS; with max_messages=2 it is 480,592).
+_SLICES = CreditBounds(
+    senders=1,
+    capacity=(2, 1),
+    charges=((2, 1), (1, 0)),
+    max_grant_total=2,
+    max_tokens=1,
+    max_epoch=1,
+    max_messages=1,
+)
 ADVERSARIAL_BOUNDS: Mapping[str, CreditBounds] = {
     "tiny": CreditBounds(
         senders=1,
@@ -112,6 +121,10 @@ ADVERSARIAL_BOUNDS: Mapping[str, CreditBounds] = {
         max_epoch=2,
         max_messages=1,
     ),
+    # Issue 27 item 1: an honest transfer is two bytes and one slot, (2, 1); a charge without
+    # a slot, (1, 0), is a transfer's non-last slice, which a liar forges on its own to open a
+    # transfer per byte of its grant; invariant held_transfers_within_slot_credit.
+    "slices/ci": _SLICES,
 }
 
 # One sender suffices for every counterexample; each variant gets the faults its rule guards
@@ -134,7 +147,9 @@ KNOWN_BAD_BOUNDS: Mapping[str, CreditBounds] = {
     "control_charged_to_data_credit": CreditBounds(**_BAD_BASE),
     "completion_mints_credit": CreditBounds(**_BAD_BASE),
     "reuse_before_fence": CreditBounds(**_BAD_BASE, max_sender_restarts=1),
-    "no_write_admission": CreditBounds(**_BAD_BASE),
+    # (2, 1): more bytes than the one slot's grant, which only the credit check refuses
+    "no_write_admission": CreditBounds(**{**_BAD_BASE, "charges": ((1, 1), (2, 1))}),
+    "no_transfer_bound": _SLICES,  # two slot-less writes within the byte grant, one slot
     "stale_reserve": CreditBounds(**_BAD_BASE, max_stale=1),
 }
 assert KNOWN_BAD_BOUNDS.keys() == KNOWN_BAD.keys()

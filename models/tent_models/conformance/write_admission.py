@@ -8,16 +8,20 @@ touches the receiver's books, makes the matching allocator call:
 * ``deliver`` of a usage report the receiver takes (live session, current epoch, newer sequence)
   → ``on_usage`` with its returned totals; the spec ignoring it as a violation ↔ the allocator
   raising :class:`RemoteProtocolError`;
-* ``data_lands`` → ``admit_write`` accepted; ``refuse_write`` → ``admit_write`` refused (with the
-  reason the spec's books imply) and the key quarantined;
-* ``consumer_release`` → ``release``; ``reclaim_after_fence`` → ``fence_complete``;
+* ``data_lands`` → a transfer opened in the :class:`~tent_credit.TransferBook` (its bound must
+  allow it) and ``admit_write`` accepted; ``refuse_write`` → the transfer bound refusing (then
+  ``quarantine``, as the transport does) or ``admit_write`` refused (with the reason the spec's
+  books imply), and the key quarantined;
+* ``consumer_release`` → ``release`` and every transfer of the epoch closed;
+  ``reclaim_after_fence`` → ``fence_complete``;
   ``sender_restart`` → ``open_epoch``; ``receiver_restart`` → a new allocator.
 
 Sender-side steps, message moves and network faults have no receiver counterpart. After every
 step the books of every sender are compared with ``key_totals`` of every epoch (granted,
 landed, released, reclaimed = by return + by fence, status ACTIVE/FENCING/FENCED ↔
-ACTIVE/FENCING/RECLAIMED; a settled FENCED record is forgotten by the allocator) and the
-quarantine with ``is_quarantined``. A mismatch raises :class:`WriteAdmissionDivergence`.
+ACTIVE/FENCING/RECLAIMED; a settled FENCED record is forgotten by the allocator), the books'
+``held`` with the transfer book's, and the quarantine with ``is_quarantined``. A mismatch
+raises :class:`WriteAdmissionDivergence`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from tent_credit import (
     GrantSplit,
     ReceiverCreditAllocator,
     SessionId,
+    TransferBook,
     WriteRefusal,
 )
 from tent_credit.errors import InvalidEntry, RemoteProtocolError
@@ -68,6 +73,8 @@ class WriteAdmissionLockstep:
         self.state: CreditState = self.spec.initial_states()[0]
         self._resources = RESOURCES[: bounds.resources]
         self.trace: list[tuple[str, tuple[Hashable, ...]]] = []
+        self.bound_refusals = 0
+        """Writes the transfer bound refused (before ``admit_write``)."""
         self._new_allocator()
 
     def _new_allocator(self) -> None:
@@ -87,6 +94,7 @@ class WriteAdmissionLockstep:
         )
         for s in range(len(self.state.peers)):
             self.allocator.open_epoch(s + 1, 0)
+        self.book = TransferBook(self.allocator)
 
     def _vector(self, values: tuple[int, ...]) -> dict[CreditResource, int]:
         return dict(zip(self._resources, values, strict=True))
@@ -145,12 +153,21 @@ class WriteAdmissionLockstep:
         return WriteRefusal.OVER_CREDIT
 
     def _on_data_lands(self, _before: CreditState, _after: CreditState, s: int, item: Any) -> None:
+        if not self.book.may_open(s + 1, 0, item[1]):
+            raise self._fail(f"the transfer bound refused {item}; spec admits it")
         charge = self._vector(self.spec.bounds.charges[item[2]])
         admission = self.allocator.admit_write(s + 1, 0, item[1], charge)
         if not admission.accepted:
             raise self._fail(f"admit_write refused {item} ({admission.reason}); spec admits it")
+        self.book.opened(s + 1, 0, item[1])
 
     def _on_refuse_write(self, before: CreditState, _after: CreditState, s: int, item: Any) -> None:
+        if not self.book.may_open(s + 1, 0, item[1]):
+            # the transport refuses before admit_write and quarantines the key itself
+            # (CreditReceiver.quarantine): the allocator never hears of the write
+            self.allocator.quarantine(s + 1, 0)
+            self.bound_refusals += 1
+            return
         charge = self._vector(self.spec.bounds.charges[item[2]])
         admission = self.allocator.admit_write(s + 1, 0, item[1], charge)
         expected = self._expected_refusal(before, s, item)
@@ -165,6 +182,8 @@ class WriteAdmissionLockstep:
             tuple(a - r for a, r in zip(books.landed, books.released, strict=True))
         )
         self.allocator.release(s + 1, 0, epoch, amounts)
+        for _ in range(self.book.held(s + 1, 0, epoch)):
+            self.book.closed(s + 1, 0, epoch)
 
     def _on_reclaim_after_fence(
         self, _before: CreditState, _after: CreditState, s: int, epoch: int
@@ -217,6 +236,10 @@ class WriteAdmissionLockstep:
                 )
                 if got != want:
                     raise self._fail(f"sender {s} epoch {epoch}: allocator {got}, spec {want}")
+                held = self.book.held(s + 1, 0, epoch)
+                if held != books.held:
+                    detail = f"sender {s} epoch {epoch}: {held} transfers held, spec {books}"
+                    raise self._fail(detail)
 
     # ---- a driver --------------------------------------------------------------------------
 

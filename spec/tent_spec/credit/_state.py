@@ -105,6 +105,10 @@ class Books(NamedTuple):
     pushed_seq: int  # last published update sequence (ACTIVE only)
     usage_seq: int  # last accepted usage sequence (ACTIVE only)
     demand: int  # pending demand: 0 or 1 + charge index (ACTIVE only)
+    # Transfers the receiver holds state for (landed, not yet released): only the adversarial
+    # spec counts them (issue 27 item 1); the honest spec leaves it 0, so its states are those
+    # it always had.
+    held: int = 0
 
 
 InFlight = tuple[int, int, int]  # (session, epoch, charge index) of committed, unlanded work

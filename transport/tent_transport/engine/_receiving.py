@@ -41,7 +41,7 @@ from ..control import ControlServer, FrameKind, PeerSession
 from ..devices.tcp import Flags, Request, TcpDataServer
 from ..segments import SegmentTable, encode_descriptors
 from ._staging import StagingPath
-from ._transfers import Transfers
+from ._transfers import TOO_MANY_TRANSFERS, Transfers
 from ._verbs_receiver import VerbsReceiver
 
 __all__ = ["DataLanded", "ReceiverSide", "ReceiverStatistics"]
@@ -204,7 +204,10 @@ class ReceiverSide:
 
         if self._transfers is None:
             return admit_write()
-        return self._transfers.admit(peer, session, request, admit_write)
+        reason = self._transfers.admit(peer, session, request, admit_write)
+        if reason == TOO_MANY_TRANSFERS:  # refused as any write past its credit
+            credit.quarantine(peer, request.qos_class)
+        return reason
 
     def refused(self, peer: int, session: int, request: Request | None, reason: str) -> None:
         self._refused += 1

@@ -8,7 +8,8 @@ write, a peer's tiny slot-less writes each kept a notification until the consume
 
 1. The first admitted slice of a transfer opens it, only while the sender's key holds a slot of
    credit for one more (:class:`tent_credit.TransferBook`); a slice that would open one past
-   that is refused like any write past its credit (the sender is quarantined).
+   that is refused like any write past its credit: the key is quarantined in the credit core
+   (``CreditReceiver.quarantine``) and the sender in the transport.
 2. Its slices' charges add up in one record. When the slot-carrying slice and every slice
    before it are accounted for and their payloads tile one range, the transfer *completes*:
    one data-landed notification for the whole range, held until the consumer releases it.
@@ -35,10 +36,11 @@ from tent_credit import CreditResource, TransferBook
 from ..devices import first_write_id
 from ..devices.tcp import Request
 
-__all__ = ["FAILED_REMEMBERED", "Completed", "Transfers"]
+__all__ = ["FAILED_REMEMBERED", "TOO_MANY_TRANSFERS", "Completed", "Transfers"]
 
 _R = CreditResource
 _SLOTS = (_R.REQUEST_SLOTS, _R.CONSUMER_SLOTS, _R.STAGING_SLOTS)
+TOO_MANY_TRANSFERS = "a write opening more transfers than the sender holds slots for"
 FAILED_REMEMBERED = 1024
 """Failed transfers whose late slices are recognised (and given back at once)."""
 
@@ -104,7 +106,7 @@ class Transfers:
         entry = self._open.get(key)
         opens = entry is None and key not in self._failed
         if opens and not self.book.may_open(peer, request.qos_class, request.epoch):
-            return "a write opening more transfers than the sender holds slots for"
+            return TOO_MANY_TRANSFERS
         if entry is not None and (entry.qos, entry.epoch) != (request.qos_class, request.epoch):
             return "a slice of a transfer under another lease"
         reason = admit_write()
