@@ -128,6 +128,9 @@ class _Hooks:
     def admit_peer(self, peer: int) -> bool:
         return True
 
+    def flooded(self, peer: int) -> None:
+        self.log.append(f"flooded {peer}")
+
     def retire_session(self, peer: int, session: int) -> Awaitable[None]:
         async def retire() -> None:
             self.log.append(f"retire-start {peer}/{session}")

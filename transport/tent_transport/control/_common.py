@@ -58,6 +58,10 @@ class ServiceStatistics:
     were already waiting (``_door``; always 0 at a client)."""
     reconnects: int
     protocol_violations: int
+    control_throttled: int
+    """Times a peer's control connection was not read because it was over its frame rate."""
+    control_floods: int
+    """Peers closed (and quarantined) for staying over their control-frame rate."""
     unsupported_frames: int
     fences_completed: int
 
@@ -71,6 +75,8 @@ class _Counters:
         self.violations = 0
         self.unsupported = 0
         self.fences_completed = 0
+        self.throttled = 0
+        self.floods = 0
 
     def snapshot(self) -> ServiceStatistics:
         return ServiceStatistics(
@@ -79,6 +85,8 @@ class _Counters:
             handshakes_evicted=self.handshakes_evicted,
             reconnects=self.reconnects,
             protocol_violations=self.violations,
+            control_throttled=self.throttled,
+            control_floods=self.floods,
             unsupported_frames=self.unsupported,
             fences_completed=self.fences_completed,
         )

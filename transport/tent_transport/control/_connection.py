@@ -31,6 +31,7 @@ from tent_credit.testing import FaultyChannel
 from ._errors import FrameError
 from ._frames import FrameDecoder, FrameKind, encode_frame
 from ._handshake import AuthenticatedPeer
+from ._rate import ControlRate
 
 __all__ = [
     "CONTROL_SO_PRIORITY",
@@ -83,8 +84,9 @@ class ControlConnection:
     ``on_frame(kind, payload)`` runs in the loop for every complete frame, in order; a
     :class:`FrameError` (bad length or kind) closes the connection, and so does a frame not
     whole within ``partial_frame_s`` of its first byte (a slowloris peer after the
-    handshake). ``on_closed()`` runs once, whatever closed it. Not thread-safe: use it from
-    its event loop only.
+    handshake). With ``rate`` the connection is not read while the peer is over its frame
+    budget, and closed when it keeps at it (``_rate``). ``on_closed()`` runs once, whatever
+    closed it. Not thread-safe: use it from its event loop only.
     """
 
     def __init__(
@@ -98,10 +100,14 @@ class ControlConnection:
         max_queued: int = 256,
         faults: FaultyChannel | None = None,
         partial_frame_s: float = 5.0,
+        rate: ControlRate | None = None,
     ) -> None:
         if max_queued < 1:
             raise ValueError("max_queued must be at least 1")
         self._partial_frame_s = partial_frame_s
+        self.rate = rate
+        """The peer's control-frame budget (``_rate``; ``None``: unbounded, a sender's view of
+        its receiver)."""
         self._reader = reader
         self._writer = writer
         self.peer = peer
@@ -220,6 +226,19 @@ class ControlConnection:
                 elif frames or not begun:  # a new frame is partly buffered: it begins now
                     begun = loop.time()
                 for n, (kind, payload) in enumerate(frames, 1):
+                    if self.rate is not None and (n - 1) % READ_BATCH == 0:
+                        # each batch is paid for before it is handled: over its frame rate,
+                        # this peer waits (unread: the rest stays in the kernel) and loses
+                        # nothing; one that keeps at it is closed (_rate)
+                        hold = self.rate.charge(min(READ_BATCH, len(frames) - n + 1))
+                        if hold and self.rate.flooding:
+                            self.close("control flood: over its frame rate for too long")
+                            return
+                        if hold:
+                            await asyncio.sleep(hold)
+                            begun += hold if begun else 0.0  # our pause, not the peer's
+                            if self.closed:
+                                return
                     self._received += 1
                     self._on_frame(kind, payload)
                     if n % READ_BATCH == 0:

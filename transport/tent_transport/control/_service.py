@@ -47,6 +47,7 @@ from ._door import Door, reads_before_connection_made
 from ._errors import HandshakeFailed
 from ._frames import FrameKind
 from ._handshake import AuthenticatedPeer, TlsIdentity, server_handshake
+from ._rate import ControlRate
 from ._repeats import RepeatHold
 
 __all__ = ["ControlServer", "PeerSession", "ReceiverHooks"]
@@ -115,6 +116,10 @@ class ReceiverHooks(Protocol):
     def admit_peer(self, peer: int) -> bool:
         """Whether an authenticated peer may open a session (``False``: quarantined)."""
 
+    def flooded(self, peer: int) -> None:
+        """The peer kept over its control-frame rate (``_rate``): its connection is closed;
+        quarantine it as for any other peer fault."""
+
 
 class ControlServer:
     """The receiver's control listener (one :class:`PeerSession` per connected sender).
@@ -123,7 +128,10 @@ class ControlServer:
     frames are ignored and counted). ``rails`` is called for the data listeners' addresses when a
     bootstrap is sent. ``handshake_timeout_s`` bounds a handshake (TLS's included) and, after
     it, each frame from its first byte; ``max_pending_handshakes`` the connections that wait
-    for theirs (``_door``: a newcomer past it evicts the one idle longest).
+    for theirs (``_door``: a newcomer past it evicts the one idle longest); ``control_rate``
+    ``(frames per second, burst, flood seconds)`` what each session's frames may cost
+    (``_rate``: over it the connection is not read; a peer that keeps at it is closed and
+    :meth:`ReceiverHooks.flooded`).
     """
 
     def __init__(
@@ -138,6 +146,7 @@ class ControlServer:
         handshake_timeout_s: float = 5.0,
         max_queued: int = 256,
         max_pending_handshakes: int = 64,
+        control_rate: tuple[float, int, float] = (2_000.0, 4_000, 5.0),
         clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
         if type(max_pending_handshakes) is not int or max_pending_handshakes < 1:
@@ -154,6 +163,9 @@ class ControlServer:
         self._faults = faults
         self._timeout = handshake_timeout_s
         self._max_queued = max_queued
+        ControlRate(*control_rate[:2], flood_s=control_rate[2])  # validates, raises ValueError
+        self._control_rate = control_rate
+        self._throttled = 0  # of sessions no longer in _sessions
         # strangers wait here until their handshake succeeds: bounded, oldest evicted (_door)
         self._door: Door[asyncio.Transport] = Door(max_pending_handshakes, _close)
         self._clock = clock
@@ -195,6 +207,11 @@ class ControlServer:
 
     def statistics(self) -> ServiceStatistics:
         self._counters.handshakes_evicted = self._door.evicted
+        self._counters.throttled = self._throttled + sum(
+            ps.connection.rate.throttled
+            for ps in self._sessions.values()
+            if ps.connection.rate is not None
+        )
         return self._counters.snapshot()
 
     def control_frames(self) -> tuple[int, int]:
@@ -301,6 +318,7 @@ class ControlServer:
             max_queued=self._max_queued,
             faults=None if self._faults is None else self._faults(peer),
             partial_frame_s=self._timeout,  # a frame begun: whole within the handshake's time
+            rate=ControlRate(*self._control_rate[:2], flood_s=self._control_rate[2]),
         )
         ps = PeerSession(
             peer=peer,
@@ -312,6 +330,8 @@ class ControlServer:
         )
         holder.append(ps)
         self._sessions[peer] = ps
+        if old is not None and old.connection.rate is not None:
+            self._throttled += old.connection.rate.throttled  # its count outlives it
         if old is not None and old.current:
             # a reconnect while the old connection still looked alive (a sender restart):
             # accept() fenced the old epoch already
@@ -349,6 +369,10 @@ class ControlServer:
         self.flush()
 
     def _on_closed(self, ps: PeerSession) -> None:
+        rate = ps.connection.rate
+        if rate is not None and rate.flooding:  # RFC: per-peer update frequency is bounded
+            self._counters.floods += 1
+            self._hooks.flooded(ps.peer)
         if not ps.current:
             return  # superseded: its retirement is already under way
         ps.current = False
