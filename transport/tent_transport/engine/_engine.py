@@ -178,6 +178,7 @@ class Engine:
             hooks=self.receiver,
             qos_class=credit.default_qos_class,
             faults=options.control_faults,
+            control_rate=options.control_rate,
         )
         self.receiver.control = self.control
         if options.staging_slots and self.credit is not None:

@@ -138,6 +138,16 @@ class TransportCollector(Collector):
             value=control.handshakes_evicted,
         )
         yield CounterMetricFamily(
+            "tent_transport_control_throttled",
+            "Times a peer's control connection was not read: over its frame rate",
+            value=control.control_throttled,
+        )
+        yield CounterMetricFamily(
+            "tent_transport_control_floods",
+            "Peers closed and quarantined for staying over their control-frame rate",
+            value=control.control_floods,
+        )
+        yield CounterMetricFamily(
             "tent_transport_control_protocol_violations",
             "Peer faults on control connections",
             value=control.protocol_violations,

@@ -8,6 +8,7 @@ from tent_credit._trace import TraceSink
 
 from ..control import PskIdentity, TlsIdentity
 from ..control._common import FaultFactory
+from ..control._rate import ControlRate
 
 __all__ = ["EngineOptions"]
 
@@ -58,6 +59,11 @@ class EngineOptions:
         write, or one released on landing) is dropped and counted
         (``notifications_dropped``); one whose charge is held is always kept, since its
         release needs it and the receiver's credit capacity bounds how many exist.
+    15. ``control_rate``: ``(frames per second, burst, flood seconds)`` each sender's control
+        connection may cost the receiver (default 2,000, 4,000, 5 s: about twice an honest
+        sender at full speed). Over it the connection is not read for a while; a sender that
+        keeps at it for about twice the flood seconds is closed and quarantined
+        (docs/abuse.md).
     """
 
     peer_id: int
@@ -82,6 +88,7 @@ class EngineOptions:
     )
     verbs_device: str = ""
     max_pending_landed: int = 65_536
+    control_rate: tuple[float, int, float] = (2_000.0, 4_000, 5.0)
 
     def __attrs_post_init__(self) -> None:
         port = self.metrics_port
@@ -91,6 +98,10 @@ class EngineOptions:
             raise ValueError(f"metrics_address must be a host: {self.metrics_address!r}")
         if type(self.max_pending_landed) is not int or self.max_pending_landed < 1:
             raise ValueError("max_pending_landed must be an int >= 1")
+        rate = self.control_rate
+        if not isinstance(rate, tuple) or len(rate) != 3:
+            raise ValueError(f"control_rate must be (rate, burst, flood seconds): {rate!r}")
+        ControlRate(rate[0], rate[1], flood_s=rate[2])  # raises ValueError when not positive
         if self.identity.local_peer != self.peer_id:
             raise ValueError("identity.local_peer must equal peer_id")
         if self.data_tls and not isinstance(self.identity, TlsIdentity):

@@ -165,6 +165,14 @@ class ReceiverSide:
     def admit_peer(self, peer: int) -> bool:
         return peer not in self._quarantined
 
+    def flooded(self, peer: int) -> None:
+        """The peer kept over its control-frame rate (its flooding connection is closing):
+        quarantined, and a newer session of it, if any, closed too (it cannot come back)."""
+        self._quarantined.add(peer)
+        ps = None if self.control is None else self.control.session_of(peer)
+        if ps is not None:
+            ps.connection.close("quarantined: control flood")  # idempotent; retires its data
+
     # ---------------------------------------------------------------- DataPlane
 
     def bound_session(self, peer: int) -> tuple[int, bytes] | None:
