@@ -17,9 +17,10 @@ else's work. :class:`ControlRate` is a token bucket per control connection:
    burst (a reconnect's reports) is held back a moment and drains.
 
 The defaults (2,000 frames a second, a burst of 4,000) leave an honest sender room: one
-streaming 64 KiB credited writes on loopback sent 2.8 control frames per transfer (113 for 40,
-``tests/transport/net/test_control_flood.py``), and a transfer costs the engine about 1 ms of
-CPU or more (docs/benchmarks.md), so an honest sender stays under about 1,000 frames a second.
+streaming 40 credited 64 KiB writes on loopback (``tests/transport/net/test_control_flood.py``)
+sent 4 control frames with grant-ahead credit (version 2) and 113 with version 1 (2.8 per
+transfer), and a transfer costs the engine about 1 ms of CPU or more (docs/benchmarks.md), so
+an honest sender stays well under 1,000 frames a second.
 """
 
 from __future__ import annotations
