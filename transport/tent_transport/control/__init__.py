@@ -26,6 +26,7 @@ from ._handshake import (
     parse_bind,
     server_handshake,
 )
+from ._rate import ControlRate
 from ._service import ControlServer, PeerSession, ReceiverHooks
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "ConnectionLost",
     "ControlClient",
     "ControlConnection",
+    "ControlRate",
     "ControlServer",
     "ControlStatistics",
     "FrameDecoder",
