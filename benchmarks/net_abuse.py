@@ -1,0 +1,400 @@
+"""Network-abuse benchmark (issue 27): a real receiver on loopback, an honest sender streaming,
+and one attack at a time from another process; prints one JSON document.
+
+Per attack it reports: whether the receiver refused it before decoding anything of it (for the
+attacks of strangers: no control frame was exchanged with anyone but the honest sender), the
+bytes written outside the region exposed to the honest sender (guard zones on both sides of
+it), the honest throughput during the attack as a ratio of the idle baseline (``ratio``) and
+of a *fair* baseline (``fair_ratio``: a process that burns the attacker's measured CPU without
+sending, since on a small machine the attacker's own CPU slows everyone), whether a new honest
+peer completed its handshake during the attack and how long it took, and the receiver's RSS and
+descriptors before and after (after: once they settle, at most ``SETTLE_S``).
+
+Loopback only; every attack is bounded in connections, frames and time (``--seconds``). The
+receiver and the honest sender share this process (their own event-loop threads). Usage:
+``python benchmarks/net_abuse.py [--seconds 2] [--attack NAME ...]``. Timing figures need a
+quiet machine (``flock -x /work/.bench.lock`` on the shared one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import multiprocessing
+import os
+import queue
+import socket
+import struct
+import sys
+import time
+from multiprocessing import resource_tracker
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "transport" / "net"))
+
+from attackers import RawControl, SilentFlood  # the tests' hostile peers
+from procs import KEY, credit_config
+from tent_transport.config import load_engine_config
+from tent_transport.control import FrameKind, PskIdentity, encode_frame
+from tent_transport.devices import Opcode
+from tent_transport.dispatch import TransferRequest
+from tent_transport.engine import EngineOptions, SyncEngine
+
+from tent_credit import Heartbeat, SessionId, encode
+from tent_sched import TaskStatus
+
+BLOCK = 64 << 10
+REGION_BLOCKS = 16
+GUARD = 256 << 10  # never exposed: a byte changed here was written outside every grant
+DEPTH = 8  # the honest sender's transfers in flight
+SETTLE_S = 8.0  # > the 5 s deadlines: what an attack left behind must be gone by then
+HONEST, NEWCOMER = 1, 11
+ATTACKERS = {"wrong_psk": 6, "control_flood": 3, "oversized_frame": 4, "slowloris_after_auth": 5}
+STRANGER_ATTACKS = (
+    "no_credentials",
+    "stalled_hellos",
+    "unbound_data",
+    "wrong_psk",
+    "garbage",
+    "connection_burst",
+)
+ATTACKS = (*STRANGER_ATTACKS, "oversized_frame", "slowloris_after_auth", "control_flood")
+_HELLO = struct.Struct("!4sHBQ32s")  # the control handshake's hello (control/_handshake)
+_FRAME_HEADER = struct.Struct("!IB")
+
+
+# ------------------------------------------------------------------ the attacker's process
+
+
+def _stranger(name: str, control: int, data: int, seconds: float, halt: Any) -> dict[str, Any]:
+    end = time.monotonic() + seconds
+    if name in ("no_credentials", "stalled_hellos", "unbound_data"):
+        greeting = b""
+        if name == "stalled_hellos":  # a well-formed hello of the honest peer's id, then nothing
+            greeting = _HELLO.pack(b"TENT", 1, 1, HONEST, os.urandom(32))
+        port = data if name == "unbound_data" else control
+        flood = SilentFlood(
+            port, keep=128, max_connections=50_000, duration_s=seconds, greeting=greeting
+        )
+        flood.start()
+        while flood.is_alive() and not halt.is_set():  # bounded by the flood's duration
+            flood.join(0.05)
+        flood.stop()
+        return {"connections": flood.opened, "closed_by_receiver": flood.closed_by_peer}
+    opened = closed = 0
+    while time.monotonic() < end and opened < 20_000 and not halt.is_set():  # bounded
+        opened += 1
+        try:
+            if name == "wrong_psk":  # a known peer id, a proof made without its key
+                raw = RawControl(control, claim=ATTACKERS[name], timeout_s=2.0)
+                raw.hello()
+                raw.prove(os.urandom(32))
+                closed += raw.closed_by_peer(timeout_s=2.0)
+                raw.close()
+            else:
+                with socket.create_connection(("127.0.0.1", control), timeout=2.0) as sock:
+                    if name == "garbage":
+                        sock.sendall(os.urandom(4096))
+        except OSError:
+            closed += 1
+    return {"connections": opened, "closed_by_receiver": closed}
+
+
+def _authenticated(name: str, control: int, seconds: float, halt: Any) -> dict[str, Any]:
+    end = time.monotonic() + seconds
+    sent = 0
+    closed = False
+    try:
+        raw = RawControl(control, claim=ATTACKERS[name], timeout_s=2.0)
+    except OSError:
+        return {"frames_sent": 0, "closed_by_receiver": True}
+    try:
+        raw.hello()
+        raw.prove(KEY)
+        if name == "oversized_frame":  # a length past every bound, before any payload
+            raw.sock.sendall(_FRAME_HEADER.pack(1 << 30, int(FrameKind.CREDIT)))
+            closed = raw.closed_by_peer(timeout_s=seconds)
+        elif name == "slowloris_after_auth":  # two bytes of a frame header, then nothing
+            raw.sock.sendall(b"\x00\x00")
+            while not closed and not halt.is_set() and time.monotonic() < end:  # bounded
+                closed = raw.closed_by_peer(timeout_s=0.2)
+        else:  # control_flood: heartbeats as fast as the receiver lets it send them
+            beat = encode(Heartbeat(receiver_session_id=SessionId(1), epoch=1))
+            chunk = encode_frame(FrameKind.CREDIT, beat) * 500
+            raw.sock.settimeout(1.0)
+            while time.monotonic() < end and sent < 50_000_000 and not halt.is_set():
+                raw.sock.sendall(chunk)
+                sent += 500
+    except OSError:
+        closed = True  # the receiver closed it (or its window stayed shut a whole second)
+    raw.close()
+    return {"frames_sent": sent, "closed_by_receiver": closed}
+
+
+def _attack(name: str, ports: tuple[int, int], seconds: float, halt: Any, out: Any) -> None:
+    control, data = ports
+    out.put({"ready": True})  # imports done: the attack starts now
+    cpu = time.process_time()
+    if name in STRANGER_ATTACKS:
+        result = _stranger(name, control, data, seconds, halt)
+    else:
+        result = _authenticated(name, control, seconds, halt)
+    result["cpu_s"] = round(time.process_time() - cpu, 3)
+    out.put(result)
+
+
+def _burn(cpu_s: float, seconds: float, halt: Any, out: Any) -> None:
+    """Burn ``cpu_s`` seconds of CPU per ``seconds`` of wall time, spread evenly, until
+    halted: the fair baseline, an attacker's CPU that sends nothing."""
+    out.put({"ready": True})
+    start = time.process_time()
+    share = min(1.0, cpu_s / seconds) if seconds > 0 else 0.0
+    end = time.monotonic() + 60.0  # bounded; stopped by ``halt``
+    x = 0
+    while time.monotonic() < end and not halt.is_set():
+        tick = time.monotonic()
+        while time.monotonic() - tick < 0.01 * share:
+            x += 1
+        time.sleep(0.01 * (1 - share))
+    out.put({"cpu_s": round(time.process_time() - start, 3), "spins": x})
+
+
+# ------------------------------------------------------------------ the receiver's process
+
+
+def _rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _fd_targets() -> dict[str, str]:
+    out = {}
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own fd is gone by now
+            out[fd] = os.readlink(f"/proc/self/fd/{fd}")
+    return out
+
+
+def _new_fds(before: dict[str, str]) -> dict[str, int]:
+    """Descriptors opened since ``before`` and still open, counted by kind (socket, pipe...)."""
+    kinds: collections.Counter[str] = collections.Counter()
+    for fd, target in _fd_targets().items():
+        if before.get(fd) != target:
+            kinds[target.split(":")[0]] += 1
+    return dict(kinds)
+
+
+class Bench:
+    """The receiver (peer 2), the honest sender (peer 1) and the region between two guards."""
+
+    def __init__(self) -> None:
+        resource_tracker.ensure_running()  # the spawn children's helper: its pipe is not ours
+        config = load_engine_config(credit_config("required", slots=8, block=BLOCK, batch=2))
+        peers = {HONEST: KEY, NEWCOMER: KEY, **{p: KEY for p in ATTACKERS.values()}}
+        self.rx = SyncEngine(
+            config,
+            EngineOptions(
+                peer_id=2, identity=PskIdentity(local_peer=2, keys=peers), release_on_landing=True
+            ),
+        )
+        self.tx = SyncEngine(
+            config, EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}))
+        )
+        host, self.control_port = self.rx.start()
+        self.tx.start()
+        self.peer = self.tx.connect(host, self.control_port)
+        self.memory = bytearray(GUARD + REGION_BLOCKS * BLOCK + GUARD)
+        self.segment = self.rx.register(self.memory).segment_id
+        self.rx.expose(HONEST, self.segment, GUARD, REGION_BLOCKS * BLOCK)
+        self.tx.wait_regions(self.peer, lambda d: bool(d.regions))
+        self.data_port = self.rx.engine._data_servers[0].address[1]
+        self.payload = os.urandom(BLOCK)
+        self._next = 0
+
+    def close(self) -> None:
+        self.tx.close()
+        self.rx.close()
+
+    def outside(self) -> int:
+        """Bytes of the guard zones that are not zero (written outside every grant)."""
+        end = GUARD + REGION_BLOCKS * BLOCK
+        head, tail = bytes(self.memory[:GUARD]), bytes(self.memory[end:])
+        return len(head) - head.count(0) + len(tail) - tail.count(0)
+
+    def stream(self, seconds: float) -> float:
+        """The honest sender's throughput (MiB/s) over ``seconds``, ``DEPTH`` in flight."""
+        pending: collections.deque[Any] = collections.deque()
+        done = 0
+        start = time.monotonic()
+        while time.monotonic() - start < seconds and self._next < 10_000_000:  # bounded
+            while len(pending) < DEPTH:
+                offset = GUARD + (self._next % REGION_BLOCKS) * BLOCK
+                self._next += 1
+                request = TransferRequest(
+                    opcode=Opcode.WRITE, local=self.payload, peer=self.peer,
+                    remote_segment=self.segment, remote_offset=offset, length=BLOCK,
+                )  # fmt: skip
+                pending.append(self.tx.submit([request]))
+            done += pending.popleft().result(30).status is TaskStatus.COMPLETED
+        while pending:
+            done += pending.popleft().result(30).status is TaskStatus.COMPLETED
+        return done * BLOCK / (time.monotonic() - start) / 2**20
+
+    def newcomer(self) -> float | None:
+        """Seconds a new honest peer takes to complete its handshake (``None``: it failed)."""
+        start = time.monotonic()
+        try:
+            raw = RawControl(self.control_port, claim=NEWCOMER, timeout_s=5.0)
+            raw.hello()
+            raw.prove(KEY)
+            ok = raw.server_proof_ok(KEY)
+            raw.close()
+        except OSError:
+            return None
+        return round(time.monotonic() - start, 4) if ok else None
+
+    def other_frames(self) -> int:
+        """Control frames exchanged with anyone but the honest sender (every session held)."""
+        total, _ = self.rx._call(self.rx.engine.control.control_frames)
+        ps = self.rx._call(lambda: self.rx.engine.control.session_of(HONEST))
+        if ps is None:
+            return total
+        honest = ps.connection.statistics()
+        return total - honest.frames_sent - honest.frames_received
+
+    def counters(self) -> dict[str, Any]:
+        control = self.rx._call(self.rx.engine.control.statistics)
+        receiver = self.rx._call(self.rx.engine.receiver.statistics)
+        data = self.rx._call(self.rx.engine._data_servers[0].statistics)
+        return {
+            "handshakes_failed": control.handshakes_failed,
+            "handshakes_evicted": control.handshakes_evicted,
+            "binds_evicted": data.binds_evicted,
+            "control_throttled": control.control_throttled,
+            "control_floods": control.control_floods,
+            "protocol_violations": control.protocol_violations,
+            "quarantined": list(receiver.quarantined),
+        }
+
+
+def _child(target: Any, *args: Any) -> tuple[Any, Any, Any]:
+    """Start ``target(*args, halt, out)`` in a new process; returns once it is ready."""
+    ctx = multiprocessing.get_context("spawn")  # never fork a process running event loops
+    out, halt = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=target, args=(*args, halt, out), daemon=True)
+    proc.start()
+    for _ in range(60):  # bounded: its imports take about a second
+        try:
+            out.get(timeout=1.0)  # ready: its imports done
+            return proc, halt, out
+        except queue.Empty:
+            if not proc.is_alive():
+                break
+    proc.kill()
+    raise RuntimeError(f"{target.__name__}: the child process did not start")
+
+
+def _join(proc: Any, halt: Any, out: Any, timeout: float) -> dict[str, Any]:
+    halt.set()
+    try:
+        result: dict[str, Any] = out.get(timeout=timeout)
+    except queue.Empty:  # the child hung or died: stop it, report nothing
+        result = {"error": "no result"}
+    proc.join(5)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(5)
+    out.close()  # its pipe and the process's sentinel: not counted as the receiver's fds
+    out.join_thread()
+    proc.close()
+    return result
+
+
+def run_attack(bench: Bench, name: str, seconds: float, baseline: float) -> dict[str, Any]:
+    before = {"rss_kb": _rss_kb(), "fds": _fds(), **bench.counters()}
+    targets = _fd_targets()
+    frames_before = bench.other_frames()
+    honest_session = bench.rx._call(lambda: bench.rx.engine.control.session_of(HONEST))
+    # the attack lasts until halted (at most 10 s past the measurement's planned end)
+    proc, halt, out = _child(_attack, name, (bench.control_port, bench.data_port), seconds + 10)
+    time.sleep(0.5)  # the attack builds up
+    attack_start = time.monotonic()
+    during = bench.stream(seconds)
+    frames_during = bench.other_frames()  # before the newcomer's own session adds some
+    newcomer_s = bench.newcomer()  # the attack still runs
+    attack_s = time.monotonic() - attack_start + 0.5
+    attacker = _join(proc, halt, out, 30)
+    # the fair baseline: the attacker's CPU per second, burnt without sending
+    cpu_rate = float(attacker.get("cpu_s", 0.0)) / attack_s
+    burner, burn_halt, burn_out = _child(_burn, cpu_rate, 1.0)
+    time.sleep(0.25)
+    fair = bench.stream(seconds)
+    burn = _join(burner, burn_halt, burn_out, 10)
+    settle_end = time.monotonic() + SETTLE_S
+    while time.monotonic() < settle_end and _fds() > before["fds"]:  # bounded
+        time.sleep(0.1)
+    after = {"rss_kb": _rss_kb(), "fds": _fds(), **bench.counters()}
+    still = bench.rx._call(lambda: bench.rx.engine.control.session_of(HONEST))
+    return {
+        "attack": name,
+        "refused_before_decode": (frames_during == frames_before)
+        if name in STRANGER_ATTACKS
+        else None,
+        "bytes_outside_grant": bench.outside(),
+        "honest_mib_s": round(during, 1),
+        "ratio": round(during / baseline, 3) if baseline else None,
+        "fair_baseline_mib_s": round(fair, 1),
+        "fair_ratio": round(during / fair, 3) if fair else None,
+        "newcomer_handshake_s": newcomer_s,
+        "honest_session_kept": still is honest_session,
+        "attacker": attacker,
+        "burner_cpu_s": burn.get("cpu_s"),
+        "before": before,
+        "after": after,
+        "fds_left": _new_fds(targets),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0, help="per measurement (0.2-30)")
+    parser.add_argument("--attack", action="append", choices=ATTACKS, help="default: all")
+    args = parser.parse_args(argv)
+    if not 0.2 <= args.seconds <= 30:
+        parser.error("--seconds must be within 0.2 and 30")
+    bench = Bench()
+    try:
+        bench.stream(min(args.seconds, 1.0))  # warm up
+        baseline = bench.stream(args.seconds)
+        rows = [run_attack(bench, name, args.seconds, baseline) for name in args.attack or ATTACKS]
+        end = bench.stream(args.seconds)
+    finally:
+        bench.close()
+    print(
+        json.dumps(
+            {
+                "benchmark": "net_abuse",
+                "seconds": args.seconds,
+                "block_bytes": BLOCK,
+                "baseline_mib_s": round(baseline, 1),
+                "baseline_after_mib_s": round(end, 1),
+                "attacks": rows,
+                "cpus": os.cpu_count(),
+                "load": list(os.getloadavg()),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The short version of ``benchmarks/net_abuse.py`` (issue 27): a few attacks against a real
+receiver while an honest sender streams, asserting what does not depend on timing: nothing is
+written outside a grant, a stranger's attack is refused before anything of it is decoded, a
+new honest peer completes its handshake during each attack, the honest sender keeps its session
+and its transfers complete, and the receiver's descriptors come back."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+
+import net_abuse  # the benchmark itself, not a copy of it
+
+SECONDS = 0.3
+FD_SLACK = 4  # the honest sender's data connections may grow to its per-rail bound meanwhile
+
+
+def test_the_short_abuse_campaign_finds_nothing_written_outside_a_grant_and_no_lockout() -> None:
+    bench = net_abuse.Bench()
+    try:
+        baseline = bench.stream(SECONDS)
+        assert baseline > 0
+        first_fds = None
+        for name in ("no_credentials", "stalled_hellos", "unbound_data", "oversized_frame"):
+            row = net_abuse.run_attack(bench, name, SECONDS, baseline)
+            first_fds = row["before"]["fds"] if first_fds is None else first_fds
+            assert row["bytes_outside_grant"] == 0, row
+            assert row["newcomer_handshake_s"] is not None, row  # a new honest peer got in
+            assert row["honest_session_kept"], row
+            assert row["honest_mib_s"] > 0, row  # its transfers completed during the attack
+            assert row["after"]["fds"] <= row["before"]["fds"] + FD_SLACK, row["fds_left"]
+            if name in net_abuse.STRANGER_ATTACKS:
+                assert row["refused_before_decode"], row
+                assert row["attacker"]["closed_by_receiver"] > 0, row
+            else:
+                assert row["attacker"]["closed_by_receiver"], row
+        assert first_fds is not None
+        assert net_abuse._fds() <= first_fds + FD_SLACK  # nothing piled up across attacks
+        assert bench.rx._call(bench.rx.engine.receiver.statistics).quarantined == ()
+    finally:
+        bench.close()
