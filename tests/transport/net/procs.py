@@ -300,11 +300,11 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             "violations": st.protocol_violations,
         }
     conn.send(("done", report))
+    _stop_trace(spec)  # the trace ends with the work it reported (not the teardown)
     # The engine keeps running until the test stops it (a blocking recv here would freeze its
     # loop): grant-ahead credit that nothing will use goes back after the sender's hold.
     with contextlib.suppress(EOFError, OSError):
         await asyncio.to_thread(conn.recv)
-    _stop_trace(spec)
     await engine.close()
 
 

@@ -7,7 +7,6 @@ receiver's HCA, whoever still holds them.
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import Any
 
@@ -28,9 +27,11 @@ def test_a_sender_that_gets_no_grant_never_holds_an_rkey(monkeypatch: pytest.Mon
     anything. It learns its regions (the descriptors, rkey 0) but never an rkey: the receiver
     keeps deferring the VerbsRegion frames, the sender's rail never becomes ready, and its
     write fails explicitly (required mode) without a byte leaving."""
-    monkeypatch.setattr(
-        _engine, "SenderEndpoint", functools.partial(SenderEndpoint, versions=(0xFFFE,))
-    )
+    def no_common_version(**kwargs: Any) -> SenderEndpoint:
+        # the engine passes its configured versions; this sender offers one nobody speaks
+        return SenderEndpoint(**{**kwargs, "versions": (0xFFFE,)})
+
+    monkeypatch.setattr(_engine, "SenderEndpoint", no_common_version)
 
     async def scenario() -> None:
         rx, tx = engines()
