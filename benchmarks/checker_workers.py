@@ -134,8 +134,12 @@ class _Sampler(threading.Thread):
         self.pid, self.peak, self.done = pid, 0, threading.Event()
 
     def run(self) -> None:
-        while not self.done.wait(0.5):
+        # a first sample at once: a run shorter than the interval still has a peak (a growth
+        # of 0 between the two samples is what was measured then, not a missing figure)
+        while True:
             self.peak = max(self.peak, _pss(self.pid))
+            if self.done.wait(0.5):
+                return
 
 
 def run(

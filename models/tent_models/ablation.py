@@ -134,7 +134,9 @@ def ablated_credit_spec(action: str, guard: str) -> type[CreditSpec]:
 # Distinct states of the clean spec under each small configuration (measured; a test keeps
 # them true), so the ladder runs the smallest model first.
 _CLEAN_STATES: Mapping[str, int] = {
+    "credit/bad-bounds/no_write_admission": 281,
     "credit/bad-bounds/delta_grants": 724,
+    "credit/bad-bounds/no_transfer_bound": 1_007,
     "credit/bad-bounds/no_decreasing_grant_check": 2_359,
     "credit/bad-bounds/stale_reserve": 2_820,
     "credit/tiny": 3_566,

@@ -32,6 +32,7 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
     "engine_verbs.py": ("--blocks", "--reps"),
     "incast.py": None,
     "mutants.py": None,
+    "net_abuse.py": None,
     "plot_checker_scale.py": ("INPUTS", "--out"),
     "transport.py": (
         "--blocks", "--small", "--seconds", "--tls / --no-tls", "--rounds",

@@ -62,7 +62,8 @@ def test_a_connection_survives_limit_minus_one_newer_arrivals_after_its_last_pro
     limit: int, ops: list[tuple[str, int]]
 ) -> None:
     """The bound and the guarantee: never more than ``limit`` wait, and a connection is
-    evicted only once ``limit`` connections entered after its last progress."""
+    evicted only once ``limit`` connections entered or made progress after its last progress
+    (another's progress puts it behind that one, as an arrival does)."""
     door, evicted = _door(limit)
     since: dict[int, int] = {}  # waiting connection -> arrivals after its last progress
     for op, conn in ops:
@@ -79,6 +80,8 @@ def test_a_connection_survives_limit_minus_one_newer_arrivals_after_its_last_pro
         elif op == "advance":
             door.advance(conn)
             if conn in since:
+                for other in since:
+                    since[other] += 1
                 since[conn] = 0
         else:
             door.leave(conn)

@@ -13,9 +13,10 @@ by :class:`Door` (issue 27, docs/abuse.md "The doors"), with this policy:
    64 silent sockets, reopened at each 5 s deadline, kept an honest sender out for good).
 3. Progress (``advance``: a well-formed hello of a known peer, a completed TLS handshake) puts
    a connection back at the end of the line. So an honest connection is evicted only if
-   ``limit`` newer connections arrive within one step of its handshake (one round trip): a
-   flood must open ``limit`` connections per round trip of the honest peer to keep it out,
-   and connections that merely said hello and stalled leave in turn like the silent ones.
+   ``limit`` other connections arrive or make progress within one step of its handshake (one
+   round trip): a flood must open (or advance) ``limit`` connections per round trip of the
+   honest peer to keep it out, and connections that merely said hello and stalled leave in
+   turn like the silent ones.
 
 Not chosen: OpenSSH's random early drop (``MaxStartups start:rate:full``) refuses a newcomer
 with a probability that reaches 1 when the places are full, so a flood that keeps them full
