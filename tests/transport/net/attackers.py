@@ -26,6 +26,9 @@ class SilentFlood(threading.Thread):
     attacker keeps a door full.
 
     ``opened`` counts connections opened, ``closed_by_peer`` those the listener closed.
+    ``duration_s`` counts from the moment the first ``keep`` are open (on a loaded machine
+    opening them can take longer than a short window), and if the listener closed none by
+    then the flood watches up to ``grace_s`` more for its first close, opening nothing new.
     """
 
     def __init__(
@@ -38,6 +41,7 @@ class SilentFlood(threading.Thread):
         pace_s: float = 0.001,
         greeting: bytes = b"",
         host: str = "127.0.0.1",
+        grace_s: float = 2.0,
     ) -> None:
         super().__init__(daemon=True, name=f"silent-flood-{port}")
         self.port = port
@@ -47,6 +51,7 @@ class SilentFlood(threading.Thread):
         self.duration_s = duration_s
         self.pace_s = pace_s
         self.greeting = greeting
+        self.grace_s = grace_s
         self.opened = 0
         self.closed_by_peer = 0
         self.full = threading.Event()
@@ -74,13 +79,18 @@ class SilentFlood(threading.Thread):
         return True
 
     def run(self) -> None:
-        end = time.monotonic() + self.duration_s
         selector = selectors.DefaultSelector()
         try:
             for _ in range(self.keep):
+                if self._halt.is_set():
+                    return
                 self._open(selector)
-            while not self._halt.is_set() and time.monotonic() < end:
-                if len(selector.get_map()) >= self.keep:
+            end = time.monotonic() + self.duration_s
+            while not self._halt.is_set():
+                now = time.monotonic()
+                if now >= end + (self.grace_s if self.closed_by_peer == 0 else 0.0):
+                    break
+                if now < end and len(selector.get_map()) >= self.keep:
                     self.full.set()
                 for key, _ in selector.select(timeout=0.05):
                     sock = key.fileobj
@@ -96,16 +106,30 @@ class SilentFlood(threading.Thread):
                     selector.unregister(sock)
                     sock.close()
                     self.closed_by_peer += 1
-                    if self._halt.is_set():
-                        break
+                    if self._halt.is_set() or time.monotonic() >= end:
+                        break  # past the window (only its grace): watch, open nothing
                     time.sleep(self.pace_s)
                     if not self._open(selector):
                         return
         finally:
+            self._count_closed(selector)  # closes that arrived as the flood was stopped
             for key in list(selector.get_map().values()):
                 with contextlib.suppress(OSError):
                     key.fileobj.close()  # type: ignore[union-attr]
             selector.close()
+
+    def _count_closed(self, selector: selectors.BaseSelector) -> None:
+        for key, _ in selector.select(timeout=0):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            try:
+                data = sock.recv(4096)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                self.closed_by_peer += 1
 
 
 # ------------------------------------------------------------------ a raw control client
