@@ -20,6 +20,8 @@ from pathlib import Path
 
 import attrs
 
+from ._cosmic import mutate
+
 
 class MutantRotError(Exception):
     """A mutant's snippet no longer matches exactly once: the list must be updated."""
@@ -134,10 +136,8 @@ class ToolMutant:
         return f"{self.file}:{self.line}:{self.operator.removeprefix('core/')}#{self.occurrence}"
 
     def mutated_texts(self, root: Path) -> dict[str, str]:
-        from . import tool
-
         before = (root / self.file).read_text(encoding="utf-8")
-        after = tool.mutate(before, self.operator, self.occurrence)
+        after = mutate(before, self.operator, self.occurrence)
         if after is None or after == before:
             raise NoMutation(self.ident)
         return {self.file: after}

@@ -17,24 +17,13 @@ import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ._cosmic import operators as cosmic_operators
 from .model import ToolMutant
 
 TOOL_PACKAGES = ("tent_credit", "tent_sched")
 # Re-export lists only: a mutation there changes what a name resolves to, nothing the
 # protocol does.
 _SKIPPED_FILES = ("__init__.py",)
-
-
-def _operators() -> list[tuple[str, object]]:
-    from cosmic_ray import plugins
-
-    out: list[tuple[str, object]] = []
-    for name in sorted(plugins.operator_names()):
-        cls = plugins.get_operator(name)
-        if cls.arguments():  # VariableReplacer / VariableInserter need a cause and an effect
-            continue
-        out.append((name, cls()))
-    return out
 
 
 def module_files(root: Path, packages: Sequence[str] = TOOL_PACKAGES) -> list[str]:
@@ -75,7 +64,7 @@ def enumerate_mutants(root: Path, files: Iterable[str]) -> list[ToolMutant]:
     """
     from cosmic_ray.ast import ast_nodes, get_ast
 
-    operators = _operators()
+    operators = cosmic_operators()
     out: list[ToolMutant] = []
     for file in files:
         source = (root / file).read_text(encoding="utf-8")
@@ -106,12 +95,3 @@ def sample(mutants: Sequence[ToolMutant], *, seed: int, per_package: int) -> lis
         pool = by_package[package]
         picked.extend(rng.sample(pool, min(per_package, len(pool))))
     return picked
-
-
-def mutate(code: str, operator: str, occurrence: int) -> str | None:
-    """``code`` with cosmic-ray's ``operator`` applied at ``occurrence`` (None if none such)."""
-    from cosmic_ray import plugins
-    from cosmic_ray.mutating import mutate_code
-
-    result: str | None = mutate_code(code, plugins.get_operator(operator)(), occurrence)
-    return result

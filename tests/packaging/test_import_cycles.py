@@ -1,9 +1,13 @@
-"""No import cycle inside a core package (``tent_credit``, ``tent_sched``).
+"""No import cycle inside any package of the project, and no submodule that imports its own
+package's ``__init__``.
 
 Every import counts, wherever it stands (module level, inside a function, under
 ``TYPE_CHECKING``): a cycle hidden behind a deferred import is still two modules that cannot be
 read, tested or moved one without the other. Shared names (e.g. ``WireErrorCode``) go into a
-module both sides import.
+module both sides import; what one side needs of the other's classes is a ``Protocol`` the
+needing side defines (``verbs/soft/_hca.py``'s ``_QueuePair``, ``devices/tcp``'s
+``DataPlane``). A submodule that imports its own package's ``__init__`` depends on everything the
+package re-exports, itself included, the moment ``__init__`` names it.
 """
 
 from __future__ import annotations
@@ -14,7 +18,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CORES = ("tent_credit", "tent_sched")
+PACKAGES = (
+    "tent_credit",
+    "tent_sched",
+    "spec/tent_spec",
+    "models/tent_models",
+    "transport/tent_transport",
+    "benchmarks/tent_mutants",
+)
 
 
 def _module_name(package_dir: Path, path: Path) -> str:
@@ -89,11 +100,27 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-@pytest.mark.parametrize("package", CORES)
-def test_core_package_has_no_import_cycle(package: str) -> None:
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_has_no_import_cycle(package: str) -> None:
     graph = import_graph(ROOT / package)
     assert len(graph) > 3  # the package was really read
     assert cycles(graph) == []
+
+
+def own_package_imports(package_dir: Path, graph: dict[str, set[str]]) -> list[str]:
+    """Plain modules (not ``__init__``) that import the package they are in."""
+    packages = {_module_name(package_dir, p) for p in package_dir.rglob("__init__.py")}
+    return sorted(
+        name
+        for name, imported in graph.items()
+        if name not in packages and name.rpartition(".")[0] in imported
+    )
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_imports_its_own_package(package: str) -> None:
+    package_dir = ROOT / package
+    assert own_package_imports(package_dir, import_graph(package_dir)) == []
 
 
 def test_the_detector_finds_a_cycle_behind_a_deferred_import(tmp_path: Path) -> None:
@@ -108,3 +135,15 @@ def test_the_detector_finds_a_cycle_behind_a_deferred_import(tmp_path: Path) -> 
     graph = import_graph(package)
     assert graph["pkg.c"] == {"pkg.a"}
     assert cycles(graph) == [["pkg.a", "pkg.errors"]]
+
+
+def test_the_detector_finds_a_module_importing_its_own_package(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("X = 1\n")
+    (package / "sub" / "a.py").write_text("from . import X\n")
+    (package / "sub" / "b.py").write_text("from pkg.sub import a\n")  # a sibling: fine
+    (package / "c.py").write_text("from pkg import sub\n")  # a subpackage: fine
+    graph = import_graph(package)
+    assert own_package_imports(package, graph) == ["pkg.sub.a"]

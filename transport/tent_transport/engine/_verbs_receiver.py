@@ -12,9 +12,9 @@
    registration bounds it to the regions exposed to that (peer, session). When its immediate
    completes, the receiver reads the write's notice, checks the claimed range against the
    exposures and the CRC32C at that place, and calls the credit core's ``admit_write``
-   (through :meth:`ReceiverSide.admit`, the same lease rules as TCP). Any refusal is a lie:
-   the sender is quarantined. Bytes of an over-claim *have* landed (inside its own regions);
-   they are never announced, and the quarantine stops it at once.
+   (through the engine's receiver side, the same :class:`DataPlane` rules as TCP). Any refusal
+   is a lie: the sender is quarantined. Bytes of an over-claim *have* landed (inside its own
+   regions); they are never announced, and the quarantine stops it at once.
 
    One CRC32C mismatch is not a lie: the sender's *own later* write into an overlapping range
    landed before this one was admitted (RC executes a QP's writes in order, so a later notice
@@ -36,14 +36,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from typing import TYPE_CHECKING
 
 import attrs
 
 from tent_credit import CreditReceiver
 
 from ..control import FrameKind, PeerSession
-from ..devices.tcp import Flags, Request, checksum
+from ..devices.tcp import DataPlane, Flags, Request, checksum
 from ..devices.tcp._wire import WireOpcode
 from ..errors import InvalidArgument, InvalidEntry
 from ..segments import Access, Exposure, SegmentTable
@@ -62,9 +61,6 @@ from ..verbs import (
     encode_verbs_message,
 )
 from ._verbs_notice import NOTICE, NOTICE_SEGMENT, Notice, NoticeError
-
-if TYPE_CHECKING:
-    from ._receiving import ReceiverSide
 
 __all__ = ["VerbsReceiver", "VerbsReceiverStatistics"]
 
@@ -107,7 +103,7 @@ class VerbsReceiver:
         config: VerbsDeviceConfig,
         *,
         name: str,
-        receiver: ReceiverSide,
+        receiver: DataPlane,
         segments: SegmentTable,
         credit: CreditReceiver | None,
     ) -> None:

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import attrs
 
@@ -28,15 +28,30 @@ from ._attrs import GID, WC, DeviceAttr, PortAttr
 from ._shm import KeyTable, NodeDir, QPFile, SharedBuffer, node_alive
 from .pyverbs_error import PyverbsRDMAError, PyverbsUserError
 
-if TYPE_CHECKING:
-    from ._qp import QP, PendingWR
-
 __all__ = ["CQ", "MR", "PD", "Context", "SoftConfig", "SoftDevice", "default_fabric"]
 
 _PACE_BURST_NS = 5_000_000
 _MODERATION_WRS = 4
 _REACHABLE_RECHECK_NS = 10_000_000  # a vanished target is noticed within 10 ms
 _GID_PREFIX = "fe80:0000:0000:0000:5654"  # "VT": the soft device's GIDs
+
+
+class _QueuePair(Protocol):
+    """What a CQ and the engine ask of a QP (``_qp.QP``, which imports this module: the
+    protocol keeps the two from importing each other)."""
+
+    def _drain_inbound(self, cq: CQ) -> None: ...
+    def _completion_polled(self, recv: bool) -> None: ...
+    def _execute(self, pending: Any, *, step: bool) -> int | None: ...
+    def close(self) -> None: ...
+
+
+class _Posted(Protocol):
+    """What the engine asks of a posted send WR (``_qp._Posted``)."""
+
+    @property
+    def qp(self) -> _QueuePair: ...
+    def live(self) -> bool: ...
 
 
 def _shm_base() -> Path:
@@ -206,8 +221,8 @@ class CQ:
             raise PyverbsRDMAError("Failed to create CQ", errno.EINVAL)
         self.context = context
         self.cqe = cqe
-        self._entries: deque[tuple[WC, QP | None, bool]] = deque()
-        self._recv_qps: list[QP] = []
+        self._entries: deque[tuple[WC, _QueuePair | None, bool]] = deque()
+        self._recv_qps: list[_QueuePair] = []
         self.overrun = False
         self._notify: Callable[[], None] | None = None
         self._armed = False
@@ -224,7 +239,7 @@ class CQ:
         with self.context._lock:
             self._armed = True
 
-    def _push(self, wc: WC, qp: QP | None, recv: bool) -> bool:
+    def _push(self, wc: WC, qp: _QueuePair | None, recv: bool) -> bool:
         """Append a completion (caller holds the context lock); False if the CQ overran."""
         if self.overrun or len(self._entries) >= self.cqe:
             self.overrun = True
@@ -285,9 +300,9 @@ class Context:
         self._mrs: dict[int, MR] = {}
         self._buffers: dict[int, SharedBuffer] = {}
         self._buffer_ids = itertools.count(1)
-        self._qps: dict[int, QP] = {}
+        self._qps: dict[int, _QueuePair] = {}
         self._qpn = itertools.count((os.getpid() * 7919) & 0xFFFF00 | 0x10)
-        self._heap: list[tuple[int, int, PendingWR]] = []
+        self._heap: list[tuple[int, int, _Posted]] = []
         self._seq = itertools.count()
         self._port_free_ns = 0
         self._remotes: dict[int, RemoteNode] = {}
@@ -360,12 +375,12 @@ class Context:
             callback()
 
     # the engine --------------------------------------------------------------------------------
-    def _schedule(self, pending: PendingWR, due_ns: int) -> None:
+    def _schedule(self, pending: _Posted, due_ns: int) -> None:
         """Queue a WR for execution (caller holds the lock)."""
         heapq.heappush(self._heap, (due_ns, next(self._seq), pending))
         self._wake.notify()
 
-    def release(self, qp: QP | None = None) -> bool:
+    def release(self, qp: _QueuePair | None = None) -> bool:
         """Step mode: execute the next WR (of ``qp``, or the oldest posted) and complete it.
 
         Returns False if there is none, or the WR waits for a receive (RNR, infinite retry).
