@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "transport" / "net"))
 
-from attackers import RawControl, SilentFlood  # the tests' hostile peers
+from attackers import RawControl, SilentFlood, client_proof  # the tests' hostile peers
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import FrameKind, PskIdentity, encode_frame
@@ -58,6 +58,7 @@ STRANGER_ATTACKS = (
     "stalled_hellos",
     "unbound_data",
     "wrong_psk",
+    "replayed_handshake",
     "garbage",
     "connection_burst",
 )
@@ -85,6 +86,7 @@ def _stranger(name: str, control: int, data: int, seconds: float, halt: Any) -> 
         flood.stop()
         return {"connections": flood.opened, "closed_by_receiver": flood.closed_by_peer}
     opened = closed = 0
+    overheard = _overheard_handshake()
     while time.monotonic() < end and opened < 20_000 and not halt.is_set():  # bounded
         opened += 1
         try:
@@ -94,6 +96,13 @@ def _stranger(name: str, control: int, data: int, seconds: float, halt: Any) -> 
                 raw.prove(os.urandom(32))
                 closed += raw.closed_by_peer(timeout_s=2.0)
                 raw.close()
+            elif name == "replayed_handshake":  # the honest peer's hello and proof, overheard
+                raw = RawControl(control, claim=HONEST, timeout_s=2.0)
+                raw.hello_c, proof = overheard
+                raw.hello()
+                raw.sock.sendall(proof)  # made for another listener hello: must be refused
+                closed += raw.closed_by_peer(timeout_s=2.0)
+                raw.close()
             else:
                 with socket.create_connection(("127.0.0.1", control), timeout=2.0) as sock:
                     if name == "garbage":
@@ -101,6 +110,14 @@ def _stranger(name: str, control: int, data: int, seconds: float, halt: Any) -> 
         except OSError:
             closed += 1
     return {"connections": opened, "closed_by_receiver": closed}
+
+
+def _overheard_handshake() -> tuple[bytes, bytes]:
+    """What an eavesdropper saw of one of the honest peer's handshakes: its hello and its proof
+    (keyed over that connection's listener hello, which a replay cannot reproduce)."""
+    hello_c = _HELLO.pack(b"TENT", 1, 1, HONEST, os.urandom(32))
+    hello_s = _HELLO.pack(b"TENT", 1, 1, 2, os.urandom(32))
+    return hello_c, client_proof(KEY, hello_c, hello_s)
 
 
 def _authenticated(name: str, control: int, seconds: float, halt: Any) -> dict[str, Any]:

@@ -144,6 +144,11 @@ def _mac(key: bytes, *parts: bytes) -> bytes:
     return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
 
 
+def client_proof(key: bytes, hello_c: bytes, hello_s: bytes) -> bytes:
+    """The client's proof of ``key`` over one connection's two hellos."""
+    return _mac(key, _LABEL_CLIENT, hello_c, hello_s)
+
+
 class RawControl:
     """The client side of the control handshake on a blocking socket, written from the
     handshake's description (``control/_handshake``) rather than with the library's client,
@@ -178,7 +183,7 @@ class RawControl:
     def prove(self, key: bytes) -> bytes:
         """Answer with the client proof under ``key`` (any key: the listener must check it);
         returns the data key that proof would derive."""
-        self.sock.sendall(_mac(key, _LABEL_CLIENT, self.hello_c, self.hello_s))
+        self.sock.sendall(client_proof(key, self.hello_c, self.hello_s))
         return _mac(key, _LABEL_DATA, self.hello_c, self.hello_s)
 
     def server_proof_ok(self, key: bytes) -> bool:

@@ -23,7 +23,13 @@ def test_the_short_abuse_campaign_finds_nothing_written_outside_a_grant_and_no_l
         baseline = bench.stream(SECONDS)
         assert baseline > 0
         first_fds = None
-        for name in ("no_credentials", "stalled_hellos", "unbound_data", "oversized_frame"):
+        for name in (
+            "no_credentials",
+            "stalled_hellos",
+            "unbound_data",
+            "replayed_handshake",
+            "oversized_frame",
+        ):
             row = net_abuse.run_attack(bench, name, SECONDS, baseline)
             first_fds = row["before"]["fds"] if first_fds is None else first_fds
             assert row["bytes_outside_grant"] == 0, row
@@ -34,6 +40,9 @@ def test_the_short_abuse_campaign_finds_nothing_written_outside_a_grant_and_no_l
             if name in net_abuse.STRANGER_ATTACKS:
                 assert row["refused_before_decode"], row
                 assert row["attacker"]["closed_by_receiver"] > 0, row
+                if name == "replayed_handshake":  # refused for its proof, not for silence
+                    failed = row["after"]["handshakes_failed"] - row["before"]["handshakes_failed"]
+                    assert failed >= row["attacker"]["closed_by_receiver"], row
             else:
                 assert row["attacker"]["closed_by_receiver"], row
         assert first_fds is not None
