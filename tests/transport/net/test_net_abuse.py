@@ -33,7 +33,8 @@ def test_the_short_abuse_campaign_finds_nothing_written_outside_a_grant_and_no_l
             row = net_abuse.run_attack(bench, name, SECONDS, baseline)
             first_fds = row["before"]["fds"] if first_fds is None else first_fds
             assert row["bytes_outside_grant"] == 0, row
-            assert row["newcomer_handshake_s"] is not None, row  # a new honest peer got in
+            # a new honest peer got in (within 5 s, retrying as the engine's client does)
+            assert row["newcomer_handshake_s"] is not None, row
             assert row["honest_session_kept"], row
             assert row["honest_mib_s"] > 0, row  # its transfers completed during the attack
             assert row["after"]["fds"] <= row["before"]["fds"] + FD_SLACK, row["fds_left"]
