@@ -1,12 +1,16 @@
-"""`tent bench hops`: the hop latencies of a traced incast run, on a hand-made trace."""
+"""`tent bench hops`: the hop latencies of a traced incast run, on a hand-made trace, and the
+trace folder `tent bench incast` makes for it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import click
+import pytest
 from click.testing import CliRunner
 from tent_transport.cli import bench
+from tent_transport.incast._cli import _make_env_folders
 from tent_transport.incast._hops import hops
 
 MS = 1_000_000
@@ -68,3 +72,18 @@ def test_the_command_prints_json_and_refuses_a_folder_without_a_trace(tmp_path: 
     _write(tmp_path, "receiver", [{"t": 1, "node": "receiver", "kind": "land", "peer": 1}])
     ok = runner.invoke(bench, ["hops", str(tmp_path)])
     assert ok.exit_code == 0 and json.loads(ok.output)["messages"]["blocks_landed"] == 1
+
+
+def test_the_incast_command_makes_the_trace_folder_before_spawning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "runs" / "trace"
+    monkeypatch.setenv("TENT_INCAST_TRACE", str(folder))
+    monkeypatch.delenv("TENT_INCAST_PROFILE", raising=False)
+    _make_env_folders()
+    assert folder.is_dir()  # a missing folder killed every worker with only an exit code
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("TENT_INCAST_PROFILE", str(blocker / "profiles"))
+    with pytest.raises(click.ClickException, match="TENT_INCAST_PROFILE"):
+        _make_env_folders()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -339,6 +340,7 @@ def incast_command(
     _check_selection(
         click.get_current_context(), senders=senders, full=full, smoke=smoke, rfc=rfc
     )
+    _make_env_folders()
     tune_base = None
     device_list = _devices(devices)
     network_list = _networks(networks, device_list)
@@ -410,6 +412,19 @@ _CUSTOM_ONLY = (
     "blocks",
     "depth",
 )
+
+
+def _make_env_folders() -> None:
+    """Make the folders ``TENT_INCAST_TRACE`` and ``TENT_INCAST_PROFILE`` name, before any
+    process is spawned (a missing one made every worker die with only an exit code)."""
+    for variable in ("TENT_INCAST_TRACE", "TENT_INCAST_PROFILE"):
+        folder = os.environ.get(variable)
+        if not folder:
+            continue
+        try:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.ClickException(f"{variable}={folder}: cannot make it ({exc})") from exc
 
 
 def _check_selection(
