@@ -17,6 +17,7 @@ import ssl
 import struct
 import threading
 import time
+from collections.abc import Iterator
 
 
 class SilentFlood(threading.Thread):
@@ -92,20 +93,7 @@ class SilentFlood(threading.Thread):
                     break
                 if now < end and len(selector.get_map()) >= self.keep:
                     self.full.set()
-                for key, _ in selector.select(timeout=0.05):
-                    sock = key.fileobj
-                    assert isinstance(sock, socket.socket)
-                    try:
-                        data = sock.recv(4096)
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        data = b""
-                    if data:
-                        continue  # a challenge: never answered
-                    selector.unregister(sock)
-                    sock.close()
-                    self.closed_by_peer += 1
+                for _closed in self._closed_ones(selector, timeout=0.05):
                     if self._halt.is_set() or time.monotonic() >= end:
                         break  # past the window (only its grace): watch, open nothing
                     time.sleep(self.pace_s)
@@ -119,7 +107,16 @@ class SilentFlood(threading.Thread):
             selector.close()
 
     def _count_closed(self, selector: selectors.BaseSelector) -> None:
-        for key, _ in selector.select(timeout=0):
+        for _sock in self._closed_ones(selector, timeout=0):
+            pass  # counted, unregistered and closed by the generator
+
+    def _closed_ones(
+        self, selector: selectors.BaseSelector, *, timeout: float
+    ) -> Iterator[socket.socket]:
+        """The connections the listener closed among those readable within ``timeout``, each
+        counted, unregistered and closed before it is yielded (what they were sent, such as a
+        challenge, is read and never answered)."""
+        for key, _ in selector.select(timeout=timeout):
             sock = key.fileobj
             assert isinstance(sock, socket.socket)
             try:
@@ -128,8 +125,12 @@ class SilentFlood(threading.Thread):
                 continue
             except OSError:
                 data = b""
-            if not data:
-                self.closed_by_peer += 1
+            if data:
+                continue
+            selector.unregister(sock)
+            sock.close()
+            self.closed_by_peer += 1
+            yield sock
 
 
 # ------------------------------------------------------------------ a raw control client
