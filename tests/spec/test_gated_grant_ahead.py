@@ -10,11 +10,10 @@ documented examples without sharing code.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from typing import Any
 
-import attrs
-from tent_spec.gated import GatedConfig, GatedSpec, GatedState, OwnerSpec, Report, Update
+from gated_steps import only_message, small_config, step
+from tent_spec.gated import GatedSpec, GatedState, OwnerSpec, Report, Update
 from tent_spec.gated._ahead import quantum, standing, unit_of
 
 ONE = (4, 1, 1)  # one 4-byte write
@@ -24,48 +23,30 @@ def units(n: int) -> tuple[int, ...]:
     return tuple(a * n for a in ONE)
 
 
-def _step(spec: GatedSpec, state: GatedState, action: str, *args: Hashable) -> GatedState:
-    nxt = spec.apply(state, action, args)
-    assert nxt is not None, spec.explain(state, action, args)
-    return nxt  # type: ignore[no-any-return]
-
-
-def _only(bag: tuple[tuple[Any, int], ...]) -> Any:
-    assert len(bag) == 1 and bag[0][1] == 1, bag
-    return bag[0][0]
-
-
 def _lone_key(**changes: Any) -> GatedSpec:
     """One key, two 1-byte owners, capacity for four, no activation grant."""
-    config = GatedConfig(
-        name="gated/test",
-        keys=1,
-        workload=(OwnerSpec(1, 1), OwnerSpec(1, 1)),
-        max_outstanding_owners=2,
-        max_outstanding_bytes=2,
-        windows=((2, 2),),
-        capacity=(4, 4, 4),
-        max_grant=(4, 4, 4),
-        initial_grant=(0, 0, 0),
-        max_messages=4,
-    )
-    return GatedSpec(attrs.evolve(config, **changes))
+    fields: dict[str, Any] = {
+        "capacity": (4, 4, 4),
+        "max_grant": (4, 4, 4),
+        "initial_grant": (0, 0, 0),
+    }
+    return GatedSpec(small_config(**{**fields, **changes}))
 
 
 def _streaming(spec: GatedSpec) -> GatedState:
     """Both owners stall, the level (2) is reported and granted in one update, both dispatch
     and commit: two transfers in flight, a level of 2 reported, nothing idle."""
     state = spec.initial_states()[0]
-    state = _step(spec, _step(spec, state, "admit", 0), "admit", 1)
-    state = _step(spec, state, "pick", 2, 2)
-    state = _step(spec, state, "sender_flush", 0)
-    state = _step(spec, state, "deliver", 0, _only(state.to_receiver[0]))
-    state = _step(spec, state, "receiver_flush", 0)
-    update = _only(state.to_sender[0])
+    state = step(spec, step(spec, state, "admit", 0), "admit", 1)
+    state = step(spec, state, "pick", 2, 2)
+    state = step(spec, state, "sender_flush", 0)
+    state = step(spec, state, "deliver", 0, only_message(state.to_receiver[0]))
+    state = step(spec, state, "receiver_flush", 0)
+    update = only_message(state.to_sender[0])
     assert isinstance(update, Update) and update.grants == (2, 2, 2)  # the whole level at once
-    state = _step(spec, state, "deliver", 0, update)
-    state = _step(spec, state, "pick", 2, 2)
-    state = _step(spec, _step(spec, state, "submit", 1, True), "submit", 2, True)
+    state = step(spec, state, "deliver", 0, update)
+    state = step(spec, state, "pick", 2, 2)
+    state = step(spec, step(spec, state, "submit", 1, True), "submit", 2, True)
     assert spec.level(state, 1) == (2, 2, 2) == state.senders[0].reported
     assert not spec.report_due(state, 1)  # committing the waiting work changes no level
     return state
@@ -113,7 +94,7 @@ def test_a_lone_key_is_topped_up_as_its_data_lands_without_a_report() -> None:
     spec = _lone_key()
     state = _streaming(spec)
     reports = state.receivers[0].usage_seq
-    state = _step(spec, state, "land", 1)
+    state = step(spec, state, "land", 1)
     # unlanded 1 of a hold of 2: the deficit (1) reaches the quantum (1, not capped): one more
     # charge, before the landed data is even released
     assert state.receivers[0].granted == (3, 3, 3)
@@ -124,42 +105,42 @@ def test_a_lone_key_is_topped_up_as_its_data_lands_without_a_report() -> None:
 def test_no_update_without_news_and_a_repeated_report_is_answered() -> None:
     spec = _lone_key()
     streaming = _streaming(spec)
-    state = _step(spec, streaming, "land", 1)
-    state = _step(spec, state, "receiver_flush", 0)  # the top-up is news
-    update = _only(state.to_sender[0])
+    state = step(spec, streaming, "land", 1)
+    state = step(spec, state, "receiver_flush", 0)  # the top-up is news
+    update = only_message(state.to_sender[0])
     assert update.grants == (3, 3, 3)
-    state = _step(spec, state, "deliver", 0, update)
+    state = step(spec, state, "deliver", 0, update)
     assert "nothing to send" in spec.explain(state, "receiver_flush", (0,))
     # The refreshes: the receiver re-publishes its vector, the sender re-sends its report.
-    state = _step(spec, streaming, "refresh_tick")
-    refresh = _only(state.to_sender[0])
+    state = step(spec, streaming, "refresh_tick")
+    refresh = only_message(state.to_sender[0])
     assert refresh.grants == (2, 2, 2)
-    state = _step(spec, state, "deliver", 0, refresh)
-    repeat = _only(state.to_receiver[0])
+    state = step(spec, state, "deliver", 0, refresh)
+    repeat = only_message(state.to_receiver[0])
     assert isinstance(repeat, Report) and repeat.demand == (4, 4, 4)  # consumed 2 + level 2
-    state = _step(spec, state, "deliver", 0, repeat)
+    state = step(spec, state, "deliver", 0, repeat)
     assert state.receivers[0].push_due  # the same report again: answered with the full vector
-    state = _step(spec, state, "receiver_flush", 0)
-    answer = _only(state.to_sender[0])
+    state = step(spec, state, "receiver_flush", 0)
+    answer = only_message(state.to_sender[0])
     assert answer.grants == (2, 2, 2) and answer.seq == refresh.seq + 1
 
 
 def test_idle_credit_goes_back_once_the_work_drained_and_a_lower_level_alone_is_not_news() -> None:
     spec = _lone_key()
-    state = _step(spec, _streaming(spec), "land", 1)
-    state = _step(spec, state, "complete", 1)  # the level falls to 1: not news
+    state = step(spec, _streaming(spec), "land", 1)
+    state = step(spec, state, "complete", 1)  # the level falls to 1: not news
     assert spec.level(state, 1) == (1, 1, 1) and not spec.report_due(state, 1)
-    state = _step(spec, state, "receiver_flush", 0)
-    state = _step(spec, state, "deliver", 0, _only(state.to_sender[0]))
+    state = step(spec, state, "receiver_flush", 0)
+    state = step(spec, state, "deliver", 0, only_message(state.to_sender[0]))
     # The top-up arrived and nothing waits for it, but owner 2 is still in flight: not idle
     # yet (a return now would be topped straight back up while owner 2's landing is pending).
     assert spec.available(state.senders[0]) == (1, 1, 1) and not spec.report_due(state, 1)
-    state = _step(spec, _step(spec, state, "land", 2), "complete", 2)
+    state = step(spec, step(spec, state, "land", 2), "complete", 2)
     assert spec.report_due(state, 1)  # drained: idle, due after its hold (the next flush)
-    state = _step(spec, state, "sender_flush", 0)
-    back = _only(state.to_receiver[0])
+    state = step(spec, state, "sender_flush", 0)
+    back = only_message(state.to_receiver[0])
     assert back.returned == (1, 1, 1) and back.demand == (0, 0, 0)  # no level left
-    state = _step(spec, state, "deliver", 0, back)
+    state = step(spec, state, "deliver", 0, back)
     assert state.receivers[0].reclaimed == (1, 1, 1)
     assert state.receivers[0].level == (0, 0, 0) and not state.line
 
@@ -168,53 +149,48 @@ def test_the_activation_grant_is_not_idle_before_the_first_report() -> None:
     spec = _lone_key(initial_grant=(2, 2, 2))
     state = spec.initial_states()[0]
     assert spec.available(state.senders[0]) == (2, 2, 2) and not spec.report_due(state, 1)
-    state = _step(spec, _step(spec, state, "admit", 0), "pick", 2, 2)
-    state = _step(spec, _step(spec, state, "submit", 1, True), "sender_flush", 0)
-    rise = _only(state.to_receiver[0])
+    state = step(spec, step(spec, state, "admit", 0), "pick", 2, 2)
+    state = step(spec, step(spec, state, "submit", 1, True), "sender_flush", 0)
+    rise = only_message(state.to_receiver[0])
     assert rise.returned == (0, 0, 0) and rise.demand == (2, 2, 2)  # consumed 1 + level 1
     assert not spec.report_due(state, 1)  # the unused half waits while owner 1 is in flight
-    state = _step(spec, _step(spec, state, "land", 1), "complete", 1)
+    state = step(spec, step(spec, state, "land", 1), "complete", 1)
     # after the first report, with the work drained, the unused half is idle: it goes back
     assert spec.report_due(state, 1)
-    state = _step(spec, state, "sender_flush", 0)
+    state = step(spec, state, "sender_flush", 0)
     back = max(m for m, _n in state.to_receiver[0])
     assert back.returned == (1, 1, 1)
 
 
 def test_retry_is_set_while_a_key_waits_in_the_line_or_is_capped() -> None:
     # Two keys, capacity for one charge: key 1 is granted it; key 2 waits in the line.
-    config = GatedConfig(
-        name="gated/test",
+    config = small_config(
         keys=2,
         workload=(OwnerSpec(1, 1), OwnerSpec(2, 1)),
-        max_outstanding_owners=2,
-        max_outstanding_bytes=2,
-        windows=((2, 2),),
         capacity=(1, 1, 1),
         max_grant=(1, 1, 1),
         initial_grant=(0, 0, 0),
-        max_messages=4,
     )
     spec = GatedSpec(config)
     state = spec.initial_states()[0]
-    state = _step(spec, _step(spec, state, "admit", 0), "admit", 1)
-    state = _step(spec, state, "pick", 2, 2)
+    state = step(spec, step(spec, state, "admit", 0), "admit", 1)
+    state = step(spec, state, "pick", 2, 2)
     for k in (0, 1):
-        state = _step(spec, state, "sender_flush", k)
-        state = _step(spec, state, "deliver", k, _only(state.to_receiver[k]))
+        state = step(spec, state, "sender_flush", k)
+        state = step(spec, state, "deliver", k, only_message(state.to_receiver[k]))
     assert state.line == (1,) and state.receivers[0].granted == (1, 1, 1)
     for k in (0, 1):
-        state = _step(spec, state, "receiver_flush", k)
-    first, second = (_only(state.to_sender[k]) for k in (0, 1))
+        state = step(spec, state, "receiver_flush", k)
+    first, second = (only_message(state.to_sender[k]) for k in (0, 1))
     assert (first.grants, first.retry) == ((1, 1, 1), False)
     assert (second.grants, second.retry) == ((0, 0, 0), True)
     # A key whose level exceeds its share is capped: told to wait, even when granted.
     capped = _lone_key(capacity=(1, 1, 1), max_grant=(1, 1, 1))
     state = capped.initial_states()[0]
-    state = _step(capped, _step(capped, state, "admit", 0), "admit", 1)
-    state = _step(capped, state, "pick", 2, 2)
-    state = _step(capped, state, "sender_flush", 0)
-    state = _step(capped, state, "deliver", 0, _only(state.to_receiver[0]))
-    state = _step(capped, state, "receiver_flush", 0)
-    update = _only(state.to_sender[0])
+    state = step(capped, step(capped, state, "admit", 0), "admit", 1)
+    state = step(capped, state, "pick", 2, 2)
+    state = step(capped, state, "sender_flush", 0)
+    state = step(capped, state, "deliver", 0, only_message(state.to_receiver[0]))
+    state = step(capped, state, "receiver_flush", 0)
+    update = only_message(state.to_sender[0])
     assert (update.grants, update.retry) == ((1, 1, 1), True) and not state.line

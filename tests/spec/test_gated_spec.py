@@ -8,11 +8,11 @@ Fast tests exhaust ``gated/tiny`` and refute every known-bad variant; ``gated/ci
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable
 from typing import Any
 
 import attrs
 import pytest
+from gated_steps import only_message, small_config, step
 from tent_models.checker import CheckResult, ViolationKind, check
 from tent_models.configs.gated import (
     CONFIGS,
@@ -29,7 +29,6 @@ from tent_spec.gated import (
     FENCING,
     STALE,
     TOKEN_TRANSITIONS,
-    GatedConfig,
     GatedSpec,
     GatedState,
     OwnerSpec,
@@ -38,37 +37,19 @@ from tent_spec.gated import (
 )
 
 
-def _step(spec: GatedSpec, state: GatedState, action: str, *args: Hashable) -> GatedState:
-    nxt = spec.apply(state, action, args)
-    assert nxt is not None, spec.explain(state, action, args)
-    return nxt  # type: ignore[no-any-return]
-
-
 def _initial(spec: GatedSpec) -> GatedState:
     return spec.initial_states()[0]
 
 
-def _only_message(bag: tuple[tuple[object, int], ...]) -> object:
-    assert len(bag) == 1 and bag[0][1] == 1
-    return bag[0][0]
-
-
 def _one_key(**changes: Any) -> GatedSpec:
     """Two remote owners of one byte on one key; the receiver grants one owner up front."""
-    config = GatedConfig(
-        name="gated/test",
-        keys=1,
-        workload=(OwnerSpec(1, 1), OwnerSpec(1, 1)),
-        max_outstanding_owners=2,
-        max_outstanding_bytes=2,
-        windows=((2, 2),),
-        capacity=(2, 2, 2),
-        max_grant=(2, 2, 2),
-        initial_grant=(1, 1, 1),
-        max_messages=4,
-        max_receiver_restarts=1,
-    )
-    return GatedSpec(attrs.evolve(config, **changes))
+    fields: dict[str, Any] = {
+        "capacity": (2, 2, 2),
+        "max_grant": (2, 2, 2),
+        "initial_grant": (1, 1, 1),
+        "max_receiver_restarts": 1,
+    }
+    return GatedSpec(small_config(**{**fields, **changes}))
 
 
 # The shipped models' sizes (models/tent_models/manifest.json has them too).
@@ -170,16 +151,16 @@ def test_a_grant_that_arrives_after_its_owner_was_canceled_goes_back_at_the_next
     # for the level it was told. The key is flagged, so the next pick (key 2's owner) returns
     # the late grant, and the report that carries the return is due at once.
     spec = _hoarding()
-    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
-    state = _step(spec, state, "sender_flush", 0)
-    report = _only_message(state.to_receiver[0])
-    state = _step(spec, state, "cancel", 1)
+    state = step(spec, step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
+    state = step(spec, state, "sender_flush", 0)
+    report = only_message(state.to_receiver[0])
+    state = step(spec, state, "cancel", 1)
     assert state.senders[0].withdrawn and state.senders[0].waiting == (0, 0, 0)
-    state = _step(spec, _step(spec, state, "deliver", 0, report), "receiver_flush", 0)
+    state = step(spec, step(spec, state, "deliver", 0, report), "receiver_flush", 0)
     update = next(m for m, _n in state.to_sender[0] if isinstance(m, Update))
-    state = _step(spec, state, "deliver", 0, update)
+    state = step(spec, state, "deliver", 0, update)
     assert spec.available(state.senders[0]) == (1, 1, 1)  # idle: nothing of key 1 waits
-    state = _step(spec, _step(spec, state, "admit", 1), "pick", 2, 2)
+    state = step(spec, step(spec, state, "admit", 1), "pick", 2, 2)
     assert spec.available(state.senders[0]) == (0, 0, 0)
     assert state.senders[0].returned == (1, 1, 1)
     (withdrawal,) = spec.sender_messages(state, 0, refresh=False)
@@ -196,11 +177,11 @@ def test_a_canceled_stall_lowers_the_stated_waiting_work() -> None:
     )
     state = _initial(spec)
     for index in range(3):
-        state = _step(spec, state, "admit", index)
-    state = _step(spec, state, "pick", 2, 2)  # owner 1 takes the initial grant, 2 and 3 stall
+        state = step(spec, state, "admit", index)
+    state = step(spec, state, "pick", 2, 2)  # owner 1 takes the initial grant, 2 and 3 stall
     assert [o.stall for o in state.owners] == [0, 1, 1]
     assert state.senders[0].waiting == (2, 2, 2)  # two owners wait
-    state = _step(spec, state, "cancel", 2)
+    state = step(spec, state, "cancel", 2)
     assert state.senders[0].waiting == (1, 1, 1)  # owner 3 still waits: down by one charge
     assert state.senders[0].returned == (0, 0, 0)  # nothing available to give back
     assert state.queue == (3,)
@@ -217,7 +198,7 @@ def test_the_head_of_the_line_is_never_passed() -> None:
     spec = GatedSpec(line_config())
     state = _initial(spec)
     for action, args in passed.actions:
-        state = _step(spec, state, action, *args)
+        state = step(spec, state, action, *args)
     assert state.line == (0, 1) and state.bypass == (1, 0)
     assert spec.free_capacity(state) == (1, 1, 1)
     assert state.receivers[1].granted == (1, 1, 1)  # not topped up past key 1
@@ -228,40 +209,40 @@ def test_the_head_of_the_line_is_never_passed() -> None:
 
 def test_two_owners_and_a_one_owner_grant_dispatch_one_until_the_grant_grows() -> None:
     spec = _one_key()
-    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "admit", 1)
-    state = _step(spec, state, "pick", 2, 2)
+    state = step(spec, step(spec, _initial(spec), "admit", 0), "admit", 1)
+    state = step(spec, state, "pick", 2, 2)
     first, second = state.owners
     assert (first.state, first.token) == ("DISPATCHING", "RESERVED")
     assert (second.state, second.stall) == ("QUEUED", 1)  # blocked in place: a credit stall
     assert state.queue == (2,)
     assert spec.level(state, 1) == (1, 1, 1)  # nothing in flight yet, one owner waits
     # The stall states the level; control is not gated by the (exhausted) data credit.
-    state = _step(spec, state, "sender_flush", 0)
-    report = _only_message(state.to_receiver[0])
+    state = step(spec, state, "sender_flush", 0)
+    report = only_message(state.to_receiver[0])
     assert isinstance(report, Report) and report.demand == (2, 2, 2)  # consumed 1 + level 1
-    state = _step(spec, state, "deliver", 0, report)
+    state = step(spec, state, "deliver", 0, report)
     # The receiver counts the reserved charge as held (unlanded): the level is covered.
     assert state.receivers[0].granted == (1, 1, 1)
     assert "nothing to send" in spec.explain(state, "receiver_flush", (0,))
     # Once the first owner's work is in flight the level rises to 2: that is news.
-    state = _step(spec, _step(spec, state, "submit", 1, True), "sender_flush", 0)
+    state = step(spec, step(spec, state, "submit", 1, True), "sender_flush", 0)
     report = max(m for m, _n in state.to_receiver[0])
     assert report.demand == (3, 3, 3)  # consumed 1 + level 2
-    state = _step(spec, state, "deliver", 0, report)
+    state = step(spec, state, "deliver", 0, report)
     assert state.receivers[0].granted == (2, 2, 2)
-    state = _step(spec, state, "receiver_flush", 0)
+    state = step(spec, state, "receiver_flush", 0)
     update = next(m for m, _n in state.to_sender[0] if isinstance(m, Update))
     assert update.grants == (2, 2, 2) and not update.retry
-    state = _step(spec, state, "deliver", 0, update)
-    state = _step(spec, state, "pick", 2, 2)
+    state = step(spec, state, "deliver", 0, update)
+    state = step(spec, state, "pick", 2, 2)
     assert state.owners[1].state == "DISPATCHING" and state.owners[1].stall == 2
 
 
 def test_a_failed_submit_restores_the_exact_consumption() -> None:
     spec = _one_key()
-    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
+    state = step(spec, step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
     assert state.senders[0].consumed == (1, 1, 1)
-    state = _step(spec, state, "submit", 1, False)
+    state = step(spec, state, "submit", 1, False)
     assert state.senders[0].consumed == (0, 0, 0)
     assert (state.owners[0].status, state.owners[0].token) == ("FAILED", "ROLLED_BACK")
     assert state.outstanding_owners == 0 and state.dispatching_bytes == 0
@@ -269,53 +250,53 @@ def test_a_failed_submit_restores_the_exact_consumption() -> None:
 
 def test_a_restart_rejects_the_queued_old_snapshot_and_fences_in_flight_work() -> None:
     spec = _one_key()
-    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
-    state = _step(spec, _step(spec, state, "submit", 1, True), "admit", 1)
-    state = _step(spec, state, "receiver_restart")
+    state = step(spec, step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
+    state = step(spec, step(spec, state, "submit", 1, True), "admit", 1)
+    state = step(spec, state, "receiver_restart")
     assert state.senders[0].phase == STALE
     assert spec.apply(state, "land", (1,)) is None  # the dead session's work never lands
-    state = _step(spec, state, "pick", 2, 2)
+    state = step(spec, state, "pick", 2, 2)
     assert state.owners[1].state == "QUEUED"  # STALE: blocked, not yet known to be fenced
-    state = _step(spec, state, "sender_flush", 0)  # the offer (and the stall's level report)
+    state = step(spec, state, "sender_flush", 0)  # the offer (and the stall's level report)
     for msg, _n in state.to_receiver[0]:
-        state = _step(spec, state, "deliver", 0, msg)
-    state = _step(spec, state, "receiver_flush", 0)
+        state = step(spec, state, "deliver", 0, msg)
+    state = step(spec, state, "receiver_flush", 0)
     activation = min(m for m, _ in state.to_sender[0])
-    state = _step(spec, state, "deliver", 0, activation)
+    state = step(spec, state, "deliver", 0, activation)
     assert (state.senders[0].phase, state.senders[0].session) == (FENCING, 2)
-    state = _step(spec, state, "pick", 2, 2)
+    state = step(spec, state, "pick", 2, 2)
     rejected = state.owners[1]
     assert (rejected.status, rejected.token) == ("FAILED", "NONE")  # nothing reserved
-    state = _step(spec, state, "complete", 1)  # it can no longer land: FAILED, fence drained
+    state = step(spec, state, "complete", 1)  # it can no longer land: FAILED, fence drained
     assert state.owners[0].status == "FAILED"
     assert state.senders[0].phase == ACTIVE
 
 
 def test_a_fenced_token_cannot_commit_but_rolls_back_without_touching_the_new_entry() -> None:
     spec = _one_key()
-    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
-    state = _step(spec, state, "receiver_restart")
-    state = _step(spec, state, "sender_flush", 0)
-    state = _step(spec, state, "deliver", 0, _only_message(state.to_receiver[0]))
-    state = _step(spec, state, "receiver_flush", 0)
+    state = step(spec, step(spec, _initial(spec), "admit", 0), "pick", 2, 2)
+    state = step(spec, state, "receiver_restart")
+    state = step(spec, state, "sender_flush", 0)
+    state = step(spec, state, "deliver", 0, only_message(state.to_receiver[0]))
+    state = step(spec, state, "receiver_flush", 0)
     activation = min(m for m, _ in state.to_sender[0])
-    state = _step(spec, state, "deliver", 0, activation)
+    state = step(spec, state, "deliver", 0, activation)
     assert "fenced" in spec.explain(state, "submit", (1, True))
-    state = _step(spec, state, "submit", 1, False)
+    state = step(spec, state, "submit", 1, False)
     assert state.senders[0].consumed == (0, 0, 0)
 
 
 def test_a_local_owner_is_never_stalled_by_a_blocked_key() -> None:
     spec = GatedSpec(tiny_config())  # owner 1 remote (short of data credit), owner 2 local
-    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "admit", 1)
-    state = _step(spec, state, "pick", 2, 3)
+    state = step(spec, step(spec, _initial(spec), "admit", 0), "admit", 1)
+    state = step(spec, state, "pick", 2, 3)
     assert state.owners[0].state == "QUEUED" and state.owners[1].state == "DISPATCHING"
     assert state.owners[1].token == "NONE"
 
 
 def test_the_partial_reserve_mutant_leaves_credit_consumed_by_a_blocked_owner() -> None:
     spec = PartialReserve(tiny_config())
-    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "pick", 2, 3)
+    state = step(spec, step(spec, _initial(spec), "admit", 0), "pick", 2, 3)
     assert state.owners[0].state == "QUEUED"
     assert state.senders[0].consumed == (0, 1, 1)
     assert not spec.inv_consumed_equals_token_charges(state)
@@ -335,11 +316,11 @@ def test_token_table_is_the_only_token_lifecycle() -> None:
 
 def test_canonical_sequences_keep_the_behaviour_of_the_raw_state() -> None:
     spec = _one_key()
-    state = _step(spec, _step(spec, _initial(spec), "admit", 0), "admit", 1)
+    state = step(spec, step(spec, _initial(spec), "admit", 0), "admit", 1)
     for _ in range(3):  # the refreshes bump the sequences past their ranks
-        state = _step(spec, state, "refresh_tick")
-        state = _step(spec, state, "deliver", 0, _only_message(state.to_sender[0]))
-        state = _step(spec, state, "deliver", 0, _only_message(state.to_receiver[0]))
+        state = step(spec, state, "refresh_tick")
+        state = step(spec, state, "deliver", 0, only_message(state.to_sender[0]))
+        state = step(spec, state, "deliver", 0, only_message(state.to_receiver[0]))
     canonical = spec.canonicalize(state)
     assert canonical != state and spec.canonicalize(canonical) == canonical
     assert canonical.senders[0].last_seq == canonical.receivers[0].pushed_seq == 1
