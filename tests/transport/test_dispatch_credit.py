@@ -190,7 +190,9 @@ def test_the_gate_mode_must_match_the_configuration() -> None:
         )
 
 
-def test_an_old_peer_in_optional_mode_gets_the_bounded_legacy_window() -> None:
+def legacy_window_core() -> tuple[DispatchCore, FakeDevice, DispatchGate]:
+    """An optional-mode sender whose receiver shares no protocol version with it, so it falls
+    back to the legacy window of one transfer (also used by ``test_protections.py``)."""
     rx = CreditReceiver(
         AllocatorConfig(
             capacity={r: 8 * MIB for r in RESOURCES},
@@ -213,7 +215,11 @@ def test_an_old_peer_in_optional_mode_gets_the_bounded_legacy_window() -> None:
         **CONFIG,
         "receiver_credit": {"enabled": True, "mode": "optional", "legacy_window": 1},
     }
-    core = DispatchCore(load_engine_config(config), [rail], gate=gate)
+    return DispatchCore(load_engine_config(config), [rail], gate=gate), rail, gate
+
+
+def test_an_old_peer_in_optional_mode_gets_the_bounded_legacy_window() -> None:
+    core, rail, gate = legacy_window_core()
     first, second = core.submit([request(), request()], 10)
     assert core.status(first).phase is TransferPhase.DISPATCHED
     assert all(s.lease is None for s in rail.posts[0])  # no receiver credit to carry

@@ -12,7 +12,6 @@ import struct
 import types
 
 import pytest
-from tent_transport.config import load_engine_config
 from tent_transport.control import (
     HandshakeFailed,
     PskIdentity,
@@ -24,20 +23,15 @@ from tent_transport.control import data_bind_proof as bind_proof
 from tent_transport.control._handshake import server_handshake
 from tent_transport.devices import SliceStatus
 from tent_transport.devices.tcp import Flags, Request, WireOpcode
-from tent_transport.dispatch import DispatchCore, TransferPhase
+from tent_transport.dispatch import TransferPhase
 from tent_transport.engine._receiving import ReceiverSide
 from tent_transport.segments import SegmentTable
-from test_dispatch_credit import CONFIG, ME, MIB, RESOURCES, RX, Rig, pump, request
-from transport_fakes import FakeDevice
+from test_dispatch_credit import Rig, legacy_window_core, request
 
 from tent_credit import (
     AllocatorConfig,
-    CreditMode,
     CreditReceiver,
     CreditResource,
-    DispatchGate,
-    GateConfig,
-    SenderEndpoint,
     SessionId,
 )
 from tent_sched import TaskStatus
@@ -234,29 +228,7 @@ def test_a_failed_transfer_ends_its_gate_reservation() -> None:
 
 
 def test_a_failed_transfer_gives_its_legacy_window_slot_back() -> None:
-    rx = CreditReceiver(
-        AllocatorConfig(
-            capacity={r: 8 * MIB for r in RESOURCES},
-            control_slots=2,
-            max_grant={r: 8 * MIB for r in RESOURCES},
-            max_keys=4,
-            retry_after_us=100,
-        ),
-        SessionId(77),
-        versions=(9,),  # no common version: the sender falls back to the legacy window
-    )
-    rx.accept(ME, 0)
-    tx = SenderEndpoint(sender_peer=ME, qos_class=0, mode=CreditMode.OPTIONAL)
-    gate = DispatchGate(GateConfig(mode=CreditMode.OPTIONAL, legacy_window=1))
-    gate.add_endpoint(RX, tx)
-    tx.connect(1)
-    pump(tx, rx, 1)
-    rail = FakeDevice()
-    config = {
-        **CONFIG,
-        "receiver_credit": {"enabled": True, "mode": "optional", "legacy_window": 1},
-    }
-    core = DispatchCore(load_engine_config(config), [rail], gate=gate)
+    core, rail, _gate = legacy_window_core()
     first, second = core.submit([request(), request()], 10)
     assert core.status(second).phase is TransferPhase.QUEUED  # the window holds one
     rail.finish(status=SliceStatus.INTEGRITY_ERROR)
