@@ -62,91 +62,72 @@ def _control_server(identity: PskIdentity | TlsIdentity, hooks: _Hooks) -> Contr
     )
 
 
-def test_an_honest_peer_connects_through_a_silent_flood_of_the_control_port() -> None:
-    async def scenario() -> None:
-        hooks = _Hooks()
-        server = _control_server(PskIdentity(local_peer=2, keys={1: KEY}), hooks)
-        _, port = await server.listen("127.0.0.1", 0)
-        flood = await _flooded(port, server)
-        opened = flood.opened
-        try:
-            client = ControlClient(
-                PskIdentity(local_peer=1, keys={2: KEY}),
-                "127.0.0.1",
-                port,
-                endpoint=None,
-                hooks=_SenderHooks(),
-                handshake_timeout_s=HONEST_HANDSHAKE_S,
-            )
-            await client.start()  # one attempt: a refusal raises HandshakeFailed
-            await until(lambda: [s.peer for s in hooks.opened] == [1], what="the session")
-            assert flood.opened > opened  # the flood went on meanwhile
-            assert server.pending_handshakes <= LIMIT
-            assert server.statistics().handshakes_evicted >= LIMIT
-            await client.close()
-        finally:
-            flood.stop()
-            await server.close()
+async def _honest_peer_through_a_flood(
+    server_identity: PskIdentity | TlsIdentity,
+    client_identity: PskIdentity | TlsIdentity,
+    *,
+    greeting: bytes = b"",
+) -> tuple[int, int, int]:
+    """Fill the control listener's door with a flood (each connection says ``greeting``, then
+    nothing), then connect the honest peer with one attempt (a refusal raises
+    ``HandshakeFailed``) and wait for its session. Returns the connections the flood had
+    opened before the honest peer and after it, and the door's evictions."""
+    hooks = _Hooks()
+    server = _control_server(server_identity, hooks)
+    _, port = await server.listen("127.0.0.1", 0)
+    flood = await _flooded(port, server, greeting=greeting)
+    opened = flood.opened
+    try:
+        client = ControlClient(
+            client_identity,
+            "127.0.0.1",
+            port,
+            endpoint=None,
+            hooks=_SenderHooks(),
+            handshake_timeout_s=HONEST_HANDSHAKE_S,
+        )
+        await client.start()
+        await until(lambda: [s.peer for s in hooks.opened] == [1], what="the session")
+        assert server.pending_handshakes <= LIMIT
+        await client.close()
+        return opened, flood.opened, server.statistics().handshakes_evicted
+    finally:
+        flood.stop()
+        await server.close()
 
-    run(scenario())
+
+def test_an_honest_peer_connects_through_a_silent_flood_of_the_control_port() -> None:
+    before, after, evicted = run(
+        _honest_peer_through_a_flood(
+            PskIdentity(local_peer=2, keys={1: KEY}), PskIdentity(local_peer=1, keys={2: KEY})
+        )
+    )
+    assert after > before  # the flood went on meanwhile
+    assert evicted >= LIMIT
 
 
 def test_stalled_hellos_of_a_known_peer_do_not_keep_it_out_either() -> None:
     """Connections that send a valid hello (progress) and stall leave in their turn."""
-
-    async def scenario() -> None:
-        hooks = _Hooks()
-        server = _control_server(PskIdentity(local_peer=2, keys={1: KEY}), hooks)
-        _, port = await server.listen("127.0.0.1", 0)
-        flood = await _flooded(port, server, greeting=_hello(1))
-        try:
-            client = ControlClient(
-                PskIdentity(local_peer=1, keys={2: KEY}),
-                "127.0.0.1",
-                port,
-                endpoint=None,
-                hooks=_SenderHooks(),
-                handshake_timeout_s=HONEST_HANDSHAKE_S,
-            )
-            await client.start()
-            await until(lambda: [s.peer for s in hooks.opened] == [1], what="the session")
-            await client.close()
-        finally:
-            flood.stop()
-            await server.close()
-
-    run(scenario())
+    run(
+        _honest_peer_through_a_flood(
+            PskIdentity(local_peer=2, keys={1: KEY}),
+            PskIdentity(local_peer=1, keys={2: KEY}),
+            greeting=_hello(1),
+        )
+    )
 
 
 def test_tls_handshakes_wait_at_the_door_too() -> None:
     """Under TLS the door counts a connection from its TCP accept (TLS's own handshake was
     unbounded before: asyncio ran it ahead of the listener's callback), and an honest TLS
     peer still gets in through a flood."""
-
-    async def scenario() -> None:
-        ca = trustme.CA()
-        names = {1: "sender-1.tent", 2: "receiver-2.tent"}
-        hooks = _Hooks()
-        server = _control_server(_tls(ca, 2, "receiver-2.tent", names), hooks)
-        _, port = await server.listen("127.0.0.1", 0)
-        flood = await _flooded(port, server)
-        try:
-            client = ControlClient(
-                _tls(ca, 1, "sender-1.tent", names),
-                "127.0.0.1",
-                port,
-                endpoint=None,
-                hooks=_SenderHooks(),
-                handshake_timeout_s=HONEST_HANDSHAKE_S,
-            )
-            await client.start()
-            await until(lambda: [s.peer for s in hooks.opened] == [1], what="the session")
-            await client.close()
-        finally:
-            flood.stop()
-            await server.close()
-
-    run(scenario())
+    ca = trustme.CA()
+    names = {1: "sender-1.tent", 2: "receiver-2.tent"}
+    run(
+        _honest_peer_through_a_flood(
+            _tls(ca, 2, "receiver-2.tent", names), _tls(ca, 1, "sender-1.tent", names)
+        )
+    )
 
 
 class _Plane:
