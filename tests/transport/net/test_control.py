@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import gc
 import ssl
 import struct
+import weakref
 from collections.abc import Awaitable
 
 import pytest
@@ -386,6 +389,44 @@ def test_disconnect_stale_reconnect_fence_complete_after_retire() -> None:
         await until(lambda: endpoint.state is NegotiationState.ACTIVE, what="new epoch active")
         assert endpoint.epoch == 2
         await client.close()
+        await server.close()
+
+    run(scenario())
+
+
+class _BrokenPipeHooks(_Hooks):
+    """Every session's first write fails as one to a peer already gone: asyncio's transport
+    hands the error to the connection's reader (``connection_lost(exc)``), and its traceback
+    keeps the frames the write ran in, ``session_opened`` and the server's code above it.
+    Sessions are only weakly referenced here."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sessions: list[weakref.ref[PeerSession]] = []
+
+    def session_opened(self, session: PeerSession) -> None:
+        self.sessions.append(weakref.ref(session))
+        try:
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+        except BrokenPipeError as exc:
+            session.connection._reader.set_exception(exc)  # what the transport does with it
+
+
+def test_a_failed_write_does_not_keep_the_sessions_a_reconnect_replaced() -> None:
+    async def scenario() -> None:
+        hooks = _BrokenPipeHooks()
+        server, port = await _server(psk(2, p1=KEY_12), None, hooks)
+        client = ControlClient(
+            psk(1, p2=KEY_12), "127.0.0.1", port, endpoint=None, hooks=_SenderHooks()
+        )
+        await client.start()  # each session closes at once; the client reconnects
+        await until(lambda: len(hooks.sessions) >= 6, what="six sessions")
+        await client.close()
+        await until(lambda: not server._tasks, what="the retirements")
+        gc.collect()
+        alive = [i for i, ref in enumerate(hooks.sessions[:-1]) if ref() is not None]
+        # each kept the one before it through its frames: every session stayed in memory
+        assert alive == []
         await server.close()
 
     run(scenario())
