@@ -100,15 +100,11 @@ class SilentFlood(threading.Thread):
                     if not self._open(selector):
                         return
         finally:
-            self._count_closed(selector)  # closes that arrived as the flood was stopped
+            list(self._closed_ones(selector, timeout=0))  # count those closed as it stopped
             for key in list(selector.get_map().values()):
                 with contextlib.suppress(OSError):
                     key.fileobj.close()  # type: ignore[union-attr]
             selector.close()
-
-    def _count_closed(self, selector: selectors.BaseSelector) -> None:
-        for _sock in self._closed_ones(selector, timeout=0):
-            pass  # counted, unregistered and closed by the generator
 
     def _closed_ones(
         self, selector: selectors.BaseSelector, *, timeout: float
