@@ -236,7 +236,7 @@ class Bench:
         self.segment = self.rx.register(self.memory).segment_id
         self.rx.expose(HONEST, self.segment, GUARD, REGION_BLOCKS * BLOCK)
         self.tx.wait_regions(self.peer, lambda d: bool(d.regions))
-        self.data_port = self.rx.engine._data_servers[0].address[1]
+        self.data_port = self.rx.engine.receivers[0].address[1]
         self.payload = os.urandom(BLOCK)
         self._next = 0
 
@@ -317,7 +317,7 @@ class Bench:
     def counters(self) -> dict[str, Any]:
         control = self.rx._call(self.rx.engine.control.statistics)
         receiver = self.rx._call(self.rx.engine.receiver.statistics)
-        data = self.rx._call(self.rx.engine._data_servers[0].statistics)
+        data = self.rx._call(self.rx.engine.receivers[0].statistics)
         return {
             "handshakes_failed": control.handshakes_failed,
             "handshakes_evicted": control.handshakes_evicted,

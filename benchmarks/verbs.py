@@ -33,8 +33,8 @@ from typing import Any
 import click
 from tent_transport.config import load_engine_config
 from tent_transport.devices import Opcode, SliceRequest
+from tent_transport.devices.verbs import VerbsDevice, VerbsDeviceConfig, soft, soft_backend
 from tent_transport.dispatch import DispatchCore, TransferRequest
-from tent_transport.verbs import VerbsDevice, VerbsDeviceConfig, soft, soft_backend
 
 MIB = 1 << 20
 e = soft.enums

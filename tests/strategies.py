@@ -11,7 +11,7 @@ through its ``conftest.py``).
 from __future__ import annotations
 
 from hypothesis import strategies as st
-from tent_transport.verbs import VerbsEndpoint, VerbsRegion
+from tent_transport.devices.verbs import VerbsEndpoint, VerbsRegion
 
 from tent_credit._arith import U32_MAX, U64_MAX, U128_MAX
 from tent_credit._messages import (
@@ -216,7 +216,7 @@ class DrawChooser:
 
 
 def verbs_endpoints() -> st.SearchStrategy[VerbsEndpoint]:
-    """Valid out-of-band RC endpoints (tent_transport.verbs)."""
+    """Valid out-of-band RC endpoints (tent_transport.devices.verbs)."""
     return st.builds(
         VerbsEndpoint,
         qp_num=st.integers(1, (1 << 24) - 1),
@@ -229,7 +229,7 @@ def verbs_endpoints() -> st.SearchStrategy[VerbsEndpoint]:
 
 
 def verbs_regions() -> st.SearchStrategy[VerbsRegion]:
-    """Valid exposures (tent_transport.verbs): the range fits the 64-bit address space."""
+    """Valid exposures (tent_transport.devices.verbs): the range fits the 64-bit address space."""
     return st.builds(
         lambda segment, session, offset, length, addr, rkey, readable: VerbsRegion(
             segment=segment,

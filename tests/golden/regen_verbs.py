@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tent_transport.verbs import (
+from tent_transport.devices.verbs import (
     AckOutcome,
     VerbsAck,
     VerbsEndpoint,

@@ -5,7 +5,7 @@ Every import counts, wherever it stands (module level, inside a function, under
 ``TYPE_CHECKING``): a cycle hidden behind a deferred import is still two modules that cannot be
 read, tested or moved one without the other. Shared names (e.g. ``WireErrorCode``) go into a
 module both sides import; what one side needs of the other's classes is a ``Protocol`` the
-needing side defines (``verbs/soft/_hca.py``'s ``_QueuePair``, ``devices/tcp``'s
+needing side defines (``devices/verbs/soft/_hca.py``'s ``_QueuePair``, ``devices``'s
 ``DataPlane``). A submodule that imports its own package's ``__init__`` depends on everything the
 package re-exports, itself included, the moment ``__init__`` names it.
 """

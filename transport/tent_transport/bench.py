@@ -44,8 +44,7 @@ import click
 
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity, TlsIdentity
-from tent_transport.devices import Opcode
-from tent_transport.devices.tcp import checksum
+from tent_transport.devices import Opcode, checksum
 from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 

@@ -26,3 +26,21 @@ async def until(predicate: Any, *, timeout: float = 10.0, what: str = "condition
         if loop.time() > end:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.005)
+
+
+def data_server(engine: Any, rail: int = 0) -> Any:
+    """The engine's TCP data listener of ``rail`` (its receiver half on a TCP engine)."""
+    from tent_transport.devices.tcp import TcpDataServer
+
+    half = engine.receivers[rail]
+    assert isinstance(half, TcpDataServer)
+    return half
+
+
+def verbs_receiver(engine: Any) -> Any:
+    """The verbs receiver half of a soft-verbs engine."""
+    from tent_transport.devices.verbs import VerbsReceiver
+
+    half = engine.receivers[0]
+    assert isinstance(half, VerbsReceiver)
+    return half

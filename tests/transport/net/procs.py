@@ -20,6 +20,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from net_helpers import data_server
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
 from tent_transport.devices import Opcode
@@ -138,7 +139,8 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     memory = engine.allocate(spec["segment_bytes"])  # verbs: memory its rail can reach
     address = await engine.start()
     segment = engine.register(memory)
-    conn.send(("ready", address, [s.address for s in engine._data_servers], segment.segment_id))
+    rails = [data_server(engine, i).address for i in range(len(engine.receivers))]
+    conn.send(("ready", address, rails, segment.segment_id))
     landed: list[tuple[int, int, int, int, int]] = []  # sender, offset, length, crc, t_ns
     held: list[DataLanded] = []
     exposed: set[tuple[int, int]] = set()
@@ -483,7 +485,7 @@ async def _claim_liar(engine: Engine, peer: int, spec: dict[str, Any], data: byt
     """Verbs only: a write into the liar's own region whose notice claims another range
     (``spec["claim"]``), the lie a one-sided write can tell that its registration cannot stop."""
     from tent_transport.devices import SliceRequest
-    from tent_transport.engine._verbs_notice import NOTICE, NOTICE_SEGMENT, Notice
+    from tent_transport.devices.verbs._notice import NOTICE, NOTICE_SEGMENT, Notice
 
     rail = engine.rails[0]
     link = rail._links[peer]  # type: ignore[union-attr]

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from attackers import RawControl
-from net_helpers import run, until
+from net_helpers import data_server, run, until
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import (
@@ -234,7 +234,7 @@ def test_an_engine_quarantines_a_sender_whose_payloads_keep_failing_their_crc(
             if rx._call(lambda: rx.engine.receiver.statistics().quarantined):
                 break
         assert rx._call(lambda: rx.engine.receiver.statistics().quarantined) == (1,)
-        data = rx.engine._data_servers[0].statistics()
+        data = data_server(rx.engine).statistics()
         assert data.integrity_errors == INTEGRITY_FAILURES  # then no more payload read
         assert statuses[:INTEGRITY_FAILURES] == [TaskStatus.FAILED] * INTEGRITY_FAILURES
         assert rx._call(lambda: rx.engine.receiver.statistics().unreleased) == 0

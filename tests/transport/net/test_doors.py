@@ -14,7 +14,7 @@ import time
 
 import trustme
 from attackers import SilentFlood
-from net_helpers import run, until
+from net_helpers import data_server, run, until
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import ControlClient, ControlServer, PskIdentity, TlsIdentity
@@ -275,7 +275,7 @@ def test_an_engine_reconnects_and_transfers_through_floods_of_both_doors() -> No
         segment = rx.register(memory)
         rx.expose(1, segment.segment_id, 0, len(memory))
         first = tx.wait_regions(peer, lambda d: bool(d.regions))
-        data_port = rx.engine._data_servers[0].address[1]
+        data_port = data_server(rx.engine).address[1]
         for target in (port, data_port):  # the defaults: 64 places each
             flood = SilentFlood(target, keep=128, max_connections=20_000, duration_s=60)
             flood.start()
@@ -315,7 +315,7 @@ def test_an_engine_reconnects_and_transfers_through_floods_of_both_doors() -> No
         assert all(f.is_alive() for f in floods)  # the floods ran throughout
         stats = rx.engine.control.statistics()
         assert stats.handshakes_evicted > 64
-        assert rx.engine._data_servers[0].statistics().binds_evicted > 64
+        assert data_server(rx.engine).statistics().binds_evicted > 64
     finally:
         for flood in floods:
             flood.stop()

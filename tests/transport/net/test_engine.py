@@ -7,7 +7,9 @@ import time
 import urllib.request
 
 import attrs
+import memory_transport
 import pytest
+from net_helpers import data_server
 from procs import KEY, credit_config, free_ports
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
@@ -23,7 +25,13 @@ from tent_sched import TaskStatus
 BLOCK = 64 << 10
 
 
-def _pair(mode: str, *, slots: int, metrics_port: int | None = None):
+memory_transport.install()
+DEVICES = pytest.mark.parametrize("device", ["tcp", "memory"])
+"""The engine's tests that no transport's specifics decide run on TCP and on the in-memory
+transport built from docs/transport.md ("Adding a transport")."""
+
+
+def _pair(mode: str, *, slots: int, metrics_port: int | None = None, device: str = "tcp"):
     config = load_engine_config(credit_config(mode, slots=slots, block=BLOCK, batch=1))
     rx = SyncEngine(
         config,
@@ -31,10 +39,12 @@ def _pair(mode: str, *, slots: int, metrics_port: int | None = None):
             peer_id=2,
             identity=PskIdentity(local_peer=2, keys={1: KEY}),
             metrics_port=metrics_port,
+            device=device,
         ),
     )
     tx = SyncEngine(
-        config, EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}))
+        config,
+        EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}), device=device),
     )
     host, port = rx.start()
     tx.start()
@@ -53,8 +63,9 @@ def _write(peer: int, segment: int, offset: int, data: bytes) -> TransferRequest
     )
 
 
-def test_credit_stall_keeps_handles_pending_with_backpressure_until_release() -> None:
-    rx, tx, peer = _pair("required", slots=2)
+@DEVICES
+def test_credit_stall_keeps_handles_pending_with_backpressure_until_release(device: str) -> None:
+    rx, tx, peer = _pair("required", slots=2, device=device)
     try:
         memory = bytearray(8 * BLOCK)
         segment = rx.register(memory)
@@ -122,9 +133,34 @@ def test_read_and_a_write_outside_the_exposure_fail_typed() -> None:
         rx.close()
 
 
-def test_metrics_are_served_over_http_from_real_completions() -> None:
+@DEVICES
+def test_a_write_outside_the_exposure_or_past_credit_fails_typed_and_quarantines(
+    device: str,
+) -> None:
+    rx, tx, peer = _pair("required", slots=2, device=device)
+    try:
+        memory = bytearray(4 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, 2 * BLOCK)
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        inside = os.urandom(BLOCK)
+        tx.submit([_write(peer, segment.segment_id, 0, inside)]).result(10)
+        assert rx.release(rx.next_landed(10))
+        assert memory[:BLOCK] == inside
+        outside = _write(peer, segment.segment_id, 3 * BLOCK, b"x" * BLOCK)
+        with pytest.raises(TransferFailed):
+            tx.submit([outside]).result(10)
+        assert rx.engine.quarantined() == (1,)
+        assert memory[3 * BLOCK :] == bytes(BLOCK)  # nothing landed outside the exposure
+    finally:
+        tx.close()
+        rx.close()
+
+
+@DEVICES
+def test_metrics_are_served_over_http_from_real_completions(device: str) -> None:
     (port,) = free_ports(1)
-    rx, tx, peer = _pair("required", slots=4, metrics_port=port)
+    rx, tx, peer = _pair("required", slots=4, metrics_port=port, device=device)
     try:
         memory = bytearray(4 * BLOCK)
         segment = rx.register(memory)
@@ -194,8 +230,9 @@ def test_bad_metrics_options_are_refused(bad: dict[str, object]) -> None:
         EngineOptions(peer_id=2, identity=identity, **bad)  # type: ignore[arg-type]
 
 
-def test_misuse_of_the_facade_is_refused_typed_and_a_closed_engine_says_so() -> None:
-    rx, tx, peer = _pair("required", slots=2)
+@DEVICES
+def test_misuse_of_the_facade_is_refused_typed_and_a_closed_engine_says_so(device: str) -> None:
+    rx, tx, peer = _pair("required", slots=2, device=device)
     try:
         memory = bytearray(BLOCK)
         segment = rx.register(memory)
@@ -329,7 +366,7 @@ def test_a_new_session_whose_data_connection_fails_ends_submits_typed_then_recov
         rx.expose(1, segment.segment_id, 0, len(memory))
         first = tx.wait_regions(peer, lambda d: bool(d.regions))
         assert tx.submit([_write(peer, segment.segment_id, 0, b"a" * BLOCK)]).result(10)
-        server = rx.engine._data_servers[0]
+        server = data_server(rx.engine)
         host, port = server.address
 
         async def stop_listening() -> None:

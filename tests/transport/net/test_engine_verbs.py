@@ -13,17 +13,22 @@ from typing import Any
 
 import attrs
 import pytest
-from net_helpers import run, until
+from net_helpers import run, until, verbs_receiver
 from procs import credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import FrameKind, PskIdentity
 from tent_transport.devices import Opcode
+from tent_transport.devices.verbs import (
+    VerbsRegion,
+    decode_verbs_message,
+    encode_verbs_message,
+    soft,
+)
+from tent_transport.devices.verbs.soft import _hca
 from tent_transport.dispatch import TransferPlan, TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 from tent_transport.errors import LocalProtocolError
 from tent_transport.segments import Access
-from tent_transport.verbs import VerbsRegion, decode_verbs_message, encode_verbs_message, soft
-from tent_transport.verbs.soft import _hca
 from verbs_engine import BLOCK, connected, engines, fabric, move, write
 
 from tent_credit import CreditResource
@@ -104,7 +109,7 @@ def test_verbs_fence_completes_only_after_mrs_are_invalid_and_the_qp_is_drained(
         try:
             peer, segment, memory = await connected(rx, tx, 8 * BLOCK)
             await move(rx, tx, peer, segment, memory, n=2)
-            verbs = rx._verbs
+            verbs = verbs_receiver(rx)
             assert verbs is not None and rx.credit is not None
             old = verbs._sessions[1]
             rkeys = [r.rkey for r in old.regions.values()] + [old.ring_region.rkey]
@@ -190,7 +195,7 @@ def test_verbs_rkeys_go_out_only_after_the_activation() -> None:
         host, port = await rx.start()
         await tx.start()
         try:
-            verbs = rx._verbs
+            verbs = verbs_receiver(rx)
             assert verbs is not None
             granted: list[bool] = []
             offer = verbs._offer
@@ -240,7 +245,7 @@ def test_a_bad_verbs_frame_from_a_sender_closes_its_control_connection(what: str
         await tx.start()
         try:
             peer = await tx.connect(host, port)
-            verbs = rx._verbs
+            verbs = verbs_receiver(rx)
             assert verbs is not None
             old = verbs._sessions[1]
             if what == "garbage":
@@ -288,7 +293,8 @@ def test_a_tcp_engine_has_no_verbs_and_refuses_verbs_frames() -> None:
     async def scenario() -> None:
         config = load_engine_config(credit_config("disabled"))
         rx = Engine(config, EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={})))
-        assert rx._verbs is None and isinstance(rx.allocate(8), bytearray)
+        assert [type(h).__name__ for h in rx.receivers] == ["TcpDataServer"]
+        assert isinstance(rx.allocate(8), bytearray)
 
         class _Conn:
             reason = ""

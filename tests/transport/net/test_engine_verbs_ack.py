@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 
 import pytest
-from net_helpers import run, until
+from net_helpers import run, until, verbs_receiver
 from tent_transport.devices import SliceCompletion, SliceStatus
-from tent_transport.engine import _verbs_receiver
-from tent_transport.engine._verbs_rail import VerbsRail, _Link
+from tent_transport.devices.verbs import AckOutcome, VerbsAck, VerbsDeviceConfig, soft_backend
+from tent_transport.devices.verbs import _receiver as _verbs_receiver
+from tent_transport.devices.verbs._rail import VerbsRail, _Link
 from tent_transport.errors import LocalProtocolError
-from tent_transport.verbs import AckOutcome, VerbsAck, VerbsDeviceConfig, soft_backend
 from verbs_engine import BLOCK, connected, engines, fabric, pause_admission, write
 
 from tent_sched import TaskStatus
@@ -45,7 +45,7 @@ def test_a_write_the_receiver_never_admitted_ends_fenced_never_completed() -> No
             tx._links[peer].client.drop_connection()  # the session ends before admission
             state = await handle.wait(10)
             assert state.status is TaskStatus.FAILED and "fenced" in state.detail, state
-            verbs = rx._verbs
+            verbs = verbs_receiver(rx)
             assert verbs is not None
             await until(lambda: verbs.statistics().dropped_arrivals >= 1, what="the drop")
             assert rx.receiver.statistics().landed == 0  # never announced
@@ -81,7 +81,7 @@ def test_a_completed_write_was_admitted_first() -> None:
             assert rx.receiver.statistics().landed == 1  # admitted before the ack went out
             event = await rx.landed()
             assert bytes(memory[event.offset : event.offset + BLOCK]) == data
-            assert rx._verbs is not None and rx._verbs.statistics().acks_sent >= 1
+            assert verbs_receiver(rx).statistics().acks_sent >= 1
         finally:
             await tx.close()
             await rx.close()
@@ -113,7 +113,7 @@ def test_an_overwritten_write_is_superseded_not_a_lie() -> None:
             event = await rx.landed()
             assert event.offset == BLOCK // 2 and rx.receiver.statistics().landed == 1
             assert bytes(memory[BLOCK // 2 : BLOCK // 2 + BLOCK]) == second
-            assert rx._verbs is not None and rx._verbs.statistics().superseded == 1
+            assert verbs_receiver(rx).statistics().superseded == 1
         finally:
             await tx.close()
             await rx.close()
@@ -139,7 +139,7 @@ def test_a_receiver_that_cannot_acknowledge_is_refused_not_trusted(
             link = tx._links[peer]
             await until(lambda: bool(link.refused), what="the refusal")
             assert "schema 1" in link.refused
-            verbs = rx._verbs
+            verbs = verbs_receiver(rx)
             assert verbs is not None and verbs._sessions[1].schema == 1
             assert not tx.rails[0].device.post_budget(peer)  # no QP at RTS on our side
             with pytest.raises(LocalProtocolError, match="schema 1"):

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 import pytest
-from net_helpers import run, until
+from net_helpers import run, until, verbs_receiver
 from tent_transport.devices import Opcode, SliceRequest, SliceStatus
 from tent_transport.engine import _engine
 from verbs_engine import BLOCK, connected, engines, fabric, move, write
@@ -38,7 +38,7 @@ def test_a_sender_that_gets_no_grant_never_holds_an_rkey(monkeypatch: pytest.Mon
         host, port = await rx.start()
         await tx.start()
         try:
-            verbs = rx._verbs
+            verbs = verbs_receiver(rx)
             assert verbs is not None
             decisions: list[bool] = []
             granted = verbs._granted
@@ -90,7 +90,7 @@ def test_a_fenced_sessions_rkey_fails_at_the_hca_and_writes_nothing() -> None:
             await move(rx, tx, peer, segment, memory, n=1)
             device = tx.rails[0].device
             old = device._peers[peer].regions[segment][0]
-            verbs = rx._verbs
+            verbs = verbs_receiver(rx)
             assert verbs is not None
             old_session = verbs._sessions[1].ps.session
             tx._links[peer].client.drop_connection()

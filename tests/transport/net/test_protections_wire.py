@@ -13,7 +13,7 @@ import types
 import pytest
 import trustme
 from attackers import RawControl
-from net_helpers import run, until
+from net_helpers import data_server, run, until
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import (
@@ -233,10 +233,10 @@ def test_a_forged_bind_to_an_engine_is_closed_before_any_header_is_read() -> Non
             ).pack()
             + b"\xee" * 8
         )
-        port = rx.engine._data_servers[0].address[1]
+        port = data_server(rx.engine).address[1]
         assert _raw_bind(port, os.urandom(32), 1, header) == b""
         assert memory[:8] == bytes(8)
-        assert rx.engine._data_servers[0].statistics().binds_refused == 1
+        assert data_server(rx.engine).statistics().binds_refused == 1
         assert rx._call(lambda: rx.engine.receiver.statistics().quarantined) == ()
         data = os.urandom(BLOCK)  # the honest sender it named goes on
         assert tx.submit([_write(peer, segment.segment_id, 0, data)]).result(30).status is (

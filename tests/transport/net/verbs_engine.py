@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from net_helpers import until
+from net_helpers import until, verbs_receiver
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
@@ -87,7 +87,7 @@ def pause_admission(rx: Engine) -> Any:
     """Stop the receiver's arrival polling (as a loaded receiver would not have looked yet):
     the HCAs still land and acknowledge the writes, no receiver code runs; a fence still
     drains (and drops) what arrived. Returns the function that resumes polling."""
-    verbs = rx._verbs
+    verbs = verbs_receiver(rx)
     assert verbs is not None
     if verbs._poller is not None:
         verbs._poller.cancel()

@@ -12,8 +12,15 @@ import socket
 from typing import Any
 
 import pytest
-from tent_transport.verbs import ENUM_NAMES, VerbsBackend, load_pyverbs, probe, soft, soft_backend
-from tent_transport.verbs.refusals import REFUSALS
+from tent_transport.devices.verbs import (
+    ENUM_NAMES,
+    VerbsBackend,
+    load_pyverbs,
+    probe,
+    soft,
+    soft_backend,
+)
+from tent_transport.devices.verbs.refusals import REFUSALS
 
 _PROBE = probe()
 try:

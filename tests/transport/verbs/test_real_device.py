@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from tent_transport.verbs import VerbsBackend, load_pyverbs, probe, soft_backend
-from tent_transport.verbs.refusals import REFUSALS
+from tent_transport.devices.verbs import VerbsBackend, load_pyverbs, probe, soft_backend
+from tent_transport.devices.verbs.refusals import REFUSALS
 from verbs_rc import SCENARIOS
 
 _PROBE = probe()
@@ -44,7 +44,7 @@ def _device_round_trip(backend: VerbsBackend, device: str) -> None:
     import time
 
     from tent_transport.devices import Opcode, SliceRequest, SliceStatus
-    from tent_transport.verbs import VerbsDevice, VerbsDeviceConfig
+    from tent_transport.devices.verbs import VerbsDevice, VerbsDeviceConfig
 
     gid_index = int(os.environ.get("TENT_RDMA_GID_INDEX", "0"))
     config = VerbsDeviceConfig(device_name=device, gid_index=gid_index, cq_depth=64,

@@ -11,8 +11,8 @@ import errno
 from pathlib import Path
 
 import pytest
-from tent_transport.verbs import soft, soft_backend
-from tent_transport.verbs.soft import _hca, _shm
+from tent_transport.devices.verbs import soft, soft_backend
+from tent_transport.devices.verbs.soft import _hca, _shm
 from verbs_rc import Pair, write_wr
 
 e = soft.enums

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tent_transport.verbs import soft_backend
-from tent_transport.verbs.refusals import REFUSALS
+from tent_transport.devices.verbs import soft_backend
+from tent_transport.devices.verbs.refusals import REFUSALS
 from verbs_rc import SCENARIOS
 
 REMOTE_CASES = {

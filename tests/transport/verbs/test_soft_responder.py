@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tent_transport.verbs import VerbsBackend, soft, soft_backend
+from tent_transport.devices.verbs import VerbsBackend, soft, soft_backend
 from verbs_rc import (
     POLL_TIMEOUT_S,
     Side,

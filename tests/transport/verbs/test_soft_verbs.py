@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tent_transport.verbs import soft, soft_backend
-from tent_transport.verbs.soft._shm import KEY_SLOTS, KeyTable
+from tent_transport.devices.verbs import soft, soft_backend
+from tent_transport.devices.verbs.soft._shm import KEY_SLOTS, KeyTable
 from verbs_rc import (
     POLL_TIMEOUT_S,
     Pair,

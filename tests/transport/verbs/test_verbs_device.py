@@ -9,8 +9,7 @@ from pathlib import Path
 import attrs
 import pytest
 from tent_transport.devices import Device, Opcode, SliceCompletion, SliceRequest, SliceStatus
-from tent_transport.errors import InvalidEntry, PostRefused
-from tent_transport.verbs import (
+from tent_transport.devices.verbs import (
     VerbsDevice,
     VerbsDeviceConfig,
     decode_verbs_message,
@@ -18,6 +17,7 @@ from tent_transport.verbs import (
     soft,
     soft_backend,
 )
+from tent_transport.errors import InvalidEntry, PostRefused
 from verbs_rc import POLL_TIMEOUT_S
 
 SENDER, RECEIVER = 1, 2  # peer ids: the sender calls the receiver 2, the receiver calls it 1
@@ -332,9 +332,9 @@ def test_two_processes_exchange_over_cbor_write_and_fence(fabric: Path) -> None:
 
 
 def test_a_peer_cannot_grow_the_region_table_without_bound(rig: Rig) -> None:
+    from tent_transport.devices.verbs import VerbsRegion
+    from tent_transport.devices.verbs.device import MAX_REGIONS_PER_PEER
     from tent_transport.errors import TooManyRequests
-    from tent_transport.verbs import VerbsRegion
-    from tent_transport.verbs.device import MAX_REGIONS_PER_PEER
 
     for i in range(MAX_REGIONS_PER_PEER):
         rig.tx.add_region(RECEIVER, VerbsRegion(segment=1000 + i, session=1, offset=0, length=1,

@@ -1,16 +1,17 @@
-"""The curated public face of tent_transport.verbs and its soft device (pinned)."""
+"""The curated public face of tent_transport.devices.verbs and its soft device (pinned)."""
 
 from __future__ import annotations
 
-from tent_transport import verbs
-from tent_transport.verbs import soft
+from tent_transport.devices import verbs
+from tent_transport.devices.verbs import soft
 
 
 def test_verbs_exports_are_pinned() -> None:
     assert sorted(verbs.__all__) == sorted([
-        "ENUM_NAMES", "MAX_VERBS_MESSAGE_BYTES", "VERBS_SCHEMA", "AckOutcome", "Exposures",
-        "ProbeResult", "VerbsAck", "VerbsBackend",
-        "VerbsDevice", "VerbsDeviceConfig", "VerbsEndpoint", "VerbsMessageError", "VerbsRegion",
+        "ENUM_NAMES", "MAX_VERBS_MESSAGE_BYTES", "TRANSPORT", "VERBS_SCHEMA", "AckOutcome",
+        "Exposures", "ProbeResult", "VerbsAck", "VerbsBackend", "VerbsDevice",
+        "VerbsDeviceConfig", "VerbsEndpoint", "VerbsMessageError", "VerbsRail", "VerbsReceiver",
+        "VerbsReceiverStatistics", "VerbsRegion", "VerbsTransport",
         "WriteArrival", "decode_verbs_message", "encode_verbs_message", "load_pyverbs", "probe",
         "soft_backend",
     ])

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import verbs_endpoints, verbs_regions
-from tent_transport.verbs import (
+from tent_transport.devices.verbs import (
     AckOutcome,
     VerbsAck,
     VerbsEndpoint,

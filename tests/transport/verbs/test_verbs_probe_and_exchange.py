@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import verbs_endpoints, verbs_regions
-from tent_transport.errors import InvalidArgument, RemoteProtocolError
-from tent_transport.verbs import (
+from tent_transport.devices.verbs import (
     MAX_VERBS_MESSAGE_BYTES,
     VerbsBackend,
     VerbsEndpoint,
@@ -20,6 +19,7 @@ from tent_transport.verbs import (
     soft,
     soft_backend,
 )
+from tent_transport.errors import InvalidArgument, RemoteProtocolError
 
 
 def _missing() -> VerbsBackend:
@@ -156,7 +156,7 @@ def test_newer_pyverbs_enum_classes_flatten_into_one_namespace() -> None:
     import enum
     import types
 
-    from tent_transport.verbs._backend import _flat_enums
+    from tent_transport.devices.verbs._backend import _flat_enums
 
     class ibv_access_flags(enum.IntEnum):  # noqa: N801 (pyverbs' own class name)
         IBV_ACCESS_LOCAL_WRITE = 1

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tent_transport.verbs import VerbsBackend
-from tent_transport.verbs.refusals import REFUSALS
+from tent_transport.devices.verbs import VerbsBackend
+from tent_transport.devices.verbs.refusals import REFUSALS
 
 POLL_TIMEOUT_S = 10.0  # a safety net against a hang, never a speed assertion
 
@@ -431,7 +431,7 @@ def target_main(conn: Any, fabric: str, length: int) -> None:
     import hashlib
     from pathlib import Path
 
-    from tent_transport.verbs import soft_backend
+    from tent_transport.devices.verbs import soft_backend
 
     backend = soft_backend(Path(fabric))
     e = backend.enums
@@ -460,7 +460,7 @@ def receiver_device_main(conn: Any, fabric: str, segment_bytes: int) -> None:
     import hashlib
     from pathlib import Path
 
-    from tent_transport.verbs import (
+    from tent_transport.devices.verbs import (
         VerbsDevice,
         VerbsDeviceConfig,
         decode_verbs_message,
@@ -492,7 +492,7 @@ def incast_target_main(conn: Any, fabric: str, senders: int, length: int) -> Non
     import hashlib
     from pathlib import Path
 
-    from tent_transport.verbs import soft_backend
+    from tent_transport.devices.verbs import soft_backend
 
     backend = soft_backend(Path(fabric))
     e = backend.enums
@@ -518,7 +518,7 @@ def incast_sender_main(conn: Any, fabric: str, target: tuple[str, int, int, int]
     import random
     from pathlib import Path
 
-    from tent_transport.verbs import soft_backend
+    from tent_transport.devices.verbs import soft_backend
 
     backend = soft_backend(Path(fabric))
     e = backend.enums
@@ -558,7 +558,7 @@ def responder_main(conn: Any, fabric: str) -> None:
     import hashlib
     from pathlib import Path
 
-    from tent_transport.verbs import soft_backend
+    from tent_transport.devices.verbs import soft_backend
 
     backend = soft_backend(Path(fabric))
     e = backend.enums

@@ -13,7 +13,6 @@ dispatch core, the gate and the endpoints); the engine moves bytes, timers and e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import ssl
 import time
@@ -42,7 +41,15 @@ from ..control import (
     SessionBootstrap,
     TlsIdentity,
 )
-from ..devices.tcp import TcpRail
+from ..devices import (
+    AttachFailed,
+    AttachRefused,
+    Rail,
+    ReceiverHalf,
+    SessionContext,
+    TransportSpec,
+    build_transport,
+)
 from ..dispatch import (
     DispatchCore,
     TransferEvent,
@@ -51,8 +58,6 @@ from ..dispatch import (
     TransferState,
 )
 from ..errors import (
-    ConnectionLost,
-    HandshakeFailed,
     InvalidArgument,
     LocalProtocolError,
     RemoteProtocolError,
@@ -67,13 +72,11 @@ from ..segments import (
     decode_descriptors,
 )
 from ._batches import BatchTable, Request, TaskState, task_state
-from ._devices import build_transport
 from ._handle import TransferHandle
 from ._metrics import TransportCollector
 from ._options import EngineOptions
 from ._receiving import DataLanded, ReceiverSide
 from ._staging import StagingPath
-from ._verbs_rail import VerbsRail
 
 __all__ = ["Engine"]
 
@@ -157,24 +160,32 @@ class Engine:
             max_pending_landed=options.max_pending_landed,
         )
         transport = build_transport(
-            options,
-            data_ssl=self._data_ssl(),
-            receiver=self.receiver,
-            segments=self.segments,
-            credit=self.credit,
-            slice_bytes=self.config.dispatch.slice_bytes,
+            TransportSpec(
+                device=options.device,
+                rails=len(options.rail_addresses),
+                link_speed_gbps=options.link_speed_gbps or (0.0,) * len(options.rail_addresses),
+                device_name=options.verbs_device,
+                data_ssl=self._data_ssl(),
+                plane=self.receiver,
+                segments=self.segments,
+                credit=self.credit,
+                # a TCP data connection's send buffer holds one dispatch slice
+                slice_bytes=self.config.dispatch.slice_bytes,
+            )
         )
-        self.rails = transport.rails
-        self._data_servers = transport.data_servers
-        self._verbs = transport.verbs  # None on TCP
-        self.receiver.verbs = self._verbs
+        self.rails: list[Rail] = list(transport.rails)
+        self.receivers: list[ReceiverHalf] = list(transport.receivers)
+        """The transport's receiver halves (listeners, the verbs receiver), in rail order."""
+        self._staged_writes = transport.staged_writes
+        self._listening: list[tuple[str, int]] = []  # where the halves listen, once started
+        self.receiver.halves = self.receivers
         self.core = DispatchCore(config, self.rails, gate=self.gate, metrics_registry=self.registry)
-        self.receiver.data = self._data_servers
         self.control = ControlServer(
             options.identity,
             credit=self.credit,
-            # verbs has no data listener: its rail is reached through the control connection
-            rails=lambda: [s.address for s in self._data_servers] or [self.address],
+            # a transport without a data listener (verbs) is reached through the control
+            # connection: its rail's address is the control address
+            rails=lambda: self._listening or [self.address],
             hooks=self.receiver,
             qos_class=credit.default_qos_class,
             faults=options.control_faults,
@@ -193,7 +204,7 @@ class Engine:
         TransportCollector(
             self.registry,
             rails=self.rails,
-            data=lambda: [d.statistics() for d in self._data_servers],
+            data=lambda: [d for h in self.receivers if (d := h.data_statistics()) is not None],
             receiver=self.receiver.statistics,
             control=self.control.statistics,
         )
@@ -223,10 +234,13 @@ class Engine:
     async def start(self) -> tuple[str, int]:
         """Open the listeners; returns the control address peers connect to."""
         self._bind_driver()
-        for server, (host, port) in zip(
-            self._data_servers, self.options.rail_addresses, strict=False
-        ):
-            await server.listen(host, port)
+        if not self._listening:
+            for half, (host, port) in zip(
+                self.receivers, self.options.rail_addresses, strict=False
+            ):
+                address = await half.listen(host, port)
+                if address is not None:
+                    self._listening.append(address)
         self.address = await self.control.listen(*self.options.control_address)
         if self.options.metrics_port is not None and self._metrics is None:
             self._metrics, _ = start_http_server(
@@ -251,8 +265,8 @@ class Engine:
         for rail in self.rails:
             rail.set_wakeup(self._wake)
             rail.on_lost = self._data_lost
-        if self._verbs is not None:  # the verbs device wakes its receiver side on this loop
-            self._verbs.start()
+        for half in self.receivers:  # e.g. the verbs device wakes its receiver on this loop
+            half.start()
 
     async def close(self) -> None:
         """Close every connection and listener (outstanding slices are flushed)."""
@@ -266,10 +280,8 @@ class Engine:
         for rail in self.rails:
             rail.close()
         await self.control.close()
-        for server in self._data_servers:
-            await server.close()
-        if self._verbs is not None:
-            self._verbs.close()
+        for half in self.receivers:
+            await half.close()
         if self._metrics is not None:
             # its port is free again once this returns (a restarted engine can bind it)
             metrics, self._metrics = self._metrics, None
@@ -400,32 +412,22 @@ class Engine:
         self._spawn(self._attach(link, bootstrap, auth_key))
 
     async def _attach(self, link: _Link, bootstrap: SessionBootstrap, key: bytes) -> None:
-        if self._verbs is not None:  # verbs: the QP exchange rides the control connection
-            for rail in self.rails:
-                assert isinstance(rail, VerbsRail)
-                with contextlib.suppress(Exception):  # a failed exchange: the handles wait
-                    try:
-                        await rail.attach(link.peer, bootstrap.session, link.client.send_verbs)
-                    except RemoteProtocolError as exc:  # a receiver that cannot acknowledge
-                        link.refused = f"verbs: {exc}"
-                        self.core.fail_peer(link.peer, time.monotonic_ns(), link.refused)
-            link.attached.set()
-            self._wake()
-            return
         failed = ""
-        for rail, (host, port) in zip(self.rails, bootstrap.rails, strict=False):
-            assert isinstance(rail, TcpRail)
+        for rail, address in zip(self.rails, bootstrap.rails, strict=False):
+            context = SessionContext(
+                session=bootstrap.session,
+                local_peer=self.options.peer_id,
+                address=address,
+                data_key=key,
+                send_frame=link.client.send_verbs,
+            )
             try:
-                await rail.attach(
-                    link.peer,
-                    host,
-                    port,
-                    local_peer=self.options.peer_id,
-                    session=bootstrap.session,
-                    data_key=key,
-                )
-            except (ConnectionLost, HandshakeFailed, OSError) as exc:
-                failed = failed or f"{rail.name}: data connection failed: {exc}"
+                await rail.open_session(link.peer, context)
+            except AttachRefused as exc:  # a receiver that can never serve this rail
+                link.refused = str(exc)
+                self.core.fail_peer(link.peer, time.monotonic_ns(), link.refused)
+            except AttachFailed as exc:
+                failed = failed or str(exc)
         link.attached.set()
         if not failed:
             link.attach_failures = 0
@@ -485,7 +487,7 @@ class Engine:
         if link is None:
             return
         for rail in self.rails:
-            if isinstance(rail, VerbsRail) and not rail.frame(link.peer, payload):
+            if not rail.frame(link.peer, payload):
                 client.drop_connection()
                 return
         self._wake()
@@ -561,10 +563,12 @@ class Engine:
                 raise LocalProtocolError(
                     f"peer {request.peer} is refused: {self._links[request.peer].refused}"
                 )
-            if request.plan is TransferPlan.STAGED and self._verbs is not None:
+            if request.plan is TransferPlan.STAGED and not self._staged_writes:
                 # staging needs receiver code between landing and target: a one-sided write
                 # has none (docs/rdma.md "The engine over verbs")
-                raise LocalProtocolError("staged writes are not supported over verbs")
+                raise LocalProtocolError(
+                    f"staged writes are not supported over {self.options.device}"
+                )
             if (
                 request.plan is TransferPlan.STAGED
                 and self.gate is not None
@@ -656,22 +660,24 @@ class Engine:
         exposure = self.segments.expose(
             peer, ps.session, segment_id=segment_id, offset=offset, length=length, access=access
         )
-        if self._verbs is not None:
-            self._verbs.expose(exposure)  # its MR; the rkey goes out under credit
+        for half in self.receivers:
+            half.expose(exposure)  # verbs: its MR; the rkey goes out under credit
         self.receiver.publish_descriptors(peer)
         return exposure
 
     def allocate(self, length: int) -> memoryview | bytearray:
         """Memory to :meth:`register` that every rail can reach (verbs: DMA-able, on the soft
         device its fabric; TCP: a ``bytearray``)."""
-        if self._verbs is not None:
-            return self._verbs.allocate(length)
+        for half in self.receivers:
+            memory = half.allocate(length)
+            if memory is not None:
+                return memory
         return bytearray(length)
 
     def revoke(self, exposure: Exposure) -> None:
         self.segments.revoke(exposure.exposure_id)
-        if self._verbs is not None:
-            self._verbs.revoke(exposure)
+        for half in self.receivers:
+            half.revoke(exposure)
         self.receiver.publish_descriptors(exposure.peer)
 
     def release(self, event: DataLanded) -> bool:

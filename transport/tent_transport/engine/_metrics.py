@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..control import ServiceStatistics
-from ..devices.tcp import DataServerStatistics, RailStatistics
+from ..devices import DataServerStatistics, RailStatistics
 from ._receiving import ReceiverStatistics
 
 __all__ = ["TransportCollector"]

@@ -9,6 +9,7 @@ from tent_credit._trace import TraceSink
 from ..control import PskIdentity, TlsIdentity
 from ..control._common import FaultFactory
 from ..control._rate import ControlRate
+from ..devices import check_transport
 
 __all__ = ["EngineOptions"]
 
@@ -83,9 +84,7 @@ class EngineOptions:
     credit_session: int | None = None
     staging_slots: int = 0
     staging_slot_bytes: int = 4 << 20
-    device: str = attrs.field(
-        default="tcp", validator=attrs.validators.in_(("tcp", "softverbs", "verbs"))
-    )
+    device: str = "tcp"
     verbs_device: str = ""
     max_pending_landed: int = 65_536
     control_rate: tuple[float, int, float] = (2_000.0, 4_000, 5.0)
@@ -108,7 +107,12 @@ class EngineOptions:
             raise ValueError("data_tls needs a TlsIdentity")
         if self.link_speed_gbps and len(self.link_speed_gbps) != len(self.rail_addresses):
             raise ValueError("link_speed_gbps must give one speed per rail")
-        if self.device != "tcp" and (len(self.rail_addresses) != 1 or self.data_tls):
-            raise ValueError("a verbs engine has one rail and no data TLS")
-        if self.device == "verbs" and not self.verbs_device:
-            raise ValueError("device 'verbs' needs verbs_device (an RDMA device name)")
+        if type(self.device) is not str:
+            raise ValueError(f"device must be a transport name: {self.device!r}")
+        # the transport refuses what it cannot run (verbs: one rail, no data TLS, a device name)
+        check_transport(
+            device=self.device,
+            rails=len(self.rail_addresses),
+            data_tls=self.data_tls,
+            device_name=self.verbs_device,
+        )

@@ -1,6 +1,7 @@
 """The receiver side of an engine: sessions, write admission, landing, release, quarantine.
 
-It is the :class:`~tent_transport.devices.tcp.DataPlane` of the engine's data listeners and the
+It is the :class:`~tent_transport.devices.DataPlane` of every receiver half of the engine's
+transport (the same rules whatever the transport) and the
 :class:`~tent_transport.control.ReceiverHooks` of its control listener. Every credit decision is
 a call into ``tent_credit`` (``CreditReceiver.admit_write``, ``release``); what it adds is the
 transport's part of a lease (docs/transport_design.md#leases):
@@ -38,11 +39,10 @@ from tent_credit import CreditReceiver, CreditResource, TransferBook
 from tent_credit.errors import CreditError
 
 from ..control import ControlServer, FrameKind, PeerSession
-from ..devices.tcp import Flags, Request, TcpDataServer
+from ..devices import Flags, ReceiverHalf, Request
 from ..segments import SegmentTable, encode_descriptors
 from ._staging import StagingPath
 from ._transfers import TOO_MANY_TRANSFERS, Transfers
-from ._verbs_receiver import VerbsReceiver
 
 __all__ = ["DataLanded", "ReceiverSide", "ReceiverStatistics"]
 
@@ -119,8 +119,8 @@ class ReceiverSide:
         self.segments = segments
         self.control: ControlServer | None = None
         self.staging: StagingPath | None = None
-        self.data: list[TcpDataServer] = []
-        self.verbs: VerbsReceiver | None = None
+        self.halves: list[ReceiverHalf] = []
+        """The transport's receiver halves (the engine sets them once it has built them)."""
         self._release_on_landing = release_on_landing
         self._on_landed = on_landed
         self._quarantined: set[int] = set()
@@ -147,20 +147,18 @@ class ReceiverSide:
     def retire_session(self, peer: int, session: int) -> Awaitable[None]:
         async def retire() -> None:
             self.segments.revoke_session(peer, session)
-            await asyncio.gather(*(server.retire(peer, session) for server in self.data))
-            if self.verbs is not None:
-                await self.verbs.retire(peer, session)  # MRs gone, QP in ERR and drained
+            # verbs: MRs gone, QP in ERR and drained
+            await asyncio.gather(*(half.retire(peer, session) for half in self.halves))
             if self._transfers is not None:  # a transfer not whole by now never will be
                 self._transfers.retire(peer, session)
 
         return retire()
 
     def verbs_frame(self, session: PeerSession, payload: bytes) -> None:
-        """The verbs exchange of a sender (the control service's VERBS frames)."""
-        if self.verbs is None:
+        """A sender's transport frame (the control service's VERBS frames: the verbs exchange),
+        for the first receiver half that takes it."""
+        if not any(half.take_frame(session, payload) for half in self.halves):
             session.connection.close("no verbs on this receiver")
-            return
-        self.verbs.frame(session, payload)
 
     def admit_peer(self, peer: int) -> bool:
         return peer not in self._quarantined

@@ -33,8 +33,7 @@ import attrs
 
 from tent_credit import CreditResource, TransferBook
 
-from ..devices import first_write_id
-from ..devices.tcp import Request
+from ..devices import Request, first_write_id
 
 __all__ = ["FAILED_REMEMBERED", "TOO_MANY_TRANSFERS", "Completed", "Transfers"]
 

@@ -45,8 +45,7 @@ from tent_sched import TaskStatus
 
 from ..config import load_engine_config
 from ..control import PskIdentity
-from ..devices import Opcode
-from ..devices.tcp import checksum
+from ..devices import Opcode, checksum
 from ..dispatch import TransferPlan, TransferRequest
 from ..engine import DataLanded, Engine, EngineOptions
 from ..segments import Access

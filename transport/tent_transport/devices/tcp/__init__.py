@@ -1,15 +1,20 @@
-"""The TCP data device: :class:`TcpRail` (sender, a Device) and :class:`TcpDataServer`
-(receiver: bind, admission before memory is touched, zero-copy landing, checksums)."""
+"""The TCP data transport: :class:`TcpRail` (sender, a Device) and :class:`TcpDataServer`
+(receiver: bind, admission before memory is touched, zero-copy landing, checksums);
+:data:`TRANSPORT` is what the registry builds them through."""
 
 from __future__ import annotations
 
-from ._receiver import DataPlane, DataServerStatistics, TcpDataServer
-from ._sender import RailStatistics, TcpRail
-from ._wire import ACK, REQUEST, Ack, AckStatus, Flags, Request, WireOpcode, checksum
+from .._halves import DataPlane, DataServerStatistics, RailStatistics
+from .._writes import REQUEST, Flags, Request, WireOpcode, checksum
+from ._receiver import TcpDataServer
+from ._sender import TcpRail
+from ._transport import TRANSPORT, TcpTransport
+from ._wire import ACK, Ack, AckStatus
 
 __all__ = [
     "ACK",
     "REQUEST",
+    "TRANSPORT",
     "Ack",
     "AckStatus",
     "DataPlane",
@@ -19,6 +24,7 @@ __all__ = [
     "Request",
     "TcpDataServer",
     "TcpRail",
+    "TcpTransport",
     "WireOpcode",
     "checksum",
 ]

@@ -40,69 +40,19 @@ import collections
 import contextlib
 import os
 import ssl
-from collections.abc import Callable
-from typing import Protocol, cast
+from typing import cast
 
 import attrs
 
-from ...control import BIND, CHALLENGE_BYTES, check_bind, parse_bind, tune_socket
+from ...control import BIND, CHALLENGE_BYTES, PeerSession, check_bind, parse_bind, tune_socket
 from ...control._door import Door, reads_before_connection_made
 from ...control._errors import HandshakeFailed
-from ...segments import Access, SegmentTable
-from ._wire import REQUEST, Ack, AckStatus, Flags, Request, WireOpcode, checksum
+from ...segments import Access, Exposure, SegmentTable
+from .._halves import DataPlane, DataServerStatistics
+from .._writes import REQUEST, Flags, Request, WireOpcode, checksum
+from ._wire import Ack, AckStatus
 
 __all__ = ["DataPlane", "DataServerStatistics", "TcpDataServer"]
-
-
-class DataPlane(Protocol):
-    """What the receiving engine decides for its data connections (all in the loop thread)."""
-
-    def bound_session(self, peer: int) -> tuple[int, bytes] | None:
-        """``(session, data_key)`` of the peer's live control session, or ``None``."""
-
-    def quarantined(self, peer: int) -> bool: ...
-
-    def admit(self, peer: int, session: int, request: Request) -> str | None:
-        """The credit half of write admission: ``None`` = admitted (counted as landed), else
-        the refusal reason. Never raises for peer-controlled values."""
-
-    def refused(self, peer: int, session: int, request: Request | None, reason: str) -> None:
-        """A peer fault on a data connection: quarantine the sender."""
-
-    def landed(self, peer: int, session: int, request: Request) -> None:
-        """A write's bytes landed and verified."""
-
-    def aborted(self, peer: int, session: int, request: Request, reason: str) -> None:
-        """An admitted write will never land whole (connection lost, no staging slot)."""
-
-    def integrity_failed(self, peer: int, session: int, request: Request) -> None:
-        """An admitted write's payload failed its CRC32C (released like an aborted one; a
-        sender that keeps at it is quarantined)."""
-
-    def staging_slot(self, request: Request) -> tuple[int, memoryview] | None:
-        """A staging-pool slot for an admitted staged write (``None``: no staging here)."""
-
-    def staged(
-        self, peer: int, session: int, request: Request, slot: int, finish: Callable[[bool], None]
-    ) -> None:
-        """A staged write landed in ``slot`` and verified: move it to its target, then call
-        ``finish(ok)`` (which sends its acknowledgement, in order)."""
-
-    def staging_free(self, slot: int) -> None:
-        """Give back a slot whose write never landed whole."""
-
-
-@attrs.frozen(kw_only=True)
-class DataServerStatistics:
-    connections: int
-    binds_refused: int
-    binds_evicted: int = 0
-    """Unbound connections closed unread to let a newer one wait (``max_unbound`` waited)."""
-    writes_landed: int
-    writes_refused: int
-    integrity_errors: int
-    reads_served: int
-    bytes_landed: int
 
 
 class _Stats:
@@ -516,3 +466,28 @@ class TcpDataServer:
         if protocols:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.gather(*(p.closed for p in protocols)), 5.0)
+
+    # ------------------------------------------------------------ ReceiverHalf protocol
+
+    def start(self) -> None:
+        """Nothing to start: the listener accepts from :meth:`listen` on."""
+        return None
+
+    def take_frame(self, session: PeerSession, payload: bytes) -> bool:
+        """TCP takes no control frames (its setup is the bind on the data connection)."""
+        return False
+
+    def expose(self, exposure: Exposure) -> None:
+        """Nothing to register: a TCP write lands through the segment table's check."""
+        return None
+
+    def revoke(self, exposure: Exposure) -> None:
+        """Nothing registered to drop (the segment table already refuses the range)."""
+        return None
+
+    def allocate(self, length: int) -> memoryview | None:
+        """Any buffer will do for TCP."""
+        return None
+
+    def data_statistics(self) -> DataServerStatistics | None:
+        return self.statistics()

@@ -30,8 +30,9 @@ import attrs
 from ...control import BIND, CHALLENGE_BYTES, data_bind_proof, tune_socket
 from ...errors import ConnectionLost, HandshakeFailed, InvalidArgument, PostRefused
 from .._base import Opcode, SliceCompletion, SliceRequest, SliceStatus
+from .._halves import AttachFailed, RailStatistics, SessionContext
 from ._raw import RawSocketTransport, open_raw_connection
-from ._wire import ACK, Ack, AckStatus, Flags, Request, WireOpcode, checksum
+from ._wire import ACK, Ack, AckStatus, Request, checksum
 
 __all__ = ["RailStatistics", "TcpRail"]
 
@@ -41,18 +42,6 @@ _ACK_STATUS = {
     AckStatus.INTEGRITY: SliceStatus.INTEGRITY_ERROR,
     AckStatus.MALFORMED: SliceStatus.TRANSPORT_ERROR,
 }
-_RESOURCE_INDEX = {1: 0, 2: 1, 3: 2, 4: 3}  # CreditResource value -> charge slot
-
-
-@attrs.frozen(kw_only=True)
-class RailStatistics:
-    posted: int
-    completed: int
-    failed: int
-    flushed: int
-    bytes_sent: int
-    bytes_read: int
-    outstanding: int
 
 
 @attrs.define(eq=False)
@@ -304,35 +293,7 @@ class TcpRail:
 
     @staticmethod
     def _header(s: SliceRequest, session: int) -> bytes:
-        charge = [0, 0, 0, 0]
-        flags = Flags.NONE
-        lease_session = epoch = qos = 0
-        if s.lease is not None:
-            flags |= Flags.CREDITED
-            lease_session, epoch, qos = s.lease.session, s.lease.epoch, s.lease.qos_class
-            for resource, amount in s.lease.charge:
-                if resource == 3:  # STAGING_SLOTS: a staged write, landing in the staging pool
-                    flags |= Flags.STAGED
-                index = _RESOURCE_INDEX.get(resource)
-                if index is None:
-                    raise PostRefused(f"unknown credit resource {resource}", ready=True)
-                charge[index] = amount
-        return Request(
-            opcode=WireOpcode.WRITE if s.opcode is Opcode.WRITE else WireOpcode.READ,
-            flags=flags,
-            qos_class=qos,
-            write_id=s.write_id,
-            request=s.wr_id,
-            segment=s.remote_segment,
-            offset=s.remote_offset,
-            length=s.length,
-            session=session,
-            lease_session=lease_session,
-            epoch=epoch,
-            checksum=checksum(s.local) if s.opcode is Opcode.WRITE else 0,
-            charge=(charge[0], charge[1], charge[2], charge[3]),
-            slice_index=s.slice_index,
-        ).pack()
+        return Request.for_slice(s, session).pack()
 
     def poll(self, max_entries: int, now_ns: int) -> list[SliceCompletion]:
         out: list[SliceCompletion] = []
@@ -400,6 +361,27 @@ class TcpRail:
         self._peers[peer] = protocol
         self._sessions[peer] = session
         self._wake()
+
+    async def open_session(self, peer: int, context: SessionContext) -> None:
+        """The :class:`~tent_transport.devices.Rail` protocol: :meth:`attach` to the rail's
+        address the session advertised; a failed connection or bind is :class:`AttachFailed`."""
+        host, port = context.address
+        try:
+            await self.attach(
+                peer,
+                host,
+                port,
+                local_peer=context.local_peer,
+                session=context.session,
+                data_key=context.data_key,
+            )
+        except (ConnectionLost, HandshakeFailed, OSError) as exc:
+            raise AttachFailed(f"{self.name}: data connection failed: {exc}") from exc
+
+    def frame(self, peer: int, payload: bytes) -> bool:
+        """TCP sets up in-band on its data connection and takes no control frames; one a
+        receiver sends anyway is ignored, as before there was a frame kind for it."""
+        return True
 
     def detach(self, peer: int) -> None:
         """Close the peer's data connection (its outstanding slices complete FLUSHED)."""

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import InvalidArgument, InvalidEntry
+from ...errors import InvalidArgument, InvalidEntry
 from ._backend import VerbsBackend
 from ._exchange import VerbsRegion
 

@@ -1,5 +1,5 @@
 """The sender's verbs rail: a :class:`VerbsDevice` behind the Device protocol, plus the QP
-exchange over the control connection and the in-band write notices (:mod:`._verbs_notice`).
+exchange over the control connection and the in-band write notices (:mod:`._notice`).
 
 Every WRITE slice is posted as two WRs in one chain: the 64-byte notice into the session's
 notice ring, then the data as WRITE_WITH_IMM carrying the write id. The budget the dispatch core
@@ -10,7 +10,8 @@ notice fails, RC moves the QP to ERR and the data is flushed, so it reports that
 (docs/transport_design.md#transport-rule-5). The HCA's success says the bytes reached the receiver's
 memory, not that the receiver admitted them: it has not even looked yet, and a session that ends now
 drops the write unannounced while the fence gives its credit back. So a successful data completion
-is *held* until the receiver's :class:`~tent_transport.verbs.VerbsAck` covers its notice: ADMITTED
+is *held* until the receiver's :class:`~tent_transport.devices.verbs.VerbsAck` covers its notice:
+ADMITTED
 reports it as it is, SUPERSEDED as ``INTEGRITY_ERROR``, REFUSED as ``WRITE_REFUSED``. When the
 session ends first (detach, a new session), every held write is reported ``FLUSHED`` ("fenced:
 ..."), never SUCCESS; it may have been admitted just before the end (its ack lost with the
@@ -33,23 +34,23 @@ import attrs
 
 from tent_credit import CreditResource
 
-from ..devices import Opcode, SliceCompletion, SliceRequest, SliceStatus
-from ..devices.tcp import RailStatistics, checksum
-from ..errors import InvalidEntry, PostRefused, RemoteProtocolError
-from ..verbs import (
+from ...errors import InvalidEntry, PostRefused, RemoteProtocolError
+from .._base import Opcode, SliceCompletion, SliceRequest, SliceStatus
+from .._halves import AttachRefused, RailStatistics, SessionContext
+from .._writes import checksum
+from ._backend import VerbsBackend
+from ._exchange import (
     VERBS_SCHEMA,
     AckOutcome,
     VerbsAck,
-    VerbsBackend,
-    VerbsDevice,
-    VerbsDeviceConfig,
     VerbsEndpoint,
     VerbsMessageError,
     VerbsRegion,
     decode_verbs_message,
     encode_verbs_message,
 )
-from ._verbs_notice import NOTICE, NOTICE_SEGMENT, Notice, slot_amount
+from ._notice import NOTICE, NOTICE_SEGMENT, Notice, slot_amount
+from .device import VerbsDevice, VerbsDeviceConfig
 
 __all__ = ["VerbsRail"]
 
@@ -347,6 +348,18 @@ class VerbsRail:
                 f"peer {peer}'s verbs schema {remote.schema} has no write acknowledgements"
             )
         self.device.connect(peer, remote)
+
+    async def open_session(self, peer: int, context: SessionContext) -> None:
+        """The :class:`~tent_transport.devices.Rail` protocol: :meth:`attach` over the control
+        connection. A receiver too old to acknowledge writes is :class:`AttachRefused`; any
+        other failed exchange (a timeout, the connection gone) leaves the peer unattached and
+        its transfers waiting for the next session, so it is not raised."""
+        try:
+            await self.attach(peer, context.session, context.send_frame)
+        except RemoteProtocolError as exc:
+            raise AttachRefused(f"verbs: {exc}") from exc
+        except Exception:
+            return
 
     def detach(self, peer: int) -> None:
         """The control session is gone: move the QP to ERR (outstanding slices flush)."""

@@ -41,26 +41,25 @@ import attrs
 
 from tent_credit import CreditReceiver
 
-from ..control import FrameKind, PeerSession
-from ..devices.tcp import DataPlane, Flags, Request, checksum
-from ..devices.tcp._wire import WireOpcode
-from ..errors import InvalidArgument, InvalidEntry
-from ..segments import Access, Exposure, SegmentTable
-from ..verbs import (
+from ...control import FrameKind, PeerSession
+from ...errors import InvalidArgument, InvalidEntry
+from ...segments import Access, Exposure, SegmentTable
+from .._halves import DataPlane, DataServerStatistics
+from .._writes import Flags, Request, WireOpcode, checksum
+from ._backend import VerbsBackend
+from ._exchange import (
     VERBS_SCHEMA,
     AckOutcome,
     VerbsAck,
-    VerbsBackend,
-    VerbsDevice,
-    VerbsDeviceConfig,
     VerbsEndpoint,
     VerbsMessageError,
     VerbsRegion,
-    WriteArrival,
     decode_verbs_message,
     encode_verbs_message,
 )
-from ._verbs_notice import NOTICE, NOTICE_SEGMENT, Notice, NoticeError
+from ._notice import NOTICE, NOTICE_SEGMENT, Notice, NoticeError
+from ._protection import WriteArrival
+from .device import VerbsDevice, VerbsDeviceConfig
 
 __all__ = ["VerbsReceiver", "VerbsReceiverStatistics"]
 
@@ -109,7 +108,7 @@ class VerbsReceiver:
     ) -> None:
         self.device = VerbsDevice(backend, config, name=name)
         self._rdma_error = backend.rdma_error
-        self._slots = 2 * config.max_recv_wr  # see _verbs_notice: the ring never laps a read
+        self._slots = 2 * config.max_recv_wr  # see _notice: the ring never laps a read
         self._receiver = receiver
         self._segments = segments
         self._credit = credit
@@ -417,9 +416,24 @@ class VerbsReceiver:
         if self._sessions.get(peer) is rx:
             del self._sessions[peer]
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self._closed = True
         for timer in (self._offer_timer, self._poller):
             if timer is not None:
                 timer.cancel()
         self.device.close()
+
+    # ------------------------------------------------------------ ReceiverHalf protocol
+
+    async def listen(self, host: str, port: int) -> tuple[str, int] | None:
+        """No listener: the exchange rides the control connection (peers get its address)."""
+        return None
+
+    def take_frame(self, session: PeerSession, payload: bytes) -> bool:
+        """Every VERBS frame is this half's (a bad one closes the session in :meth:`frame`)."""
+        self.frame(session, payload)
+        return True
+
+    def data_statistics(self) -> DataServerStatistics | None:
+        """No listener, so no listener counters (see :meth:`statistics`)."""
+        return None

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 import cbor2
 
-from ..errors import InvalidArgument, RemoteProtocolError
+from ...errors import InvalidArgument, RemoteProtocolError
 
 __all__ = [
     "MAX_VERBS_MESSAGE_BYTES",

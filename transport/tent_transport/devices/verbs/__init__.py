@@ -1,7 +1,8 @@
-"""RDMA verbs: the verbs Device over the pyverbs API, the soft RC device for tests, the probe.
+"""The RDMA verbs transport: the verbs Device over the pyverbs API, the soft RC device for
+tests, the probe, and the engine's verbs rail and receiver half (:data:`TRANSPORT`).
 
 ``VerbsDevice(load_pyverbs(), config, name=...)`` runs on a NIC; ``VerbsDevice(soft_backend(),
-...)`` runs the same code on the soft device (:mod:`tent_transport.verbs.soft`).
+...)`` runs the same code on the soft device (:mod:`tent_transport.devices.verbs.soft`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ from ._exchange import (
     encode_verbs_message,
 )
 from ._protection import Exposures, WriteArrival
+from ._rail import VerbsRail
+from ._receiver import VerbsReceiver, VerbsReceiverStatistics
+from ._transport import TRANSPORT, VerbsTransport
 from .device import VerbsDevice, VerbsDeviceConfig
 
 __all__ = [
     "ENUM_NAMES",
     "MAX_VERBS_MESSAGE_BYTES",
+    "TRANSPORT",
     "VERBS_SCHEMA",
     "AckOutcome",
     "Exposures",
@@ -34,7 +39,11 @@ __all__ = [
     "VerbsDeviceConfig",
     "VerbsEndpoint",
     "VerbsMessageError",
+    "VerbsRail",
+    "VerbsReceiver",
+    "VerbsReceiverStatistics",
     "VerbsRegion",
+    "VerbsTransport",
     "WriteArrival",
     "decode_verbs_message",
     "encode_verbs_message",

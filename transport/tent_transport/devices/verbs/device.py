@@ -6,7 +6,8 @@ Sender side (the Device protocol): per peer one RC QP on this rail. A poll round
 WRITE_WITH_IMM carrying the write id (network byte order), READs as RDMA READ. Completions come back
 in order per QP.
 
-Receiver side (:class:`~tent_transport.verbs._protection.Exposures`): per (peer, session) MRs
+Receiver side (:class:`~tent_transport.devices.verbs._protection.Exposures`): per (peer, session)
+MRs
 over the regions exposed to it, whose rkeys travel in :class:`VerbsRegion` messages and are
 deregistered at fencing, so a fenced session's write fails with a remote access error.
 """
@@ -22,9 +23,8 @@ from typing import Any
 
 import attrs
 
-from ..devices import Opcode, SliceCompletion, SliceRequest, SliceStatus
-from ..devices._base import U64_MAX
-from ..errors import InvalidArgument, InvalidEntry, PostRefused, TooManyRequests
+from ...errors import InvalidArgument, InvalidEntry, PostRefused, TooManyRequests
+from .._base import U64_MAX, Opcode, SliceCompletion, SliceRequest, SliceStatus
 from ._backend import VerbsBackend
 from ._exchange import VerbsEndpoint, VerbsRegion
 from ._protection import Exposures, WriteArrival, buffer_address
