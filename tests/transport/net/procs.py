@@ -20,11 +20,10 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from net_helpers import data_server
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
 from tent_transport.devices import Opcode
-from tent_transport.devices.tcp import checksum
+from tent_transport.devices.tcp import TcpDataServer, checksum
 from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import DataLanded, Engine, EngineOptions
 from tent_transport.segments import Access
@@ -139,7 +138,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     memory = engine.allocate(spec["segment_bytes"])  # verbs: memory its rail can reach
     address = await engine.start()
     segment = engine.register(memory)
-    rails = [data_server(engine, i).address for i in range(len(engine.receivers))]
+    rails = [h.address for h in engine.receivers if isinstance(h, TcpDataServer)]  # none: verbs
     conn.send(("ready", address, rails, segment.segment_id))
     landed: list[tuple[int, int, int, int, int]] = []  # sender, offset, length, crc, t_ns
     held: list[DataLanded] = []

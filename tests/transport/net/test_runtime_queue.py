@@ -14,9 +14,9 @@ from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
 from tent_transport.devices.tcp import TcpRail
+from tent_transport.devices.verbs import _transport as devices_module
 from tent_transport.devices.verbs import soft, soft_backend
 from tent_transport.engine import Engine, EngineOptions
-from tent_transport.engine import _devices as devices_module
 from tent_transport.errors import NotSupported
 from verbs_engine import BLOCK, connected, fabric, write
 
