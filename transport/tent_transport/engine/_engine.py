@@ -26,7 +26,6 @@ from tent_credit import (
     CreditMode,
     CreditReceiver,
     DispatchGate,
-    NegotiationState,
     SenderEndpoint,
     SessionId,
 )
@@ -35,18 +34,13 @@ from tent_sched import TaskStatus
 
 from ..config import EngineConfig
 from ..control import (
-    AuthenticatedPeer,
     ControlClient,
     ControlServer,
-    SessionBootstrap,
     TlsIdentity,
 )
 from ..devices import (
-    AttachFailed,
-    AttachRefused,
     Rail,
     ReceiverHalf,
-    SessionContext,
     TransportSpec,
     build_transport,
 )
@@ -64,15 +58,14 @@ from ..errors import (
 )
 from ..segments import (
     Access,
-    DescriptorError,
     Exposure,
     Segment,
     SegmentDescriptors,
     SegmentTable,
-    decode_descriptors,
 )
 from ._batches import BatchTable, Request, TaskState, task_state
 from ._handle import TransferHandle
+from ._links import Link, SenderLinks
 from ._metrics import TransportCollector
 from ._options import EngineOptions
 from ._receiving import DataLanded, ReceiverSide
@@ -80,31 +73,12 @@ from ._staging import StagingPath
 
 __all__ = ["Engine"]
 
-_WITHOUT_CREDIT = frozenset({NegotiationState.DISABLED, NegotiationState.LEGACY})
 
 
 def _new_session() -> SessionId:
     # A restarted receiver must mint a larger session id than any before it (senders ignore
     # activations of older sessions): wall-clock nanoseconds, plus random low bits.
     return SessionId((time.time_ns() << 16) | int.from_bytes(os.urandom(2), "big"))
-
-
-class _Link:
-    """The sender side of one connected peer."""
-
-    def __init__(self, client: ControlClient, endpoint: SenderEndpoint | None) -> None:
-        self.client = client
-        self.endpoint = endpoint
-        self.peer = -1
-        self.session = 0
-        self.sessions_started = 0
-        self.regions: SegmentDescriptors | None = None
-        self.regions_changed = asyncio.Event()
-        self.attached = asyncio.Event()
-        self.death_timer: asyncio.TimerHandle | None = None
-        self.dead = False
-        self.refused = ""  # why this session's rails refused the peer (verbs: its schema)
-        self.attach_failures = 0  # consecutive sessions whose data connection failed
 
 
 def submit_batch(requests: object) -> tuple[TransferRequest, ...]:
@@ -208,7 +182,15 @@ class Engine:
             receiver=self.receiver.statistics,
             control=self.control.statistics,
         )
-        self._links: dict[int, _Link] = {}
+        self.links = SenderLinks(
+            core=self.core,
+            rails=self.rails,
+            options=options,
+            wake=self._wake,
+            spawn=self._spawn,
+            closed=lambda: self._closed,
+        )
+        self._links = self.links.by_peer  # peer -> its Link (the submit path reads it)
         self._handles: dict[int, TransferHandle] = {}
         self._batches = BatchTable()
         self._pressure: dict[int, BackpressureInfo | None] = {}
@@ -264,7 +246,7 @@ class Engine:
         self._loop = asyncio.get_running_loop()
         for rail in self.rails:
             rail.set_wakeup(self._wake)
-            rail.on_lost = self._data_lost
+            rail.on_lost = self.links.data_lost
         for half in self.receivers:  # e.g. the verbs device wakes its receiver on this loop
             half.start()
 
@@ -335,13 +317,13 @@ class Engine:
                 refresh_interval_ns=credit.refresh_interval_ns or None,
                 versions=credit.versions,
             )
-        link = _Link(
+        link = Link(
             ControlClient(
                 self.options.identity,
                 host,
                 port,
                 endpoint=endpoint,
-                hooks=self,
+                hooks=self.links,
                 expect_peer=expect_peer,
                 faults=self.options.control_faults,
                 usage_interval_ns=credit.usage_interval_ns,
@@ -360,166 +342,26 @@ class Engine:
             self._collector.watch_sender(endpoint)
         # the bootstrap may have arrived before the link was registered
         if link.client.bootstrap is not None and link.sessions_started == 0:
-            self._start_session(link, link.client.bootstrap, link.client)
+            self.links.start_session(link, link.client.bootstrap, link.client)
         await asyncio.wait_for(link.attached.wait(), 10.0)
         self._wake()
         return peer
 
-    def _link_of(self, client: ControlClient) -> _Link | None:
-        for link in self._links.values():
-            if link.client is client:
-                return link
-        return None
-
-    # SenderHooks ------------------------------------------------------
-
-    def session_started(
-        self, client: ControlClient, bootstrap: SessionBootstrap, auth: AuthenticatedPeer
-    ) -> None:
-        link = self._link_of(client)
-        if link is None:
-            return  # connect() registers the link and starts the session itself
-        self._start_session(link, bootstrap, client)
-
-    def _start_session(
-        self, link: _Link, bootstrap: SessionBootstrap, client: ControlClient
-    ) -> None:
-        auth_key = client.auth.data_key if client.auth is not None else b""
-        if link.death_timer is not None:
-            link.death_timer.cancel()
-            link.death_timer = None
-        if link.sessions_started:
-            # Unposted slices carry the old session's lease: fail them rather than have the
-            # receiver refuse (and quarantine) an honest sender. Without credit, queued work (a
-            # fixed window's backlog) too: it names the old session's regions, which the new
-            # session has not exposed (yet), and nothing else fences it; refused, the sender
-            # is quarantined and can never reconnect, so every later submit would hang.
-            # (Credit-gated work is pinned to its snapshot: the new activation fences it.)
-            endpoint = link.endpoint
-            self.core.fail_peer(
-                link.peer,
-                time.monotonic_ns(),
-                "control session replaced",
-                queued=endpoint is None or endpoint.state in _WITHOUT_CREDIT,
-            )
-            self._wake()  # their handles hear it at the next pass, not at the attach's
-        link.sessions_started += 1
-        link.session = bootstrap.session
-        link.dead = False
-        link.refused = ""
-        link.attached.clear()
-        link.regions = None
-        self._spawn(self._attach(link, bootstrap, auth_key))
-
-    async def _attach(self, link: _Link, bootstrap: SessionBootstrap, key: bytes) -> None:
-        failed = ""
-        for rail, address in zip(self.rails, bootstrap.rails, strict=False):
-            context = SessionContext(
-                session=bootstrap.session,
-                local_peer=self.options.peer_id,
-                address=address,
-                data_key=key,
-                send_frame=link.client.send_verbs,
-            )
-            try:
-                await rail.open_session(link.peer, context)
-            except AttachRefused as exc:  # a receiver that can never serve this rail
-                link.refused = str(exc)
-                self.core.fail_peer(link.peer, time.monotonic_ns(), link.refused)
-            except AttachFailed as exc:
-                failed = failed or str(exc)
-        link.attached.set()
-        if not failed:
-            link.attach_failures = 0
-        elif not self._closed and link.session == bootstrap.session:
-            # A session without its data connection could never post a slice, and no lost
-            # connection would ever restart it: its work would stay pending forever. Fail what
-            # is dispatched (typed) and restart the session, as for a lost data connection,
-            # after a back-off (the control reconnect itself succeeds at once).
-            self.core.fail_peer(link.peer, time.monotonic_ns(), failed)
-            self._wake()
-            link.attach_failures += 1
-            await asyncio.sleep(min(1.0, 0.02 * 2 ** min(link.attach_failures, 6)))
-            if not self._closed and link.session == bootstrap.session:
-                self.core.fail_peer(link.peer, time.monotonic_ns(), failed)
-                link.client.drop_connection()
-        self._wake()
-
-    def session_lost(self, client: ControlClient) -> None:
-        link = self._link_of(client)
-        if link is None or self._closed:
-            return
-        for rail in self.rails:
-            rail.detach(link.peer)
-        loop = asyncio.get_running_loop()
-        link.death_timer = loop.call_later(self.options.peer_dead_after_s, self._declare_dead, link)
-        self._wake()
-
-    def _data_lost(self, peer: int) -> None:
-        # A data connection closed under a live control session: the receiver retired the
-        # session or the network failed. Restart the whole session (new data binds, the old
-        # session's unposted slices failed) rather than leave the rail without a connection.
-        link = self._links.get(peer)
-        if link is not None and not self._closed and link.attached.is_set():
-            link.client.drop_connection()
-
-    def _declare_dead(self, link: _Link) -> None:
-        link.dead = True
-        self.core.fail_peer(link.peer, time.monotonic_ns(), "peer unreachable", queued=True)
-        self._wake()
-
-    def descriptors(self, client: ControlClient, payload: bytes) -> None:
-        link = self._link_of(client)
-        try:
-            message = decode_descriptors(payload)
-        except DescriptorError:
-            client.drop_connection()  # a peer fault on the control path: fail closed
-            return
-        if link is None or message.session != link.session:
-            return
-        if link.regions is None or message.generation > link.regions.generation:
-            link.regions = message
-            link.regions_changed.set()
-
-    def verbs_frame(self, client: ControlClient, payload: bytes) -> None:
-        """A VERBS frame from a receiver (endpoint, rkeys); a bad one drops the session."""
-        link = self._link_of(client)
-        if link is None:
-            return
-        for rail in self.rails:
-            if not rail.frame(link.peer, payload):
-                client.drop_connection()
-                return
-        self._wake()
-
-    def credit_received(self, client: ControlClient) -> None:
-        self._wake()  # a grant may make a stalled owner eligible: refill now, not at the timer
-
     def regions(self, peer: int) -> SegmentDescriptors | None:
         """The latest descriptors the peer exposed to this engine (``None``: none yet)."""
-        link = self._links.get(peer)
-        return None if link is None else link.regions
+        return self.links.regions(peer)
 
     async def wait_regions(
         self, peer: int, predicate: Callable[[SegmentDescriptors], bool], timeout: float = 10.0
     ) -> SegmentDescriptors:
         """Wait until the peer's descriptors satisfy ``predicate``; raises TimeoutError."""
-        link = self._links[peer]
-
-        async def wait() -> SegmentDescriptors:
-            while link.regions is None or not predicate(link.regions):
-                link.regions_changed.clear()
-                await link.regions_changed.wait()
-            return link.regions
-
-        return await asyncio.wait_for(wait(), timeout)
+        return await self.links.wait_regions(peer, predicate, timeout)
 
     def connected(self, peer: int) -> bool:
-        link = self._links.get(peer)
-        return link is not None and link.client.connected and not link.dead
+        return self.links.connected(peer)
 
     def peers(self) -> tuple[int, ...]:
-        return tuple(self._links)
+        return self.links.peers()
 
     # ---------------------------------------------------------------- sender: transfers
 
