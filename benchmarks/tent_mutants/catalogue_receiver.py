@@ -13,6 +13,7 @@ from .model import DefectClass as D
 from .model import Edit, Mutant
 
 _ALLOCATOR = "tent_credit/_allocator.py"
+_GRANT_PLAN = "tent_credit/_grant_plan.py"
 _FAIRNESS = "tent_credit/_fairness.py"
 _GATE = "tent_credit/_gate.py"
 
@@ -23,7 +24,7 @@ MUTANTS: tuple[Mutant, ...] = (
         defect=D.MISSING_BOUND,
         edits=(
             Edit(
-                file=_ALLOCATOR,
+                file=_GRANT_PLAN,
                 old="        offer = max(0, min(wanted, max_grant.get(resource, 0),"
                 " free.get(resource, 0)))\n",
                 new="        offer = max(0, min(wanted, max_grant.get(resource, 0)))\n",
