@@ -26,7 +26,6 @@ The allocator is sans-IO: it never reads a clock; the endpoint turns its decisio
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -45,8 +44,19 @@ from ._allocator_config import (
     _frozen,
     _resource_map,
 )
-from ._arith import U32_MAX, U64_MAX, checked_add, checked_sub
+from ._arith import U32_MAX, checked_add, checked_sub
 from ._describe import describe
+from ._epoch_record import (
+    _check_epoch,
+    _check_qos,
+    _check_sender,
+    _EpochId,
+    _EpochRecord,
+    _Event,
+    _fresh_record,
+    _KeyState,
+    _next_state,
+)
 from ._fairness import GrantSplit, max_min_share
 from ._grant_plan import _plan_grant, compute_grant
 from ._types import CreditResource, SessionId
@@ -70,93 +80,6 @@ __all__ = [
     "ReceiverCreditAllocator",
     "compute_grant",
 ]
-
-
-class _Event(enum.Enum):
-    GRANT = "grant"
-    REPORT_USAGE = "report_usage"
-    LAND = "land"
-    RELEASE = "release"
-    FENCE = "fence"
-    COMPLETE_FENCE = "complete_fence"
-
-
-# Every allowed (state, event) pair and the state it leads to; a missing pair is refused with
-# InvalidEntry (as h11's ``_state.py``). docs/semantics.md#receiver-allocator: grants only in a live
-# epoch; a fenced epoch's unlanded credit is reclaimed only once its in-flight work is drained
-# (COMPLETE_FENCE), after which nothing can land and no report can reclaim it a second time; landed
-# data can always be released, whatever the epoch's state.
-_EPOCH_TRANSITIONS: dict[tuple[EpochState, _Event], EpochState] = {
-    (EpochState.ACTIVE, _Event.GRANT): EpochState.ACTIVE,
-    (EpochState.ACTIVE, _Event.REPORT_USAGE): EpochState.ACTIVE,
-    (EpochState.ACTIVE, _Event.LAND): EpochState.ACTIVE,
-    (EpochState.ACTIVE, _Event.RELEASE): EpochState.ACTIVE,
-    (EpochState.ACTIVE, _Event.FENCE): EpochState.FENCING,
-    (EpochState.FENCING, _Event.REPORT_USAGE): EpochState.FENCING,
-    (EpochState.FENCING, _Event.LAND): EpochState.FENCING,
-    (EpochState.FENCING, _Event.RELEASE): EpochState.FENCING,
-    (EpochState.FENCING, _Event.FENCE): EpochState.FENCING,
-    (EpochState.FENCING, _Event.COMPLETE_FENCE): EpochState.FENCED,
-    (EpochState.FENCED, _Event.RELEASE): EpochState.FENCED,
-    (EpochState.FENCED, _Event.FENCE): EpochState.FENCED,
-}
-
-
-@attrs.frozen(kw_only=True)
-class _EpochRecord:
-    """Accounting of one key+epoch; replaced whole on every mutation (validate, then commit)."""
-
-    allocation_class: AllocationClass
-    state: EpochState
-    granted: ResourceVector
-    consumed_reported: ResourceVector
-    returned_reported: ResourceVector
-    landed: ResourceVector
-    released: ResourceVector
-    reclaimed_by_return: ResourceVector
-    reclaimed_by_fence: ResourceVector
-
-    def outstanding(self, resource: CreditResource) -> int:
-        # Plain ints on purpose: a negative result is caught by the commit check, never wrapped.
-        return (
-            self.granted[resource]
-            - self.released[resource]
-            - self.reclaimed_by_return[resource]
-            - self.reclaimed_by_fence[resource]
-        )
-
-    def settled(self) -> bool:
-        """Fenced and holding nothing: the record can be forgotten."""
-        return self.state is EpochState.FENCED and all(
-            self.outstanding(r) == 0 for r in self.granted
-        )
-
-
-@attrs.define
-class _KeyState:
-    current_epoch: int
-    allocation_class: AllocationClass
-
-
-_EpochId = tuple[int, int, int]  # (sender_peer, qos_class, epoch)
-
-
-def _check_sender(sender_peer: object) -> int:
-    if type(sender_peer) is not int or not 0 <= sender_peer <= U64_MAX:
-        raise InvalidArgument(f"sender_peer must be a u64 int, got {describe(sender_peer)}")
-    return sender_peer
-
-
-def _check_qos(qos_class: object) -> int:
-    if type(qos_class) is not int or not 0 <= qos_class <= U32_MAX:
-        raise InvalidArgument(f"qos_class must be a u32 int, got {describe(qos_class)}")
-    return qos_class
-
-
-def _check_epoch(epoch: object) -> int:
-    if type(epoch) is not int or not 0 < epoch <= U64_MAX:
-        raise InvalidArgument(f"epoch must be a non-zero u64 int, got {describe(epoch)}")
-    return epoch
 
 
 class ReceiverCreditAllocator:
@@ -342,7 +265,7 @@ class ReceiverCreditAllocator:
                 raise TooManyRequests(f"allocator already holds max_keys={self._config.max_keys}")
             self._keys[key] = _KeyState(current_epoch=1, allocation_class=allocation_class)
             self._key_outstanding[key] = dict.fromkeys(self._resources, 0)
-            self._records[(*key, 1)] = self._fresh_record(allocation_class)
+            self._records[(*key, 1)] = _fresh_record(allocation_class, self._resources)
             return 1
         if allocation_class is not state.allocation_class:
             raise InvalidArgument(
@@ -365,9 +288,9 @@ class ReceiverCreditAllocator:
         self._live_demand.pop(key, None)
         if old is not None and old.state is EpochState.ACTIVE:
             # RFC "New epoch": do not reuse old resources until old in-flight work is fenced.
-            self._commit(old_ident, attrs.evolve(old, state=self._next(old, _Event.FENCE)))
+            self._commit(old_ident, attrs.evolve(old, state=_next_state(old, _Event.FENCE)))
         state.current_epoch = new_epoch
-        self._records[(*key, new_epoch)] = self._fresh_record(allocation_class)
+        self._records[(*key, new_epoch)] = _fresh_record(allocation_class, self._resources)
         return new_epoch
 
     def fence(self, sender_peer: int, qos_class: int, epoch: int) -> None:
@@ -377,7 +300,7 @@ class ReceiverCreditAllocator:
         or IE (unknown record). A failure changes nothing.
         """
         ident, record = self._record(sender_peer, qos_class, epoch)
-        self._commit(ident, attrs.evolve(record, state=self._next(record, _Event.FENCE)))
+        self._commit(ident, attrs.evolve(record, state=_next_state(record, _Event.FENCE)))
         if epoch == self._keys[ident[:2]].current_epoch:
             self._live_demand.pop(ident[:2], None)
 
@@ -395,7 +318,7 @@ class ReceiverCreditAllocator:
         changes nothing.
         """
         ident, record = self._record(sender_peer, qos_class, epoch)
-        next_state = self._next(record, _Event.COMPLETE_FENCE)
+        next_state = _next_state(record, _Event.COMPLETE_FENCE)
         reclaim = {
             r: checked_sub(
                 record.granted[r], checked_add(record.landed[r], record.reclaimed_by_return[r])
@@ -453,7 +376,7 @@ class ReceiverCreditAllocator:
         ident, record = self._record(sender_peer, qos_class, key.current_epoch)
         demand = self._amounts(demand, "demand")
         shape = None if waiting is None else self._amounts(waiting, "waiting")
-        next_state = self._next(record, _Event.GRANT)
+        next_state = _next_state(record, _Event.GRANT)
         free = self._grantable(ident[:2], record.allocation_class, demand, shape)
         offers, blocked = _plan_grant(free, demand, self._config.max_grant, self._config.min_grant)
         granted = {r: checked_add(record.granted[r], offers.get(r, 0)) for r in self._resources}
@@ -495,7 +418,7 @@ class ReceiverCreditAllocator:
             raise KeyQuarantined(f"key {(sender_peer, qos_class)} is quarantined: no grants")
         ident, record = self._record(sender_peer, qos_class, key.current_epoch)
         amounts = self._amounts(amounts, "amounts")
-        next_state = self._next(record, _Event.GRANT)
+        next_state = _next_state(record, _Event.GRANT)
         room = self._grantable(ident[:2], record.allocation_class, {}, None)
         maximum = self._config.max_grant
         if not any(amounts.values()) or any(
@@ -598,7 +521,7 @@ class ReceiverCreditAllocator:
         ident, record = self._record(sender_peer, qos_class, epoch)
         consumed = self._amounts(consumed_totals, "consumed_totals")
         returned = self._amounts(returned_totals, "returned_totals")
-        next_state = self._next(record, _Event.REPORT_USAGE)
+        next_state = _next_state(record, _Event.REPORT_USAGE)
         for r in self._resources:
             c = consumed.get(r, record.consumed_reported[r])
             ret = returned.get(r, record.returned_reported[r])
@@ -648,7 +571,7 @@ class ReceiverCreditAllocator:
         """
         ident, record = self._record(sender_peer, qos_class, epoch)
         amounts = self._amounts(amounts, "amounts")
-        next_state = self._next(record, _Event.LAND)
+        next_state = _next_state(record, _Event.LAND)
         landed = {r: checked_add(record.landed[r], amounts.get(r, 0)) for r in self._resources}
         for r in self._resources:
             if landed[r] + record.reclaimed_by_return[r] > record.granted[r]:
@@ -787,7 +710,7 @@ class ReceiverCreditAllocator:
         # Within the grant, so within u64 and within capacity: the commit cannot refuse.
         self._commit(
             ident,
-            attrs.evolve(record, state=self._next(record, _Event.LAND), landed=landed),
+            attrs.evolve(record, state=_next_state(record, _Event.LAND), landed=landed),
         )
         return None
 
@@ -819,7 +742,7 @@ class ReceiverCreditAllocator:
         for ident in [i for i in self._records if i[:2] == key]:
             record = self._records[ident]
             if record.state is EpochState.ACTIVE:
-                record = attrs.evolve(record, state=self._next(record, _Event.FENCE))
+                record = attrs.evolve(record, state=_next_state(record, _Event.FENCE))
             if record.state is EpochState.FENCING:
                 reclaim = {
                     r: record.granted[r] - record.landed[r] - record.reclaimed_by_return[r]
@@ -827,7 +750,7 @@ class ReceiverCreditAllocator:
                 }
                 record = attrs.evolve(
                     record,
-                    state=self._next(record, _Event.COMPLETE_FENCE),
+                    state=_next_state(record, _Event.COMPLETE_FENCE),
                     reclaimed_by_fence=reclaim,
                 )
                 for r, amount in reclaim.items():
@@ -847,7 +770,7 @@ class ReceiverCreditAllocator:
         """
         ident, record = self._record(sender_peer, qos_class, epoch)
         amounts = self._amounts(amounts, "amounts")
-        next_state = self._next(record, _Event.RELEASE)
+        next_state = _next_state(record, _Event.RELEASE)
         released: dict[CreditResource, int] = {}
         for r in self._resources:
             amount = amounts.get(r, 0)
@@ -883,20 +806,6 @@ class ReceiverCreditAllocator:
 
     # -- internals --
 
-    def _fresh_record(self, allocation_class: AllocationClass) -> _EpochRecord:
-        zero = dict.fromkeys(self._resources, 0)
-        return _EpochRecord(
-            allocation_class=allocation_class,
-            state=EpochState.ACTIVE,
-            granted=zero,
-            consumed_reported=zero,
-            returned_reported=zero,
-            landed=zero,
-            released=zero,
-            reclaimed_by_return=zero,
-            reclaimed_by_fence=zero,
-        )
-
     def _check_resource(self, resource: object) -> CreditResource:
         if not isinstance(resource, CreditResource) or resource not in self._config.capacity:
             raise InvalidArgument(f"resource {describe(resource)} is not modelled by this receiver")
@@ -927,15 +836,6 @@ class ReceiverCreditAllocator:
                 "fenced epochs are forgotten once they hold nothing"
             )
         return ident, record
-
-    @staticmethod
-    def _next(record: _EpochRecord, event: _Event) -> EpochState:
-        try:
-            return _EPOCH_TRANSITIONS[(record.state, event)]
-        except KeyError:
-            raise InvalidEntry(
-                f"{event.value} is not allowed in epoch state {record.state.name}"
-            ) from None
 
     def _commit(self, ident: _EpochId, new: _EpochRecord) -> None:
         """Check the capacity invariants on the would-be totals, then install ``new``.

@@ -14,6 +14,7 @@ from .model import Edit, Mutant
 
 _ALLOCATOR = "tent_credit/_allocator.py"
 _GRANT_PLAN = "tent_credit/_grant_plan.py"
+_EPOCH_RECORD = "tent_credit/_epoch_record.py"
 _FAIRNESS = "tent_credit/_fairness.py"
 _GATE = "tent_credit/_gate.py"
 
@@ -44,7 +45,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#receiver-allocator: unlanded credit is reclaimed only after the epoch "
         "was fenced",
         D.EPOCH_BOUND,
-        _ALLOCATOR,
+        _EPOCH_RECORD,
         "    (EpochState.ACTIVE, _Event.FENCE): EpochState.FENCING,\n",
         "    (EpochState.ACTIVE, _Event.FENCE): EpochState.FENCING,\n"
         "    (EpochState.ACTIVE, _Event.COMPLETE_FENCE): EpochState.FENCED,\n",
@@ -149,7 +150,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#negotiation: epoch 0 is reserved (InvalidArgument at every allocator "
         "call)",
         D.EPOCH_BOUND,
-        _ALLOCATOR,
+        _EPOCH_RECORD,
         "if type(epoch) is not int or not 0 < epoch <= U64_MAX:",
         "if type(epoch) is not int or not 0 <= epoch <= U64_MAX:",
     ),
