@@ -8,7 +8,7 @@ bytes land, so physical occupancy never exceeds capacity whatever a sender claim
 
 This module holds the values of that decision and the peer-input parsing that must never raise
 (everything in a write's lease came from the peer). The decision itself lives in the allocator,
-which owns the accounting it checks.
+which owns the accounting it checks (its write-admission part, :mod:`._allocator_admission`).
 """
 
 from __future__ import annotations

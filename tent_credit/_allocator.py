@@ -22,18 +22,23 @@ drained). Control messages use a separate, bounded slot budget that data never d
 
 The allocator is sans-IO: it never reads a clock; the endpoint turns its decisions into
 ``ReceiverCreditUpdate`` messages.
+
+This module holds the class and the epoch lifecycle, the usage and landing accounting, release
+and the control budget. Its other parts each have their own module: the state and the checked
+commit every mutation goes through (:mod:`._allocator_state`), grants and the fair split
+(:mod:`._allocator_grants`, its pure policy :mod:`._grant_plan`), write admission and quarantine
+(:mod:`._allocator_admission`), and one key+epoch's record and state machine
+(:mod:`._epoch_record`). The names tests and other modules import from here stay importable here.
 """
 
 from __future__ import annotations
 
-import enum
-import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
 import attrs
 
-from ._admission import ACCEPTED, WriteAdmission, WriteRefusal, is_u64, parse_write_amounts, refused
+from ._allocator_admission import _WriteAdmission
 from ._allocator_config import (
     AllocationClass,
     AllocatorConfig,
@@ -43,16 +48,22 @@ from ._allocator_config import (
     KeyTotalsSnapshot,
     ResourceVector,
     _frozen,
-    _resource_map,
 )
-from ._arith import U32_MAX, U64_MAX, checked_add, checked_sub
+from ._allocator_grants import _GrantPolicy
+from ._arith import checked_add, checked_sub
 from ._describe import describe
-from ._fairness import GrantSplit, max_min_share
+from ._epoch_record import (
+    _check_qos,
+    _check_sender,
+    _Event,
+    _fresh_record,
+    _KeyState,
+    _next_state,
+)
+from ._grant_plan import compute_grant
 from ._types import CreditResource, SessionId
 from .errors import (
-    ArithmeticOverflow,
     InvalidArgument,
-    InvalidEntry,
     KeyQuarantined,
     LocalProtocolError,
     RemoteProtocolError,
@@ -71,143 +82,7 @@ __all__ = [
 ]
 
 
-class _Event(enum.Enum):
-    GRANT = "grant"
-    REPORT_USAGE = "report_usage"
-    LAND = "land"
-    RELEASE = "release"
-    FENCE = "fence"
-    COMPLETE_FENCE = "complete_fence"
-
-
-# Every allowed (state, event) pair and the state it leads to; a missing pair is refused with
-# InvalidEntry (as h11's ``_state.py``). docs/semantics.md#receiver-allocator: grants only in a live
-# epoch; a fenced epoch's unlanded credit is reclaimed only once its in-flight work is drained
-# (COMPLETE_FENCE), after which nothing can land and no report can reclaim it a second time; landed
-# data can always be released, whatever the epoch's state.
-_EPOCH_TRANSITIONS: dict[tuple[EpochState, _Event], EpochState] = {
-    (EpochState.ACTIVE, _Event.GRANT): EpochState.ACTIVE,
-    (EpochState.ACTIVE, _Event.REPORT_USAGE): EpochState.ACTIVE,
-    (EpochState.ACTIVE, _Event.LAND): EpochState.ACTIVE,
-    (EpochState.ACTIVE, _Event.RELEASE): EpochState.ACTIVE,
-    (EpochState.ACTIVE, _Event.FENCE): EpochState.FENCING,
-    (EpochState.FENCING, _Event.REPORT_USAGE): EpochState.FENCING,
-    (EpochState.FENCING, _Event.LAND): EpochState.FENCING,
-    (EpochState.FENCING, _Event.RELEASE): EpochState.FENCING,
-    (EpochState.FENCING, _Event.FENCE): EpochState.FENCING,
-    (EpochState.FENCING, _Event.COMPLETE_FENCE): EpochState.FENCED,
-    (EpochState.FENCED, _Event.RELEASE): EpochState.FENCED,
-    (EpochState.FENCED, _Event.FENCE): EpochState.FENCED,
-}
-
-
-def _plan_grant(
-    free: ResourceVector,
-    demand: ResourceVector,
-    max_grant: ResourceVector,
-    min_grant: ResourceVector,
-) -> tuple[dict[CreditResource, int], tuple[CreditResource, ...]]:
-    offers: dict[CreditResource, int] = {}
-    blocked: list[CreditResource] = []
-    for resource in sorted(demand):
-        wanted = demand[resource]
-        if wanted <= 0:
-            continue  # a resource the key does not need is not granted
-        offer = max(0, min(wanted, max_grant.get(resource, 0), free.get(resource, 0)))
-        threshold = max(1, min(min_grant.get(resource, 0), wanted))
-        offers[resource] = offer
-        if offer < threshold:
-            blocked.append(resource)
-    if blocked:
-        return dict.fromkeys(offers, 0), tuple(blocked)
-    return offers, ()
-
-
-def compute_grant(
-    free: ResourceVector,
-    demand: ResourceVector,
-    max_grant: ResourceVector,
-    min_grant: ResourceVector,
-) -> dict[CreditResource, int]:
-    """How much of each demanded resource one grant adds (pure; docs/semantics.md#receiver-allocator
-    grant policy).
-
-    1. Only resources with ``demand > 0`` appear in the result; others are never granted.
-    2. Each gets ``min(demand, max_grant, free)`` (a missing ``max_grant``/``free`` counts as 0,
-       a negative ``free`` as 0).
-    3. All or nothing: if any demanded resource would get less than
-       ``max(1, min(min_grant, demand))`` (a demand smaller than the minimum may be met exactly),
-       every resource gets 0, so a charge never ends up half-backed.
-
-    pre: all(v >= 0 for v in demand.values())
-    pre: all(v >= 0 for v in max_grant.values())
-    pre: all(v >= 0 for v in min_grant.values())
-    post: set(__return__) == {r for r, v in demand.items() if v > 0}
-    post: all(0 <= a <= demand[r] for r, a in __return__.items())
-    post: all(a <= max_grant.get(r, 0) and a <= max(0, free.get(r, 0)) for r, a in __return__.items())
-    post: all(a == 0 for a in __return__.values()) or all(a >= max(1, min(min_grant.get(r, 0), demand[r])) for r, a in __return__.items())
-    """  # noqa: E501 (CrossHair reads each contract from one docstring line)
-    return _plan_grant(free, demand, max_grant, min_grant)[0]
-
-
-@attrs.frozen(kw_only=True)
-class _EpochRecord:
-    """Accounting of one key+epoch; replaced whole on every mutation (validate, then commit)."""
-
-    allocation_class: AllocationClass
-    state: EpochState
-    granted: ResourceVector
-    consumed_reported: ResourceVector
-    returned_reported: ResourceVector
-    landed: ResourceVector
-    released: ResourceVector
-    reclaimed_by_return: ResourceVector
-    reclaimed_by_fence: ResourceVector
-
-    def outstanding(self, resource: CreditResource) -> int:
-        # Plain ints on purpose: a negative result is caught by the commit check, never wrapped.
-        return (
-            self.granted[resource]
-            - self.released[resource]
-            - self.reclaimed_by_return[resource]
-            - self.reclaimed_by_fence[resource]
-        )
-
-    def settled(self) -> bool:
-        """Fenced and holding nothing: the record can be forgotten."""
-        return self.state is EpochState.FENCED and all(
-            self.outstanding(r) == 0 for r in self.granted
-        )
-
-
-@attrs.define
-class _KeyState:
-    current_epoch: int
-    allocation_class: AllocationClass
-
-
-_EpochId = tuple[int, int, int]  # (sender_peer, qos_class, epoch)
-
-
-def _check_sender(sender_peer: object) -> int:
-    if type(sender_peer) is not int or not 0 <= sender_peer <= U64_MAX:
-        raise InvalidArgument(f"sender_peer must be a u64 int, got {describe(sender_peer)}")
-    return sender_peer
-
-
-def _check_qos(qos_class: object) -> int:
-    if type(qos_class) is not int or not 0 <= qos_class <= U32_MAX:
-        raise InvalidArgument(f"qos_class must be a u32 int, got {describe(qos_class)}")
-    return qos_class
-
-
-def _check_epoch(epoch: object) -> int:
-    if type(epoch) is not int or not 0 < epoch <= U64_MAX:
-        raise InvalidArgument(f"epoch must be a non-zero u64 int, got {describe(epoch)}")
-    return epoch
-
-
-class ReceiverCreditAllocator:
+class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
     """Global capacity of one receiver session, carved into per key+epoch cumulative grants.
 
     Keys are ``(sender_peer, qos_class)``; a receiver restart is a new allocator with a new
@@ -219,35 +94,6 @@ class ReceiverCreditAllocator:
     for the session's lifetime so an epoch number is never reused); a key+epoch record is dropped
     once it is fenced and holds nothing (it then reads as unknown: :class:`InvalidEntry`).
     """
-
-    def __init__(self, config: AllocatorConfig, session: SessionId) -> None:
-        if not isinstance(config, AllocatorConfig):
-            raise InvalidArgument("config must be an AllocatorConfig")
-        if not isinstance(session, SessionId):
-            raise InvalidArgument("session must be a SessionId")
-        self._config = config
-        self._session = session
-        self._resources: tuple[CreditResource, ...] = tuple(config.capacity)
-        self._keys: dict[tuple[int, int], _KeyState] = {}
-        self._records: dict[_EpochId, _EpochRecord] = {}
-        self._outstanding: dict[CreditResource, int] = dict.fromkeys(self._resources, 0)
-        self._user_outstanding: dict[CreditResource, int] = dict.fromkeys(self._resources, 0)
-        self._reclaimed_by_return: dict[CreditResource, int] = dict.fromkeys(self._resources, 0)
-        self._reclaimed_by_fence: dict[CreditResource, int] = dict.fromkeys(self._resources, 0)
-        self._released: dict[CreditResource, int] = dict.fromkeys(self._resources, 0)
-        self._grants_issued = 0
-        self._demands_blocked = 0
-        self._protocol_violations = 0
-        self._control_in_use = 0
-        self._quarantined: set[tuple[int, int]] = set()
-        # Per key over all its epochs: what it holds (for the cap and the fair split) and how many
-        # of its epochs await fence_complete (max_fencing_epochs); its live demand, i.e. what the
-        # last grant call asked for and could not give yet (the fair split's other keys).
-        self._key_outstanding: dict[tuple[int, int], dict[CreditResource, int]] = {}
-        self._key_fencing: dict[tuple[int, int], int] = {}
-        self._live_demand: dict[tuple[int, int], dict[CreditResource, int]] = {}
-        self._writes_admitted = 0
-        self._writes_refused = 0
 
     # -- read side --
 
@@ -264,33 +110,6 @@ class ReceiverCreditAllocator:
     def current_epoch(self, sender_peer: int, qos_class: int) -> int:
         """The key's current epoch. Raises IA on malformed ids, IE for a key never opened."""
         return self._key(sender_peer, qos_class).current_epoch
-
-    def outstanding(self, resource: CreditResource) -> int:
-        """Capacity of ``resource`` committed over all keys and epochs (IA if not modelled)."""
-        return self._outstanding[self._check_resource(resource)]
-
-    def free(self, resource: CreditResource) -> int:
-        """``capacity − outstanding`` of ``resource`` (IA if not modelled).
-
-        USER keys see less: ``free_for(resource, AllocationClass.USER)``.
-        """
-        return self.free_for(resource, AllocationClass.STAGING_INTERNAL)
-
-    def free_for(self, resource: CreditResource, allocation_class: AllocationClass) -> int:
-        """What a key of ``allocation_class`` could still be granted of ``resource`` now."""
-        resource = self._check_resource(resource)
-        if not isinstance(allocation_class, AllocationClass):
-            raise InvalidArgument(f"unknown allocation class {describe(allocation_class)}")
-        free_total = self._config.capacity[resource] - self._outstanding[resource]
-        if allocation_class is AllocationClass.STAGING_INTERNAL:
-            return free_total
-        user_room = self._config.limit_for(resource, allocation_class)
-        return min(free_total, user_room - self._user_outstanding[resource])
-
-    def user_free(self) -> dict[CreditResource, int]:
-        """:meth:`free_for` of every modelled resource for the USER class."""
-        user = AllocationClass.USER
-        return {r: self.free_for(r, user) for r in self._resources}
 
     def key_totals(self, sender_peer: int, qos_class: int, epoch: int) -> KeyTotalsSnapshot:
         """A snapshot of one key+epoch. Raises IA on malformed ids, IE if the record is unknown
@@ -390,7 +209,7 @@ class ReceiverCreditAllocator:
                 raise TooManyRequests(f"allocator already holds max_keys={self._config.max_keys}")
             self._keys[key] = _KeyState(current_epoch=1, allocation_class=allocation_class)
             self._key_outstanding[key] = dict.fromkeys(self._resources, 0)
-            self._records[(*key, 1)] = self._fresh_record(allocation_class)
+            self._records[(*key, 1)] = _fresh_record(allocation_class, self._resources)
             return 1
         if allocation_class is not state.allocation_class:
             raise InvalidArgument(
@@ -413,9 +232,9 @@ class ReceiverCreditAllocator:
         self._live_demand.pop(key, None)
         if old is not None and old.state is EpochState.ACTIVE:
             # RFC "New epoch": do not reuse old resources until old in-flight work is fenced.
-            self._commit(old_ident, attrs.evolve(old, state=self._next(old, _Event.FENCE)))
+            self._commit(old_ident, attrs.evolve(old, state=_next_state(old, _Event.FENCE)))
         state.current_epoch = new_epoch
-        self._records[(*key, new_epoch)] = self._fresh_record(allocation_class)
+        self._records[(*key, new_epoch)] = _fresh_record(allocation_class, self._resources)
         return new_epoch
 
     def fence(self, sender_peer: int, qos_class: int, epoch: int) -> None:
@@ -425,7 +244,7 @@ class ReceiverCreditAllocator:
         or IE (unknown record). A failure changes nothing.
         """
         ident, record = self._record(sender_peer, qos_class, epoch)
-        self._commit(ident, attrs.evolve(record, state=self._next(record, _Event.FENCE)))
+        self._commit(ident, attrs.evolve(record, state=_next_state(record, _Event.FENCE)))
         if epoch == self._keys[ident[:2]].current_epoch:
             self._live_demand.pop(ident[:2], None)
 
@@ -443,7 +262,7 @@ class ReceiverCreditAllocator:
         changes nothing.
         """
         ident, record = self._record(sender_peer, qos_class, epoch)
-        next_state = self._next(record, _Event.COMPLETE_FENCE)
+        next_state = _next_state(record, _Event.COMPLETE_FENCE)
         reclaim = {
             r: checked_sub(
                 record.granted[r], checked_add(record.landed[r], record.reclaimed_by_return[r])
@@ -458,163 +277,7 @@ class ReceiverCreditAllocator:
             self._reclaimed_by_fence[r] += amount
         return _frozen(reclaim)
 
-    # -- grants and usage --
-
-    def grant(
-        self,
-        sender_peer: int,
-        qos_class: int,
-        demand: Mapping[CreditResource, int],
-        *,
-        waiting: Mapping[CreditResource, int] | None = None,
-    ) -> GrantDecision:
-        """Carve a grant for the key's current epoch from free capacity
-        (docs/semantics.md#receiver-allocator).
-
-        ``demand`` is what the sender still needs beyond its available credit (its
-        ``pending_demand``): the key's whole live demand, replacing what it asked before (it may
-        go down, or to nothing: docs/abuse.md "Demand withdrawal"). Policy: see
-        :func:`compute_grant`, with ``free`` per resource being the least of what the key's
-        allocation class may still take (USER keys never the staging reserve), what its
-        ``max_key_outstanding`` cap leaves, and (``grant_split`` MAX_MIN_FAIR) its max-min fair
-        share among the keys with live demand (:func:`max_min_share`), but never less than the
-        grant's minimum ``max(1, min(min_grant, demand))`` while free capacity covers it. A demand
-        that cannot be met at least to its minimum grants nothing, stays registered as live
-        demand and answers ``retry_after_us``; an empty or all-zero demand grants nothing,
-        withdraws the key's live demand and just reports the totals (a refresh).
-
-        ``waiting`` (optional) is the key's whole waiting work per resource (its demand target
-        minus what it consumed and returned): the fair split takes its units from it when it
-        covers ``demand`` in every demanded resource, else from ``demand`` (see
-        :meth:`_grantable`). Credit the sender still holds drops a resource from its demand
-        (slot credit on hand leaves a DATA_BYTES-only demand, whose unit is one byte), while
-        the waiting work still shows what one charge is.
-
-        Raises IA (malformed ids or demand, a resource this receiver does not model, u64 overflow
-        of a cumulative total), IE (unknown key, or its current epoch is fenced),
-        :class:`KeyQuarantined` (no grant ever goes to a quarantined key). A failure changes
-        nothing.
-        """
-        key = self._key(sender_peer, qos_class)
-        if (sender_peer, qos_class) in self._quarantined:
-            raise KeyQuarantined(f"key {(sender_peer, qos_class)} is quarantined: no grants")
-        ident, record = self._record(sender_peer, qos_class, key.current_epoch)
-        demand = self._amounts(demand, "demand")
-        shape = None if waiting is None else self._amounts(waiting, "waiting")
-        next_state = self._next(record, _Event.GRANT)
-        free = self._grantable(ident[:2], record.allocation_class, demand, shape)
-        offers, blocked = _plan_grant(free, demand, self._config.max_grant, self._config.min_grant)
-        granted = {r: checked_add(record.granted[r], offers.get(r, 0)) for r in self._resources}
-        self._commit(ident, attrs.evolve(record, state=next_state, granted=granted))
-        remaining = {r: w - offers.get(r, 0) for r, w in demand.items() if w > offers.get(r, 0)}
-        if remaining:
-            self._live_demand[ident[:2]] = remaining
-        else:
-            self._live_demand.pop(ident[:2], None)
-        if any(offers.values()):
-            self._grants_issued += 1
-        if blocked:
-            self._demands_blocked += 1
-        short = any(offers.get(r, 0) < wanted for r, wanted in demand.items())
-        return GrantDecision(
-            sender_peer=ident[0],
-            qos_class=ident[1],
-            epoch=ident[2],
-            grant_totals=_frozen(granted),
-            granted_now=_frozen({r: offers.get(r, 0) for r in self._resources}),
-            retry_after_us=self._config.retry_after_us if short else 0,
-            blocked=blocked,
-        )
-
-    def grant_exact(
-        self, sender_peer: int, qos_class: int, amounts: Mapping[CreditResource, int]
-    ) -> GrantDecision | None:
-        """Grant exactly ``amounts`` to the key's current epoch, or nothing (``None``).
-
-        The grant-ahead path (:mod:`._ahead`, protocol version 2): its caller already decided
-        the amount from the key's fair share, so neither the fair split nor ``min_grant`` cuts
-        it. Granted only when every amount fits what the key's allocation class may still take
-        and its ``max_key_outstanding`` cap leaves, and no amount exceeds ``max_grant``. The key
-        registers no live demand (the fair split of version-1 keys does not see it). Raises like
-        :meth:`grant` (IA, IE, :class:`KeyQuarantined`); a failure changes nothing.
-        """
-        key = self._key(sender_peer, qos_class)
-        if (sender_peer, qos_class) in self._quarantined:
-            raise KeyQuarantined(f"key {(sender_peer, qos_class)} is quarantined: no grants")
-        ident, record = self._record(sender_peer, qos_class, key.current_epoch)
-        amounts = self._amounts(amounts, "amounts")
-        next_state = self._next(record, _Event.GRANT)
-        room = self._grantable(ident[:2], record.allocation_class, {}, None)
-        maximum = self._config.max_grant
-        if not any(amounts.values()) or any(
-            a > room[r] or a > maximum.get(r, 0) for r, a in amounts.items() if a
-        ):
-            return None
-        granted = {r: checked_add(record.granted[r], amounts.get(r, 0)) for r in self._resources}
-        self._commit(ident, attrs.evolve(record, state=next_state, granted=granted))
-        self._grants_issued += 1
-        return GrantDecision(
-            sender_peer=ident[0],
-            qos_class=ident[1],
-            epoch=ident[2],
-            grant_totals=_frozen(granted),
-            granted_now=_frozen({r: amounts.get(r, 0) for r in self._resources}),
-            retry_after_us=0,
-            blocked=(),
-        )
-
-    def ahead_inputs(
-        self, sender_peer: int, qos_class: int, epoch: int
-    ) -> tuple[dict[CreditResource, int], bool, dict[CreditResource, int] | None]:
-        """:meth:`unlanded`, :meth:`settled` and :meth:`cap_room` of the key+epoch in one
-        lookup (the grant-ahead loop asks them on every landing). IA / IE like them."""
-        _ident, record = self._record(sender_peer, qos_class, epoch)
-        granted, landed, back = record.granted, record.landed, record.reclaimed_by_return
-        unlanded = {r: granted[r] - landed[r] - back[r] for r in self._resources}
-        consumed = record.consumed_reported
-        settled = all(consumed[r] <= landed[r] for r in self._resources)
-        caps = self._config.max_key_outstanding
-        if not caps:
-            return unlanded, settled, None
-        held = self._key_outstanding[(sender_peer, qos_class)]
-        room = {r: max(0, cap - (held[r] - unlanded[r])) for r, cap in caps.items()}
-        return unlanded, settled, room
-
-    def granted(self, sender_peer: int, qos_class: int, epoch: int) -> Mapping[CreditResource, int]:
-        """The key+epoch's cumulative grant totals (read-only). IA / IE like
-        :meth:`key_totals`; cheaper than it."""
-        return MappingProxyType(self._record(sender_peer, qos_class, epoch)[1].granted)
-
-    def unlanded(self, sender_peer: int, qos_class: int, epoch: int) -> dict[CreditResource, int]:
-        """Credit of the key+epoch that has not landed: ``granted − landed − reclaimed_by_return``
-        per resource (what its sender holds unused or has in flight). IA / IE like
-        :meth:`key_totals`; cheaper than it (the grant-ahead path asks on every landing)."""
-        _ident, record = self._record(sender_peer, qos_class, epoch)
-        granted, landed, back = record.granted, record.landed, record.reclaimed_by_return
-        return {r: granted[r] - landed[r] - back[r] for r in self._resources}
-
-    def settled(self, sender_peer: int, qos_class: int, epoch: int) -> bool:
-        """Whether everything the key+epoch's sender reported consumed has landed (nothing of
-        it was in flight as of its last report). IA / IE like :meth:`key_totals`."""
-        _ident, record = self._record(sender_peer, qos_class, epoch)
-        return all(record.consumed_reported[r] <= record.landed[r] for r in self._resources)
-
-    def cap_room(self, sender_peer: int, qos_class: int) -> dict[CreditResource, int] | None:
-        """What the key's ``max_key_outstanding`` cap leaves for its unlanded credit, per capped
-        resource: the cap minus what landed and is not released yet, over all its epochs
-        (``None``: no cap configured). IA / IE like :meth:`current_epoch`."""
-        caps = self._config.max_key_outstanding
-        if not caps:
-            return None
-        key = (_check_sender(sender_peer), _check_qos(qos_class))
-        state = self._key(sender_peer, qos_class)
-        held = self._key_outstanding[key]
-        record = self._records.get((*key, state.current_epoch))
-        unlanded = {r: 0 for r in caps}
-        if record is not None:
-            for r in caps:
-                unlanded[r] = record.granted[r] - record.landed[r] - record.reclaimed_by_return[r]
-        return {r: max(0, cap - (held[r] - unlanded[r])) for r, cap in caps.items()}
+    # -- usage reports, landing and release --
 
     def on_usage(
         self,
@@ -646,7 +309,7 @@ class ReceiverCreditAllocator:
         ident, record = self._record(sender_peer, qos_class, epoch)
         consumed = self._amounts(consumed_totals, "consumed_totals")
         returned = self._amounts(returned_totals, "returned_totals")
-        next_state = self._next(record, _Event.REPORT_USAGE)
+        next_state = _next_state(record, _Event.REPORT_USAGE)
         for r in self._resources:
             c = consumed.get(r, record.consumed_reported[r])
             ret = returned.get(r, record.returned_reported[r])
@@ -696,7 +359,7 @@ class ReceiverCreditAllocator:
         """
         ident, record = self._record(sender_peer, qos_class, epoch)
         amounts = self._amounts(amounts, "amounts")
-        next_state = self._next(record, _Event.LAND)
+        next_state = _next_state(record, _Event.LAND)
         landed = {r: checked_add(record.landed[r], amounts.get(r, 0)) for r in self._resources}
         for r in self._resources:
             if landed[r] + record.reclaimed_by_return[r] > record.granted[r]:
@@ -706,183 +369,6 @@ class ReceiverCreditAllocator:
                     f" + returned {record.reclaimed_by_return[r]} > granted {record.granted[r]}"
                 )
         self._commit(ident, attrs.evolve(record, state=next_state, landed=landed))
-
-    def withdraw_demand(self, sender_peer: int, qos_class: int) -> None:
-        """The key wants nothing more (its waiting work is gone): it leaves the fair split.
-
-        Raises IA (malformed ids), IE (unknown key); changes nothing else.
-        """
-        self._key(sender_peer, qos_class)
-        self._live_demand.pop((sender_peer, qos_class), None)
-
-    def _grantable(
-        self,
-        key: tuple[int, int],
-        allocation_class: AllocationClass,
-        demand: ResourceVector,
-        waiting: ResourceVector | None = None,
-    ) -> dict[CreditResource, int]:
-        """Per resource, the most one grant to ``key`` may take (see :meth:`grant`).
-
-        The fair split is taken in whole *units* of the demand (the demand vector divided by the
-        gcd of its amounts, e.g. one transfer's charge when the demand is k equal charges):
-        splitting each resource on its own would hand out fragments that cover no charge, and
-        fragments held by every key deadlock them all (found by tests/gate/test_incast.py).
-        When ``waiting`` covers the demand, the units are those of ``waiting`` instead: a
-        DATA_BYTES-only demand (the key holds slot credit) has a unit of one byte, and 16
-        incast senders each held half a block that none could use (issue 13).
-        """
-        config = self._config
-        held = self._key_outstanding[key]
-        pools = {r: self.free_for(r, allocation_class) for r in self._resources}
-        out: dict[CreditResource, int] = {}
-        for r in self._resources:
-            cap = config.max_key_outstanding.get(r)
-            out[r] = pools[r] if cap is None else min(pools[r], max(0, cap - held[r]))
-        wanted = {r: w for r, w in demand.items() if w > 0}
-        contended = any(k != key for k in self._live_demand)
-        if config.grant_split is not GrantSplit.MAX_MIN_FAIR or not wanted or not contended:
-            return out  # nobody else waits: the split is first-come, as it always was
-        basis = wanted
-        if waiting is not None and all(waiting.get(r, 0) >= w for r, w in wanted.items()):
-            basis = {r: a for r, a in waiting.items() if a > 0}
-        scale = math.gcd(*basis.values())
-        unit = {r: a // scale for r, a in basis.items()}
-        units = scale
-        for r, w in wanted.items():
-            others = (
-                (self._key_outstanding[k][r], self._capped_want(k, r, want.get(r, 0)))
-                for k, want in self._live_demand.items()
-                if k != key
-            )
-            share = max_min_share(pools[r], (held[r], self._capped_want(key, r, w)), others)
-            units = min(units, share // unit[r])
-        # Never below the grant's minimum (all-or-nothing), and at least one unit: while free
-        # capacity covers it, somebody always makes progress.
-        for r, w in wanted.items():
-            minimum = max(1, min(config.min_grant.get(r, 0), w))
-            units = max(units, -(-minimum // unit[r]))
-        for r in wanted:
-            out[r] = min(out[r], units * unit[r])
-        return out
-
-    def _capped_want(self, key: tuple[int, int], r: CreditResource, want: int) -> int:
-        cap = self._config.max_key_outstanding.get(r)
-        if cap is None:
-            return want
-        return min(want, max(0, cap - self._key_outstanding[key][r]))
-
-    # -- write admission and quarantine (docs/abuse.md) --
-
-    def admit_write(
-        self, sender_peer: object, qos_class: object, epoch: object, amounts: object
-    ) -> WriteAdmission:
-        """Decide, before its bytes touch memory, whether a credited write may land.
-
-        Accepted (and counted as landed, in place of :meth:`data_landed`) exactly when the key
-        is known and not quarantined, the epoch is ACTIVE or FENCING (in-flight data of a fenced
-        connection may still land until :meth:`fence_complete`), and the charge fits the credit
-        the sender still holds of that epoch: ``landed + reclaimed_by_return + amount ≤ granted``
-        per resource. A sender's *claims* (its usage reports) can only lower what it holds, never
-        what the receiver physically stores: so physical occupancy (landed − released, summed) never
-        exceeds capacity, whatever a sender reports.
-
-        Refused, in this order: MALFORMED (ids or amounts not well-formed, see
-        :func:`~tent_credit._admission.parse_write_amounts`), UNKNOWN_EPOCH (a key or epoch never
-        opened in this session), QUARANTINED, FENCED_SESSION (fence completed, or settled and
-        forgotten), OVER_CREDIT. Every refusal counts a protocol violation; a refusal of a known
-        key also quarantines that key (RFC rule 4, :meth:`quarantine`). An unknown key is not
-        remembered (a peer must not grow the receiver's state by inventing keys).
-
-        Never raises: every argument may carry peer-controlled values. An honest sender, whose
-        writes are covered by credit it neither consumed elsewhere nor returned, is never refused.
-        """
-        reason = self._admission_refusal(sender_peer, qos_class, epoch, amounts)
-        if reason is None:
-            self._writes_admitted += 1
-            return ACCEPTED
-        self._writes_refused += 1
-        self._protocol_violations += 1
-        if is_u64(sender_peer) and type(qos_class) is int and 0 <= qos_class <= U32_MAX:
-            key = (sender_peer, qos_class)
-            if key in self._keys and key not in self._quarantined:
-                self.quarantine(*key)
-        return refused(reason)
-
-    def _admission_refusal(
-        self, sender_peer: object, qos_class: object, epoch: object, amounts: object
-    ) -> WriteRefusal | None:
-        if not is_u64(sender_peer) or type(qos_class) is not int or not 0 <= qos_class <= U32_MAX:
-            return WriteRefusal.MALFORMED
-        if not is_u64(epoch) or epoch == 0:
-            return WriteRefusal.MALFORMED
-        charge = parse_write_amounts(amounts, self._resources)
-        if charge is None:
-            return WriteRefusal.MALFORMED
-        key = (sender_peer, qos_class)
-        state = self._keys.get(key)
-        if state is None or epoch > state.current_epoch:
-            return WriteRefusal.UNKNOWN_EPOCH
-        if key in self._quarantined:
-            return WriteRefusal.QUARANTINED
-        ident = (sender_peer, qos_class, epoch)
-        record = self._records.get(ident)
-        if record is None or record.state is EpochState.FENCED:
-            return WriteRefusal.FENCED_SESSION
-        landed = {r: record.landed[r] + charge.get(r, 0) for r in self._resources}
-        if any(landed[r] + record.reclaimed_by_return[r] > record.granted[r] for r in landed):
-            return WriteRefusal.OVER_CREDIT
-        # Within the grant, so within u64 and within capacity: the commit cannot refuse.
-        self._commit(
-            ident,
-            attrs.evolve(record, state=self._next(record, _Event.LAND), landed=landed),
-        )
-        return None
-
-    @property
-    def quarantined_keys(self) -> int:
-        """How many keys this session has quarantined (they stay so until the session ends)."""
-        return len(self._quarantined)
-
-    def is_quarantined(self, sender_peer: int, qos_class: int) -> bool:
-        """Whether the key is quarantined (IA on malformed ids; an unknown key is not)."""
-        return (_check_sender(sender_peer), _check_qos(qos_class)) in self._quarantined
-
-    def quarantine(self, sender_peer: int, qos_class: int) -> Mapping[CreditResource, int]:
-        """Quarantine a key for the rest of the session (RFC rule 4: fail/quarantine the peer).
-
-        From now on the key gets no grant and no new epoch (:class:`KeyQuarantined`) and every
-        write of any of its epochs is refused (QUARANTINED). Because nothing of it can land any
-        more, every epoch it holds is fenced *and* its fence completed at once: everything that
-        never landed is reclaimed (returned, per resource) for other keys; what already landed
-        stays committed until :meth:`release`. Its usage reports reclaim nothing further (its
-        epochs are FENCED). Idempotent. Raises IA (malformed ids), IE (unknown key); a failure
-        changes nothing.
-        """
-        self._key(sender_peer, qos_class)
-        key = (sender_peer, qos_class)
-        self._quarantined.add(key)
-        self._live_demand.pop(key, None)
-        reclaimed = dict.fromkeys(self._resources, 0)
-        for ident in [i for i in self._records if i[:2] == key]:
-            record = self._records[ident]
-            if record.state is EpochState.ACTIVE:
-                record = attrs.evolve(record, state=self._next(record, _Event.FENCE))
-            if record.state is EpochState.FENCING:
-                reclaim = {
-                    r: record.granted[r] - record.landed[r] - record.reclaimed_by_return[r]
-                    for r in self._resources
-                }
-                record = attrs.evolve(
-                    record,
-                    state=self._next(record, _Event.COMPLETE_FENCE),
-                    reclaimed_by_fence=reclaim,
-                )
-                for r, amount in reclaim.items():
-                    reclaimed[r] += amount
-                    self._reclaimed_by_fence[r] += amount
-            self._commit(ident, record)  # lowers outstanding only: cannot refuse
-        return _frozen(reclaimed)
 
     def release(
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
@@ -895,7 +381,7 @@ class ReceiverCreditAllocator:
         """
         ident, record = self._record(sender_peer, qos_class, epoch)
         amounts = self._amounts(amounts, "amounts")
-        next_state = self._next(record, _Event.RELEASE)
+        next_state = _next_state(record, _Event.RELEASE)
         released: dict[CreditResource, int] = {}
         for r in self._resources:
             amount = amounts.get(r, 0)
@@ -928,103 +414,3 @@ class ReceiverCreditAllocator:
         if self._control_in_use == 0:
             raise LocalProtocolError("release_control without a held control slot")
         self._control_in_use -= 1
-
-    # -- internals --
-
-    def _fresh_record(self, allocation_class: AllocationClass) -> _EpochRecord:
-        zero = dict.fromkeys(self._resources, 0)
-        return _EpochRecord(
-            allocation_class=allocation_class,
-            state=EpochState.ACTIVE,
-            granted=zero,
-            consumed_reported=zero,
-            returned_reported=zero,
-            landed=zero,
-            released=zero,
-            reclaimed_by_return=zero,
-            reclaimed_by_fence=zero,
-        )
-
-    def _check_resource(self, resource: object) -> CreditResource:
-        if not isinstance(resource, CreditResource) or resource not in self._config.capacity:
-            raise InvalidArgument(f"resource {describe(resource)} is not modelled by this receiver")
-        return resource
-
-    def _amounts(self, value: object, what: str) -> ResourceVector:
-        amounts = _resource_map(value, what)
-        for resource in amounts:
-            self._check_resource(resource)
-        return amounts
-
-    def _key(self, sender_peer: int, qos_class: int) -> _KeyState:
-        key = (_check_sender(sender_peer), _check_qos(qos_class))
-        state = self._keys.get(key)
-        if state is None:
-            raise InvalidEntry(f"unknown credit key (sender_peer, qos_class)={key}")
-        return state
-
-    def _record(
-        self, sender_peer: int, qos_class: int, epoch: int
-    ) -> tuple[_EpochId, _EpochRecord]:
-        key = self._key(sender_peer, qos_class)
-        ident = (sender_peer, qos_class, _check_epoch(epoch))
-        record = self._records.get(ident)
-        if record is None:
-            raise InvalidEntry(
-                f"unknown epoch {epoch} of key {ident[:2]} (current {key.current_epoch}); "
-                "fenced epochs are forgotten once they hold nothing"
-            )
-        return ident, record
-
-    @staticmethod
-    def _next(record: _EpochRecord, event: _Event) -> EpochState:
-        try:
-            return _EPOCH_TRANSITIONS[(record.state, event)]
-        except KeyError:
-            raise InvalidEntry(
-                f"{event.value} is not allowed in epoch state {record.state.name}"
-            ) from None
-
-    def _commit(self, ident: _EpochId, new: _EpochRecord) -> None:
-        """Check the capacity invariants on the would-be totals, then install ``new``.
-
-        Raises (and changes nothing) if the new record would hold a negative outstanding
-        (:class:`ArithmeticOverflow`) or the totals would exceed ``capacity`` or, for USER keys,
-        ``capacity − staging_reserve`` (:class:`TooManyRequests`). Every public call computes its
-        step so that neither can happen; this is the last line of defence of
-        docs/semantics.md#receiver-allocator.
-        """
-        old = self._records[ident]
-        total, user = self._outstanding, self._user_outstanding
-        capacity = self._config.capacity
-        is_user = new.allocation_class is AllocationClass.USER
-        deltas = []
-        for r in self._resources:
-            after = new.outstanding(r)
-            if after < 0 or new.released[r] > new.landed[r]:
-                raise ArithmeticOverflow(f"{ident} would hold a negative outstanding of {r.name}")
-            delta = after - old.outstanding(r)
-            deltas.append(delta)
-            if delta <= 0:
-                continue  # nothing grows: no bound can be crossed by this resource
-            if total[r] + delta > capacity[r] or (
-                is_user and user[r] + delta > self._config.limit_for(r, AllocationClass.USER)
-            ):
-                raise TooManyRequests(
-                    f"{ident} would over-commit {r.name} (docs/semantics.md#receiver-allocator)"
-                )
-        key = ident[:2]
-        held = self._key_outstanding[key]
-        for r, delta in zip(self._resources, deltas, strict=True):
-            if delta:
-                held[r] += delta
-                total[r] += delta
-                if is_user:
-                    user[r] += delta
-        fencing = (new.state is EpochState.FENCING) - (old.state is EpochState.FENCING)
-        if fencing:
-            self._key_fencing[key] = self._key_fencing.get(key, 0) + fencing
-        if new.state is EpochState.FENCED and new.settled():
-            del self._records[ident]
-        else:
-            self._records[ident] = new

@@ -1,6 +1,6 @@
 """What both credit endpoints share: their events and the argument checks and vector helpers
-of :mod:`._sender_endpoint` and :mod:`._receiver_endpoint` (the protocol is described in
-:mod:`._endpoints`)."""
+of :mod:`._sender_endpoint` and the receiver side, :mod:`._receiver_endpoint` and
+:mod:`._credit_receiver` (the protocol is described in :mod:`._endpoints`)."""
 
 from __future__ import annotations
 

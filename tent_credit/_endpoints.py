@@ -18,14 +18,16 @@ twice. Identity (sender peer, QoS class) is bound when the endpoint is construct
 connection and never read from a payload: a payload naming another class is a protocol
 violation.
 
-The sender side is :mod:`._sender_endpoint`, the receiver side :mod:`._receiver_endpoint`, and
-what both share :mod:`._endpoint_common`; every name is re-exported here.
+The sender side is :mod:`._sender_endpoint`, the receiver side :mod:`._receiver_endpoint` (one
+connection) and :mod:`._credit_receiver` (the node), and what both share
+:mod:`._endpoint_common`; every name is re-exported here.
 """
 
 from __future__ import annotations
 
+from ._credit_receiver import CreditReceiver
 from ._endpoint_common import EndpointEvent
-from ._receiver_endpoint import CreditReceiver, ReceiverEndpoint, ReceiverEndpointStatistics
+from ._receiver_endpoint import ReceiverEndpoint, ReceiverEndpointStatistics
 from ._sender_endpoint import SenderEndpoint, SenderEndpointStatistics
 
 __all__ = [

@@ -13,6 +13,11 @@ from .model import DefectClass as D
 from .model import Edit, Mutant
 
 _ALLOCATOR = "tent_credit/_allocator.py"
+_GRANT_PLAN = "tent_credit/_grant_plan.py"
+_EPOCH_RECORD = "tent_credit/_epoch_record.py"
+_STATE = "tent_credit/_allocator_state.py"
+_GRANTS = "tent_credit/_allocator_grants.py"
+_ADMISSION = "tent_credit/_allocator_admission.py"
 _FAIRNESS = "tent_credit/_fairness.py"
 _GATE = "tent_credit/_gate.py"
 
@@ -23,13 +28,13 @@ MUTANTS: tuple[Mutant, ...] = (
         defect=D.MISSING_BOUND,
         edits=(
             Edit(
-                file=_ALLOCATOR,
+                file=_GRANT_PLAN,
                 old="        offer = max(0, min(wanted, max_grant.get(resource, 0),"
                 " free.get(resource, 0)))\n",
                 new="        offer = max(0, min(wanted, max_grant.get(resource, 0)))\n",
             ),
             Edit(
-                file=_ALLOCATOR,
+                file=_STATE,
                 old="                raise TooManyRequests(\n"
                 '                    f"{ident} would over-commit {r.name}'
                 ' (docs/semantics.md#receiver-allocator)"\n'
@@ -43,7 +48,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#receiver-allocator: unlanded credit is reclaimed only after the epoch "
         "was fenced",
         D.EPOCH_BOUND,
-        _ALLOCATOR,
+        _EPOCH_RECORD,
         "    (EpochState.ACTIVE, _Event.FENCE): EpochState.FENCING,\n",
         "    (EpochState.ACTIVE, _Event.FENCE): EpochState.FENCING,\n"
         "    (EpochState.ACTIVE, _Event.COMPLETE_FENCE): EpochState.FENCED,\n",
@@ -76,7 +81,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "per_key_cap_ignored",
         "issue 10 item 8: no grant takes a key past max_key_outstanding",
         D.MISSING_BOUND,
-        _ALLOCATOR,
+        _GRANTS,
         "out[r] = pools[r] if cap is None else min(pools[r], max(0, cap - held[r]))",
         "out[r] = pools[r]",
     ),
@@ -92,7 +97,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "exact_credit_write_refused",
         "issue 10 item 6: an honest write that uses exactly its grant is admitted",
         D.BOUNDARY_FLIP,
-        _ALLOCATOR,
+        _ADMISSION,
         "if any(landed[r] + record.reclaimed_by_return[r] > record.granted[r] for r in landed):",
         "if any(landed[r] + record.reclaimed_by_return[r] >= record.granted[r] for r in landed):",
     ),
@@ -100,7 +105,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "refused_write_not_quarantined",
         "issue 10 item 6 / RFC rule 4: a refused write quarantines its (known) key",
         D.MISSING_CHECK,
-        _ALLOCATOR,
+        _ADMISSION,
         "self.quarantine(*key)",
         "pass",
     ),
@@ -108,7 +113,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "future_epoch_write_misfiled",
         "docs/abuse.md: a write of an epoch the session never opened is UNKNOWN_EPOCH",
         D.EPOCH_BOUND,
-        _ALLOCATOR,
+        _ADMISSION,
         "if state is None or epoch > state.current_epoch:",
         "if state is None:",
     ),
@@ -148,7 +153,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#negotiation: epoch 0 is reserved (InvalidArgument at every allocator "
         "call)",
         D.EPOCH_BOUND,
-        _ALLOCATOR,
+        _EPOCH_RECORD,
         "if type(epoch) is not int or not 0 < epoch <= U64_MAX:",
         "if type(epoch) is not int or not 0 <= epoch <= U64_MAX:",
     ),

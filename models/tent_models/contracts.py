@@ -12,7 +12,7 @@ the functions themselves, so a reader sees them next to the code:
 * ``tent_credit._ledger.update_acceptance``: the acceptance rule of
   docs/semantics.md#sender-ledger (duplicate/old before monotonicity, gaps only after the first
   update);
-* ``tent_credit._allocator.compute_grant``: the all-or-nothing grant of
+* ``tent_credit._grant_plan.compute_grant``: the all-or-nothing grant of
   docs/semantics.md#receiver-allocator.
 
 :func:`crosshair_command` is the exact command CI runs; :func:`run_crosshair` runs it. The
@@ -48,7 +48,7 @@ CROSSHAIR_TARGETS: tuple[str, ...] = (
     "tent_sched._mlu.deadline_mlu",
     "tent_credit._types.normalise_charge_parts",
     "tent_credit._ledger.update_acceptance",
-    "tent_credit._allocator.compute_grant",
+    "tent_credit._grant_plan.compute_grant",
 )
 """Every function with contracts, as CrossHair targets (fully qualified names)."""
 

@@ -33,7 +33,7 @@ def compute_grant(
     max_grant: dict[int, int],
     min_grant: dict[int, int],
 ) -> dict[int, int]:
-    """``tent_credit._allocator.compute_grant`` (its ``_plan_grant``) over int keys, with the
+    """``tent_credit._grant_plan.compute_grant`` (its ``_plan_grant``) over int keys, with the
     all-or-nothing postcondition missing its ``min(min_grant, demand)``: false when a demand
     below the minimum is met exactly.
 

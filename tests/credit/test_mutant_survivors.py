@@ -27,8 +27,9 @@ def _allocator() -> ReceiverCreditAllocator:
 
 
 def test_key_totals_names_the_key_and_epoch_it_describes() -> None:
-    # tool mutant tent_credit/_allocator.py:296 NumberReplacer (qos_class=ident[0]): every
-    # earlier test used qos class 0 with sender 0 or 1, where the fields coincide.
+    # tool mutant tent_credit/_allocator.py:296 NumberReplacer (qos_class=ident[0]), in
+    # key_totals (line 123 since the allocator's split): every earlier test used qos class 0
+    # with sender 0 or 1, where the fields coincide.
     alloc = _allocator()
     assert alloc.open_epoch(7, 3) == 1
     assert alloc.open_epoch(7, 3) == 2
