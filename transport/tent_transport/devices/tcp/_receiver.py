@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import os
 import ssl
 from collections.abc import Callable
@@ -492,7 +491,10 @@ class TcpDataServer:
         for protocol in held:
             protocol.close()
         if held:
-            await asyncio.gather(*(p.closed for p in held))
+            # asyncio.wait, not gather: a retirement canceled midway (the control service
+            # cancels its tasks as it closes) must not cancel the connections' own ``closed``
+            # futures, or their connection_lost takes them as finished and never forgets them
+            await asyncio.wait([p.closed for p in held])
 
     def statistics(self) -> DataServerStatistics:
         s = self._stats
@@ -513,6 +515,5 @@ class TcpDataServer:
         protocols = [*self._door, *(p for held in self._sessions.values() for p in held)]
         for protocol in protocols:
             protocol.close()
-        if protocols:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.gather(*(p.closed for p in protocols)), 5.0)
+        if protocols:  # waited for, never canceled (see retire)
+            await asyncio.wait([p.closed for p in protocols], timeout=5.0)
