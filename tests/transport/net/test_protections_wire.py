@@ -8,11 +8,12 @@ import asyncio
 import os
 import socket
 import struct
+import time
 import types
 
 import pytest
 import trustme
-from attackers import RawControl
+from attackers import Liar, RawControl, write_header
 from net_helpers import run, until
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
@@ -41,6 +42,7 @@ from tent_transport.segments import Access, SegmentTable
 from test_control import _Hooks, _tls
 from test_engine import _fixed_pair
 
+from tent_credit.errors import InvalidEntry
 from tent_sched import TaskStatus
 
 BLOCK = 64 << 10
@@ -342,4 +344,66 @@ def test_a_failed_transfer_gives_its_window_slot_back_end_to_end(
         assert memory[BLOCK:] == data
     finally:
         tx.close()
+        rx.close()
+
+
+def test_a_write_cut_off_mid_payload_by_its_sessions_retirement_gives_its_credit_back() -> None:
+    """A credited write admitted (its charge counted as landed) whose payload is cut off
+    because the receiver retires its session (the sender reconnected) never lands: its charge
+    must go back. Kept, each reconnect pinned one such write's credit for good, and a peer
+    that reconnected a few times held the receiver's whole capacity (found by the abuse
+    benchmark's fenced-session liar: its sixth session was granted nothing)."""
+    config = load_engine_config(credit_config("required", slots=4, block=BLOCK, batch=2))
+    rx = SyncEngine(
+        config, EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={3: KEY}))
+    )
+    liar = None
+    try:
+        _, port = rx.start()
+        memory = bytearray(BLOCK)
+        segment = rx.register(memory)
+        liar = Liar(3, receiver=2, key=KEY, control_port=port, config=config)
+        rx.expose(3, segment.segment_id, 0, BLOCK)
+        state = liar.wait_session()
+        raw = liar.bind(rx.engine._data_servers[0].address[1], state)
+        payload = b"\x5a" * 4096
+        header = write_header(
+            session=state.session, segment=segment.segment_id, offset=0, payload=payload,
+            lease=state.lease, charge=(len(payload), 1, 0, 1),
+        )  # fmt: skip
+        raw.sock.sendall(header.pack())  # admitted; its payload never follows
+        allocator = rx.engine.credit.allocator  # type: ignore[union-attr]
+        for _ in range(1000):  # bounded
+            if rx._call(allocator.statistics).writes_admitted == 1:
+                break
+            time.sleep(0.01)
+        assert rx._call(allocator.statistics).writes_admitted == 1
+        old = state.lease[1]
+        supersede = RawControl(port, claim=3)  # the liar's own key: its session is replaced
+        supersede.hello()
+        supersede.prove(KEY)
+        supersede.frame(FrameKind.SESSION)
+
+        def kept() -> dict[str, int] | None:
+            """What the old epoch still holds once its fence completed (``None``: not yet)."""
+            try:
+                totals = allocator.key_totals(3, 0, old)
+            except InvalidEntry:  # forgotten: a fenced epoch is once it holds nothing
+                return {}
+            if totals.state.name != "FENCED":
+                return None
+            held = {r.name: totals.landed[r] - totals.released[r] for r in totals.landed}
+            return {name: amount for name, amount in held.items() if amount}
+
+        for _ in range(1000):  # bounded: the old session retired, its fence completed
+            if rx._call(kept) is not None:
+                break
+            time.sleep(0.01)
+        assert rx._call(kept) == {}  # nothing of the cut-off write stays committed
+        assert memory == bytes(BLOCK)
+        supersede.close()
+        raw.close()
+    finally:
+        if liar is not None:
+            liar.close()
         rx.close()

@@ -242,9 +242,14 @@ class _ServerProtocol(asyncio.BufferedProtocol):
             return  # already finished (a TLS handshake that never came up)
         if self._deadline is not None:
             self._deadline.cancel()
-        if self._state == _PAYLOAD and self._request is not None:
+        # an admitted write whose payload never came whole, whoever closed the connection
+        # (the peer, or we: a retirement, a quarantine; _fail leaves _request set). Only the
+        # state was checked once, and _fail sets it _DEAD: a write cut off by its session's
+        # retirement kept its charge for good (each reconnect of a liar pinned one)
+        if self._request is not None:
+            request, self._request = self._request, None
             self._server.plane.aborted(
-                self.peer, self.session, self._request, "connection lost mid-payload"
+                self.peer, self.session, request, "connection lost mid-payload"
             )
             if self._slot is not None:
                 self._server.plane.staging_free(self._slot)
