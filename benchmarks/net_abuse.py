@@ -38,7 +38,6 @@ import contextlib
 import json
 import multiprocessing
 import os
-import queue
 import socket
 import struct
 import sys
@@ -220,14 +219,14 @@ def _attack(name: str, target: dict[str, int], seconds: float, halt: Any, out: A
     if name in DATA_ATTACKS:
         _liars(name, target, seconds, halt, out)
         return
-    out.put({"ready": True})  # imports done: the attack starts now
+    out.send({"ready": True})  # imports done: the attack starts now
     cpu = time.process_time()
     if name in STRANGER_ATTACKS:
         result = _stranger(name, control, data, seconds, halt)
     else:
         result = _authenticated(name, control, seconds, halt)
     result["cpu_s"] = round(time.process_time() - cpu, 3)
-    out.put(result)
+    out.send(result)
 
 
 # ------------------------------------------------------------------ the liars' process
@@ -277,7 +276,7 @@ def _liars(name: str, target: dict[str, int], seconds: float, halt: Any, out: An
                 )
                 liars[lie] = liar
                 sessions[lie] = liar.wait_session(credit=lie in _NEED_CREDIT, timeout_s=20)
-        out.put({"ready": True})  # every liar holds its session: the attack starts now
+        out.send({"ready": True})  # every liar holds its session: the attack starts now
         ready = True
         cpu = time.process_time()
         end = time.monotonic() + seconds
@@ -292,13 +291,13 @@ def _liars(name: str, target: dict[str, int], seconds: float, halt: Any, out: An
         )
     except Exception as exc:  # reported, not raised: the bench reads one result either way
         if not ready:
-            out.put({"ready": True})  # what _child waits for first
+            out.send({"ready": True})  # what _child waits for first
         result = {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         for liar in liars.values():
             with contextlib.suppress(Exception):
                 liar.close()
-    out.put(result)
+    out.send(result)
 
 
 def _header(state: LiarSession, payload: bytes, **lie: Any) -> Any:
@@ -646,7 +645,7 @@ _TELL = {
 def _burn(cpu_s: float, seconds: float, halt: Any, out: Any) -> None:
     """Burn ``cpu_s`` seconds of CPU per ``seconds`` of wall time, spread evenly, until
     halted: the fair baseline, an attacker's CPU that sends nothing."""
-    out.put({"ready": True})
+    out.send({"ready": True})
     start = time.process_time()
     share = min(1.0, cpu_s / seconds) if seconds > 0 else 0.0
     end = time.monotonic() + 60.0  # bounded; stopped by ``halt``
@@ -656,7 +655,7 @@ def _burn(cpu_s: float, seconds: float, halt: Any, out: Any) -> None:
         while time.monotonic() - tick < 0.01 * share:
             x += 1
         time.sleep(0.01 * (1 - share))
-    out.put({"cpu_s": round(time.process_time() - start, 3), "spins": x})
+    out.send({"cpu_s": round(time.process_time() - start, 3), "spins": x})
 
 
 # ------------------------------------------------------------------ the receiver's process
@@ -893,34 +892,40 @@ class Bench:
 
 
 def _child(target: Any, *args: Any) -> tuple[Any, Any, Any]:
-    """Start ``target(*args, halt, out)`` in a new process; returns once it is ready."""
+    """Start ``target(*args, halt, out)`` in a new process; returns once it is ready. ``out``
+    is the write end of a one-way pipe: the receiver's process keeps only its read end, and
+    :func:`_join` closes it, so nothing of the child is left among the receiver's fds."""
     ctx = multiprocessing.get_context("spawn")  # never fork a process running event loops
-    out, halt = ctx.Queue(), ctx.Event()
-    proc = ctx.Process(target=target, args=(*args, halt, out), daemon=True)
+    out, into = ctx.Pipe(duplex=False)
+    halt = ctx.Event()
+    proc = ctx.Process(target=target, args=(*args, halt, into), daemon=True)
     proc.start()
+    into.close()  # the child's end
     for _ in range(60):  # bounded: its imports take about a second
-        try:
-            out.get(timeout=1.0)  # ready: its imports done
-            return proc, halt, out
-        except queue.Empty:
-            if not proc.is_alive():
-                break
+        if out.poll(1.0):
+            with contextlib.suppress(EOFError):
+                out.recv()  # ready: its imports done
+                return proc, halt, out
+            break  # it died before it was ready
+        if not proc.is_alive():
+            break
     proc.kill()
+    proc.join(5)
+    out.close()
     raise RuntimeError(f"{target.__name__}: the child process did not start")
 
 
 def _join(proc: Any, halt: Any, out: Any, timeout: float) -> dict[str, Any]:
     halt.set()
-    try:
-        result: dict[str, Any] = out.get(timeout=timeout)
-    except queue.Empty:  # the child hung or died: stop it, report nothing
-        result = {"error": "no result"}
+    result: dict[str, Any] = {"error": "no result"}  # the child hung or died
+    with contextlib.suppress(EOFError, OSError):
+        if out.poll(timeout):
+            result = out.recv()
     proc.join(5)
     if proc.is_alive():
         proc.kill()
         proc.join(5)
     out.close()  # its pipe and the process's sentinel: not counted as the receiver's fds
-    out.join_thread()
     proc.close()
     return result
 
