@@ -6,27 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import struct
 import time
 import types
 
 import pytest
 import trustme
-from attackers import Liar, RawControl, write_header
+from attackers import Liar, RawControl, RawData, write_header
 from net_helpers import run, until
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import (
-    CHALLENGE_BYTES,
     ControlServer,
     FrameKind,
     PskIdentity,
-    data_bind_proof,
 )
 from tent_transport.devices import Opcode
 from tent_transport.devices.tcp import (
-    ACK,
     Ack,
     AckStatus,
     Flags,
@@ -192,22 +188,6 @@ def test_a_region_ends_exactly_where_it_was_exposed_end_to_end() -> None:
         rx.close()
 
 
-def _raw_bind(port: int, key: bytes, peer: int, header: bytes) -> bytes:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    challenge = b""
-    while len(challenge) < CHALLENGE_BYTES:
-        challenge += sock.recv(CHALLENGE_BYTES - len(challenge))
-    sock.sendall(data_bind_proof(key, challenge, peer, 0) + header)
-    out = b""
-    try:
-        while len(out) < ACK.size and (chunk := sock.recv(ACK.size - len(out))):
-            out += chunk
-    except ConnectionResetError:
-        pass
-    sock.close()
-    return out
-
-
 def test_a_forged_bind_to_an_engine_is_closed_before_any_header_is_read() -> None:
     """A bind naming the live sender, proved with a made-up key, reaches no header; the sender
     it names is not punished for it (a stranger could otherwise quarantine it)."""
@@ -236,7 +216,11 @@ def test_a_forged_bind_to_an_engine_is_closed_before_any_header_is_read() -> Non
             + b"\xee" * 8
         )
         port = rx.engine._data_servers[0].address[1]
-        assert _raw_bind(port, os.urandom(32), 1, header) == b""
+        raw = RawData(port, timeout_s=10)
+        raw.bind(os.urandom(32), 1)
+        raw.sock.sendall(header)
+        assert raw.answer(10) == "closed"  # no acknowledgement: the header was never read
+        raw.close()
         assert memory[:8] == bytes(8)
         assert rx.engine._data_servers[0].statistics().binds_refused == 1
         assert rx._call(lambda: rx.engine.receiver.statistics().quarantined) == ()
@@ -290,27 +274,23 @@ def test_a_write_on_a_superseded_session_never_lands_and_quarantines_nobody() ->
             charge=(0, 0, 0, 0),
         ).pack()
 
-        def attack() -> bytes:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            challenge = b""
-            while len(challenge) < CHALLENGE_BYTES:
-                challenge += sock.recv(CHALLENGE_BYTES - len(challenge))
-            sock.sendall(data_bind_proof(key, challenge, 4, 0))
-            return sock  # type: ignore[return-value]
+        def attack() -> RawData:
+            raw = RawData(port, timeout_s=10)
+            raw.bind(key, 4)
+            return raw
 
-        sock = await asyncio.to_thread(attack)
+        raw = await asyncio.to_thread(attack)
         await until(lambda: server.connections(4, 10) == 1, what="the bind of session 10")
         current.session = 11  # the sender reconnected: session 10 is superseded
 
-        def write() -> bytes:
-            sock.sendall(header + payload)  # type: ignore[attr-defined]
-            answer = sock.recv(ACK.size)  # type: ignore[attr-defined]
-            sock.close()  # type: ignore[attr-defined]
+        def write() -> Ack | str:
+            raw.sock.sendall(header + payload)
+            answer = raw.answer(10)
+            raw.close()
             return answer
 
-        answer = await asyncio.to_thread(write)
-        ack = Ack.unpack(answer[: ACK.size]) if len(answer) >= ACK.size else None
-        assert ack is not None and ack.status is AckStatus.REFUSED
+        ack = await asyncio.to_thread(write)
+        assert isinstance(ack, Ack) and ack.status is AckStatus.REFUSED, ack
         assert memory[:16] == bytes(16)
         stats = side.statistics()
         assert (stats.refused, stats.stale_refused, stats.quarantined) == (1, 1, ())
