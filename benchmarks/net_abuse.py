@@ -232,9 +232,11 @@ def _attack(name: str, target: dict[str, int], seconds: float, halt: Any, out: A
 # ------------------------------------------------------------------ the liars' process
 
 
+# the lies told over sessions opened by hand (no engine: a legacy sender's, never negotiated)
+_BY_HAND = ("never_negotiated", "stale_connection")
 # the lies that need some credit granted to be told (a write within it); the others are
 # refused whatever their teller holds
-_NEED_CREDIT = ("bad_crc", "stale_connection", "transfers_past_slots")
+_NEED_CREDIT = ("bad_crc", "transfers_past_slots")
 
 
 @attrs.frozen
@@ -270,7 +272,7 @@ def _liars(name: str, target: dict[str, int], seconds: float, halt: Any, out: An
         # those that need credit first: the receiver's capacity (8 blocks) runs out after a
         # few initial grants of 2
         for lie in sorted(LIES[name], key=lambda lie: lie not in _NEED_CREDIT):
-            if lie != "never_negotiated":  # that one speaks the handshake by hand
+            if lie not in _BY_HAND:
                 liar = Liar(
                     LIARS[lie], receiver=2, key=KEY, control_port=target["control"], config=config
                 )
@@ -440,41 +442,72 @@ def _tell_past_credit(stage: _Stage) -> dict[str, Any]:
     return {"lies": lies}
 
 
+@attrs.frozen
+class _RawSession:
+    """A liar's session opened by hand: a raw handshake with its own key and no credit frame
+    ever (a legacy sender, as far as the receiver can tell)."""
+
+    control: RawControl
+    session: int
+    key: bytes = attrs.field(repr=False)
+    region: Any
+    """The first region exposed to it (a ``SegmentDescriptor``)."""
+
+
+def _proved(control: int, me: int) -> tuple[RawControl, bytes]:
+    """A handshake of ``me`` with its key, its proof sent: ``(connection, data key)``."""
+    rc = RawControl(control, claim=me, timeout_s=5.0)
+    try:
+        rc.hello()
+        return rc, rc.prove(KEY)
+    except BaseException:
+        rc.close()
+        raise
+
+
+def _opened(rc: RawControl, key: bytes) -> _RawSession:
+    """The session a proved handshake opened, once the bench exposed it a region."""
+    session = SessionBootstrap.decode(rc.frame(FrameKind.SESSION)).session
+    regions: tuple[Any, ...] = ()
+    deadline = time.monotonic() + 10
+    while not regions and time.monotonic() < deadline:  # bounded: the bench exposes it
+        regions = decode_descriptors(rc.frame(FrameKind.DESCRIPTORS, timeout_s=10)).regions
+    if not regions:
+        raise TimeoutError("no region exposed to the session")
+    return _RawSession(control=rc, session=session, key=key, region=regions[0])
+
+
+def _raw_write(opened: _RawSession, payload: bytes, index: int) -> Any:
+    """An uncredited write of ``payload`` into block ``index`` of its region."""
+    return write_header(
+        session=opened.session, segment=opened.region.segment_id,
+        offset=opened.region.offset + (index % LIAR_BLOCKS) * len(payload), payload=payload,
+        write_id=index + 1,
+    )  # fmt: skip
+
+
 def _never_negotiated(control: int, data: int) -> dict[str, Any]:
     """An authenticated peer that never offers credit (a raw handshake, no credit frame),
     then writes uncredited blocks into its region: the receiver treats it as a legacy sender
     and admits them (docs/abuse.md: not a lie the receiver can tell from an old peer)."""
     me = LIARS["never_negotiated"]
-    rc = RawControl(control, claim=me, timeout_s=5.0)
+    opened = _opened(*_proved(control, me))
     landed = 0
     outcome: tuple[str, str] = ("", "")
     try:
-        rc.hello()
-        key = rc.prove(KEY)
-        session = SessionBootstrap.decode(rc.frame(FrameKind.SESSION)).session
-        regions: tuple[Any, ...] = ()
-        deadline = time.monotonic() + 10
-        while not regions and time.monotonic() < deadline:  # bounded: the bench exposes it
-            regions = decode_descriptors(rc.frame(FrameKind.DESCRIPTORS, timeout_s=10)).regions
-        region = regions[0]
         raw = RawData(data)
-        raw.bind(key, me)
+        raw.bind(opened.key, me)
         payload = b"\x3c" * BLOCK
         try:
             for i in range(16):  # bounded: 1 MiB, twice the receiver's whole capacity
-                request = write_header(
-                    session=session, segment=region.segment_id,
-                    offset=region.offset + (i % LIAR_BLOCKS) * BLOCK, payload=payload,
-                    write_id=i + 1,
-                )  # fmt: skip
-                outcome = raw.write(request, payload, refusal_s=0)
+                outcome = raw.write(_raw_write(opened, payload, i), payload, refusal_s=0)
                 if outcome[1] != "OK":
                     break
                 landed += 1
         finally:
             raw.close()
     finally:
-        rc.close()
+        opened.control.close()
     return {**_told(*outcome, ("OK",)), "landed_uncredited_bytes": landed * BLOCK}
 
 
@@ -491,7 +524,10 @@ def _tell_fenced_session(stage: _Stage) -> dict[str, Any]:
     """Writes of a session the liar no longer holds: on its new session's data connection, a
     header naming the old session, and a lease of the old (fenced) epoch; and, round after
     round, a write on the old session's own data connection sent as a new handshake replaces
-    that session (stale: refused or closed, never landed, the liar not quarantined)."""
+    that session (stale: refused or closed, never landed, the liar not quarantined). The
+    rounds' sessions are opened by hand and never negotiate credit (their writes are a legacy
+    sender's): a new epoch's initial grant would compete with the honest stream's demand,
+    and often get nothing while it lasts."""
     control, data = stage.control, stage.data
     payload = b"\x5a" * CHUNK
     lies: dict[str, Any] = {}
@@ -504,38 +540,37 @@ def _tell_fenced_session(stage: _Stage) -> dict[str, Any]:
         when, what = _once(liar, new, data, request, payload)
         lies[lie] = _told(when, what, ("ACCESS",) if lie == "superseded_header" else ("REFUSED",))
         lies[lie]["epochs"] = [old.lease[1], new.lease[1]]
-    liar, state = stage.liars["stale_connection"], stage.sessions["stale_connection"]
+    me = LIARS["stale_connection"]
+    opened = _opened(*_proved(control, me))
     rounds: collections.Counter[str] = collections.Counter()
     n = 0
-    while time.monotonic() < stage.end and n < 50 and not stage.halt.is_set():  # bounded
-        n += 1
-        raw = liar.bind(data, state)
-        try:
-            # a write that lands first: the connection is bound to the live session
-            bound = raw.write(_header(state, payload, write_id=2 * n), payload, refusal_s=0)
-            if bound[1] != "OK":
-                rounds[f"not_bound:{bound[1]}"] += 1
-                continue
-            rc = RawControl(control, claim=liar.me, timeout_s=5.0)
+    try:
+        while time.monotonic() < stage.end and n < 50 and not stage.halt.is_set():  # bounded
+            n += 1
+            raw = RawData(data)
             try:
-                rc.hello()
-                rc.sock.sendall(client_proof(KEY, rc.hello_c, rc.hello_s))
-                # at once: the receiver may read it before or after the new session's proof
-                when, what = raw.write(_header(state, payload, write_id=2 * n + 1), payload)
+                raw.bind(opened.key, me)
+                # a write that lands first: the connection is bound to the live session
+                bound = raw.write(_raw_write(opened, payload, 2 * n), payload, refusal_s=0)
+                if bound[1] != "OK":
+                    rounds[f"not_bound:{bound[1]}"] += 1
+                    break
+                rc, key = _proved(control, me)  # the new session's proof is on its way
+                # at once: the receiver may read it before or after that proof
+                when, what = raw.write(_raw_write(opened, payload, 2 * n + 1), payload)
                 try:
-                    rc.frame(FrameKind.SESSION, timeout_s=5.0)  # it did replace the session
-                    rounds[f"{when}:{what}"] += 1
+                    replaced = _opened(rc, key)  # it did replace the session
                 except (OSError, TimeoutError):
+                    rc.close()
                     rounds[f"not_replaced:{when}:{what}"] += 1
+                    break
+                rounds[f"{when}:{what}"] += 1
+                opened.control.close()
+                opened = replaced
             finally:
-                rc.close()
-        finally:
-            raw.close()
-        try:
-            state = liar.wait_session(not_session=state.session, timeout_s=10)
-        except TimeoutError:
-            rounds["no_new_session"] += 1
-            break
+                raw.close()
+    finally:
+        opened.control.close()
     stale_ok = all(k.startswith(("header:", "payload:closed")) and "OK" not in k for k in rounds)
     lies["stale_connection"] = {"rounds": dict(rounds), "as_expected": stale_ok and n > 0}
     return {"lies": lies}
