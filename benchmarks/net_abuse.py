@@ -508,7 +508,10 @@ def _never_negotiated(control: int, data: int) -> dict[str, Any]:
             raw.close()
     finally:
         opened.control.close()
-    return {**_told(*outcome, ("OK",)), "landed_uncredited_bytes": landed * BLOCK}
+    return {
+        **_told(*outcome, ("OK",)), "admitted": True,  # not a lie the receiver can tell
+        "landed_uncredited_bytes": landed * BLOCK,
+    }  # fmt: skip
 
 
 def _supersede(control: int, me: int) -> RawControl:
@@ -1002,7 +1005,11 @@ def run_attack(bench: Bench, name: str, seconds: float, baseline: float) -> dict
         else None,
         # a data-plane lie refused from its bind or header, before any payload byte was sent
         "refused_before_payload": bool(lies)
-        and all(lie.get("when") in ("bind", "header") for lie in lies.values() if "when" in lie)
+        and all(
+            lie.get("when") in ("bind", "header")
+            for lie in lies.values()
+            if "when" in lie and not lie.get("admitted")
+        )
         if name in _BEFORE_PAYLOAD
         else None,
         "lies_as_expected": bool(lies) and all(lie.get("as_expected") for lie in lies.values())
@@ -1032,8 +1039,8 @@ def run_attack(bench: Bench, name: str, seconds: float, baseline: float) -> dict
 
 
 # the attacks whose every lie must be refused before its payload is read (bad_crc's must be
-# read to fail; never_reads and never_negotiated are not refused)
-_BEFORE_PAYLOAD = ("forged_bind", "outside_region", "fenced_session")
+# read to fail; never_reads is not refused, nor past_credit's never_negotiated, "admitted")
+_BEFORE_PAYLOAD = ("forged_bind", "outside_region", "past_credit", "fenced_session")
 
 
 def main(argv: list[str] | None = None) -> None:
