@@ -19,6 +19,17 @@ import threading
 import time
 from collections.abc import Iterator
 
+import attrs
+from tent_transport.control import (
+    CHALLENGE_BYTES,
+    FrameDecoder,
+    FrameKind,
+    PskIdentity,
+    data_bind_proof,
+)
+from tent_transport.devices.tcp import ACK, Ack, Flags, Request, WireOpcode, checksum
+from tent_transport.engine import EngineOptions, SyncEngine
+
 
 class SilentFlood(threading.Thread):
     """Keeps ``keep`` connections open to ``port`` that say nothing but ``greeting`` (e.g. a
@@ -170,6 +181,8 @@ class RawControl:
         self.hello_c = _HELLO.pack(b"TENT", 1, 1 if tls is None else 2, claim, os.urandom(32))
         self.hello_s = b""
         self.server_proof = b""
+        self._decoder = FrameDecoder()
+        self._frames: list[tuple[FrameKind, bytes]] = []
 
     def hello(self) -> None:
         """Send our hello and read the listener's hello and proof."""
@@ -187,6 +200,24 @@ class RawControl:
         return hmac.compare_digest(
             self.server_proof, _mac(key, _LABEL_SERVER, self.hello_c, self.hello_s)
         )
+
+    def frame(self, kind: FrameKind, timeout_s: float = 5.0) -> bytes:
+        """The payload of the next control frame of ``kind`` the listener sends after the
+        handshake (frames of other kinds are skipped); raises ``TimeoutError``."""
+        end = time.monotonic() + timeout_s
+        while True:  # bounded by the deadline
+            for got, payload in self._frames:
+                if got is kind:
+                    self._frames.remove((got, payload))
+                    return payload
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no {kind.name} frame within {timeout_s} s")
+            self.sock.settimeout(left)
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed by the listener")
+            self._frames.extend(self._decoder.feed(chunk))
 
     def _read(self, n: int) -> bytes:
         out = b""
@@ -214,3 +245,194 @@ class RawControl:
 
     def close(self) -> None:
         self.sock.close()
+
+
+# ------------------------------------------------------------------ a raw data connection
+
+
+class RawData:
+    """A data connection written by hand (``devices/tcp``) on a blocking socket: it reads the
+    listener's challenge, answers with a bind of whatever peer, rail and key the caller
+    chooses (the listener must check them), then sends headers and payloads the engine's rail
+    would never send (outside a region, past credit, of another session, with a wrong CRC32C).
+    """
+
+    def __init__(self, port: int, *, timeout_s: float = 5.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        self.challenge = _read_exactly(self.sock, CHALLENGE_BYTES)
+
+    def bind(self, key: bytes, peer: int, rail: int = 0) -> None:
+        """Send the bind of ``(peer, rail)`` proved with ``key`` (any key: a forged bind)."""
+        self.sock.sendall(data_bind_proof(key, self.challenge, peer, rail))
+
+    def answer(self, timeout_s: float) -> Ack | str:
+        """The listener's next acknowledgement, or ``"closed"`` (it closed or reset the
+        connection without one), or ``"silent"`` (nothing within ``timeout_s``)."""
+        self.sock.settimeout(timeout_s)
+        out = b""
+        try:
+            while len(out) < ACK.size:
+                chunk = self.sock.recv(ACK.size - len(out))
+                if not chunk:
+                    return "closed"
+                out += chunk
+        except TimeoutError:
+            return "silent" if not out else "closed"
+        except OSError:  # reset
+            return "closed"
+        ack = Ack.unpack(out)
+        return "closed" if ack is None else ack
+
+    def write(self, request: Request, payload: bytes, *, refusal_s: float = 2.0) -> tuple[str, str]:
+        """Send ``request``'s header, wait up to ``refusal_s`` for an answer, and only if none
+        came send ``payload`` and wait for the answer to it.
+
+        Returns ``(when, what)``: ``when`` is ``"header"`` if the listener answered (or
+        closed) before any payload byte was sent, else ``"payload"``; ``what`` is the
+        acknowledgement's status name, ``"closed"`` or ``"silent"``. With ``refusal_s`` 0
+        the header and the payload go together (``when`` is then ``"payload"``)."""
+        try:
+            self.sock.sendall(request.pack() + (payload if refusal_s <= 0 else b""))
+        except OSError:
+            return "header", "closed"
+        first = "silent" if refusal_s <= 0 else self.answer(refusal_s)
+        if first != "silent":
+            return "header", first if isinstance(first, str) else first.status.name
+        try:
+            if refusal_s > 0:
+                self.sock.sendall(payload)
+        except OSError:
+            return "payload", "closed"
+        second = self.answer(max(refusal_s, 5.0))
+        return "payload", second if isinstance(second, str) else second.status.name
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(out)} of {n} bytes")
+        out += chunk
+    return out
+
+
+def write_header(
+    *,
+    session: int,
+    segment: int,
+    offset: int,
+    payload: bytes,
+    lease: tuple[int, int] | None = None,
+    charge: tuple[int, int, int, int] = (0, 0, 0, 0),
+    write_id: int = 1,
+    crc: int | None = None,
+    slice_index: int = 0,
+    opcode: WireOpcode = WireOpcode.WRITE,
+    length: int | None = None,
+) -> Request:
+    """A data header as the rail writes it, with every field the caller's to lie about:
+    ``lease`` is ``(receiver credit session, epoch)`` (``None``: uncredited), ``crc`` the
+    payload's CRC32C unless given."""
+    return Request(
+        opcode=opcode,
+        flags=Flags.NONE if lease is None else Flags.CREDITED,
+        qos_class=0,
+        write_id=write_id,
+        request=write_id,
+        segment=segment,
+        offset=offset,
+        length=len(payload) if length is None else length,
+        session=session,
+        lease_session=0 if lease is None else lease[0],
+        epoch=0 if lease is None else lease[1],
+        checksum=checksum(payload) if crc is None else crc,
+        charge=charge,
+        slice_index=slice_index,
+    )
+
+
+# ------------------------------------------------------------------ an authenticated liar
+
+
+@attrs.frozen(kw_only=True)
+class LiarSession:
+    """What an authenticated peer knows of its own current session at the receiver."""
+
+    session: int
+    data_key: bytes = attrs.field(repr=False)
+    lease: tuple[int, int]
+    """``(receiver credit session, epoch)`` of its credit key."""
+    region: tuple[int, int, int]
+    """``(segment, offset, length)`` of the first region exposed to it."""
+    granted: dict[int, int]
+    """Its available credit per resource (``CreditResource`` value)."""
+
+
+class Liar:
+    """An authenticated peer of its own (its own id and key, not the honest sender's): an
+    engine that handshakes, negotiates credit and learns its regions like any sender, and
+    whose lies go over raw data connections (:class:`RawData`) bound with its session's data
+    key. The engine itself is never made to lie; it holds the session the lies claim."""
+
+    def __init__(self, me: int, *, receiver: int, key: bytes, control_port: int, config: object):
+        self.me = me
+        self.engine = SyncEngine(
+            config,  # type: ignore[arg-type]
+            EngineOptions(peer_id=me, identity=PskIdentity(local_peer=me, keys={receiver: key})),
+        )
+        self.engine.start()
+        self.peer = self.engine.connect("127.0.0.1", control_port)
+
+    def session(self, *, credit: bool = True) -> LiarSession | None:
+        """Its current session once it is whole (a region, an active credit key, with some
+        credit unless ``credit`` is false, the rail's data connection up), else ``None``."""
+        engine = self.engine.engine
+
+        def read() -> LiarSession | None:
+            link = engine._links[self.peer]
+            endpoint, auth = link.endpoint, link.client.auth
+            if endpoint is None or endpoint.key is None or auth is None or not link.regions:
+                return None
+            if not link.regions.regions or not engine.rails[0].ready(self.peer):
+                return None
+            if link.regions.session != link.session:
+                return None
+            granted = {int(r): a for r, a in endpoint.available().items()}
+            if credit and not any(granted.values()):
+                return None
+            region = link.regions.regions[0]
+            return LiarSession(
+                session=link.session,
+                data_key=auth.data_key,
+                lease=(endpoint.key.receiver_session.value, endpoint.epoch),
+                region=(region.segment_id, region.offset, region.length),
+                granted=granted,
+            )
+
+        return self.engine._call(read)
+
+    def wait_session(
+        self, *, not_session: int = 0, credit: bool = True, timeout_s: float = 30.0
+    ) -> LiarSession:
+        """Wait (bounded) for a whole session other than ``not_session``."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            state = self.session(credit=credit)
+            if state is not None and state.session != not_session:
+                return state
+            time.sleep(0.01)
+        raise TimeoutError(f"peer {self.me}: no whole session within {timeout_s} s")
+
+    def bind(self, data_port: int, state: LiarSession) -> RawData:
+        """A raw data connection bound to ``state``'s session (one more beside the engine's
+        own, within ``max_session_connections``)."""
+        raw = RawData(data_port)
+        raw.bind(state.data_key, self.me)
+        return raw
+
+    def close(self) -> None:
+        self.engine.close()

@@ -5,12 +5,13 @@ failing their CRC32C is quarantined after a bound."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import struct
 import time
 
 import pytest
-from attackers import RawControl
+from attackers import RawControl, RawData
 from net_helpers import data_server, run, until
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
@@ -20,12 +21,13 @@ from tent_transport.control import (
     ControlServer,
     FrameKind,
     PskIdentity,
-    data_bind_proof,
     encode_frame,
 )
 from tent_transport.devices import Opcode
 from tent_transport.devices.tcp import (
     REQUEST,
+    Ack,
+    AckStatus,
     Flags,
     Request,
     TcpDataServer,
@@ -166,29 +168,24 @@ def test_a_data_header_begun_must_be_whole_within_the_deadline(stall: bool) -> N
         _, port = await server.listen("127.0.0.1", 0)
         header = _header(segment.segment_id)
 
-        def attack() -> bytes:
-            import socket
-
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            challenge = b""
-            while len(challenge) < 32:
-                challenge += sock.recv(32 - len(challenge))
-            sock.sendall(data_bind_proof(DATA_KEY, challenge, SENDER, 0) + header[:10])
+        def attack() -> Ack | str:
+            raw = RawData(port, timeout_s=10)
+            raw.bind(DATA_KEY, SENDER)
+            raw.sock.sendall(header[:10])
             time.sleep(2 * DEADLINE_S if stall else DEADLINE_S / 4)
-            try:
-                sock.sendall(header[10:] + b"\x00" * 4)  # the rest, and a 4-byte payload
-                answer = sock.recv(64)
-            except (ConnectionResetError, BrokenPipeError):
-                answer = b""
-            sock.close()
+            with contextlib.suppress(OSError):  # closed by the deadline: the answer says so
+                raw.sock.sendall(header[10:] + b"\x00" * 4)  # the rest, and a 4-byte payload
+            answer = raw.answer(10)
+            raw.close()
             return answer
 
         answer = await asyncio.to_thread(attack)
         if stall:
-            assert answer == b"" and memory[:4] == bytes(4)  # closed, nothing landed
+            assert answer == "closed" and memory[:4] == bytes(4)  # closed, nothing landed
             assert plane.landed_count == 0
         else:
-            assert len(answer) > 0 and plane.landed_count == 1
+            assert isinstance(answer, Ack) and answer.status is AckStatus.OK, answer
+            assert plane.landed_count == 1
         assert REQUEST.size == len(header)
         await server.close()
 

@@ -2,7 +2,9 @@
 receiver while an honest sender streams, asserting what does not depend on timing: nothing is
 written outside a grant, a stranger's attack is refused before anything of it is decoded, a
 new honest peer completes its handshake during each attack, the honest sender keeps its session
-and its transfers complete, and the receiver's descriptors come back."""
+and its transfers complete, and the receiver's descriptors come back. One data-plane attack
+(writes outside a region, each lie from an authenticated peer of its own) must be refused at
+its header, counted, and quarantine exactly its liars."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ def test_the_short_abuse_campaign_finds_nothing_written_outside_a_grant_and_no_l
             "unbound_data",
             "replayed_handshake",
             "oversized_frame",
+            "outside_region",
         ):
             row = net_abuse.run_attack(bench, name, SECONDS, baseline)
             first_fds = row["before"]["fds"] if first_fds is None else first_fds
@@ -44,10 +47,19 @@ def test_the_short_abuse_campaign_finds_nothing_written_outside_a_grant_and_no_l
                 if name == "replayed_handshake":  # refused for its proof, not for silence
                     failed = row["after"]["handshakes_failed"] - row["before"]["handshakes_failed"]
                     assert failed >= row["attacker"]["closed_by_receiver"], row
+            elif name in net_abuse.DATA_ATTACKS:
+                assert row["lies_as_expected"] and row["refused_before_payload"], row
+                liars = sorted(net_abuse.LIARS[lie] for lie in net_abuse.LIES[name])
+                assert row["quarantined_now"] == liars, row
+                assert row["counted"]["writes_refused"] == len(liars), row
+                assert row["counted"]["data_writes_refused"] == len(liars), row
             else:
                 assert row["attacker"]["closed_by_receiver"], row
         assert first_fds is not None
         assert net_abuse._fds() <= first_fds + FD_SLACK  # nothing piled up across attacks
-        assert bench.rx._call(bench.rx.engine.receiver.statistics).quarantined == ()
+        quarantined = bench.rx._call(bench.rx.engine.receiver.statistics).quarantined
+        assert quarantined == tuple(
+            net_abuse.LIARS[lie] for lie in net_abuse.LIES["outside_region"]
+        )
     finally:
         bench.close()

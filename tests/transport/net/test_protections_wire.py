@@ -6,26 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import struct
+import time
 import types
 
 import pytest
 import trustme
-from attackers import RawControl
+from attackers import Liar, RawControl, RawData, write_header
 from net_helpers import data_server, run, until
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import (
-    CHALLENGE_BYTES,
     ControlServer,
     FrameKind,
     PskIdentity,
-    data_bind_proof,
 )
 from tent_transport.devices import Opcode
 from tent_transport.devices.tcp import (
-    ACK,
     Ack,
     AckStatus,
     Flags,
@@ -41,6 +38,7 @@ from tent_transport.segments import Access, SegmentTable
 from test_control import _Hooks, _tls
 from test_engine import _fixed_pair
 
+from tent_credit.errors import InvalidEntry
 from tent_sched import TaskStatus
 
 BLOCK = 64 << 10
@@ -190,22 +188,6 @@ def test_a_region_ends_exactly_where_it_was_exposed_end_to_end() -> None:
         rx.close()
 
 
-def _raw_bind(port: int, key: bytes, peer: int, header: bytes) -> bytes:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    challenge = b""
-    while len(challenge) < CHALLENGE_BYTES:
-        challenge += sock.recv(CHALLENGE_BYTES - len(challenge))
-    sock.sendall(data_bind_proof(key, challenge, peer, 0) + header)
-    out = b""
-    try:
-        while len(out) < ACK.size and (chunk := sock.recv(ACK.size - len(out))):
-            out += chunk
-    except ConnectionResetError:
-        pass
-    sock.close()
-    return out
-
-
 def test_a_forged_bind_to_an_engine_is_closed_before_any_header_is_read() -> None:
     """A bind naming the live sender, proved with a made-up key, reaches no header; the sender
     it names is not punished for it (a stranger could otherwise quarantine it)."""
@@ -234,7 +216,11 @@ def test_a_forged_bind_to_an_engine_is_closed_before_any_header_is_read() -> Non
             + b"\xee" * 8
         )
         port = data_server(rx.engine).address[1]
-        assert _raw_bind(port, os.urandom(32), 1, header) == b""
+        raw = RawData(port, timeout_s=10)
+        raw.bind(os.urandom(32), 1)
+        raw.sock.sendall(header)
+        assert raw.answer(10) == "closed"  # no acknowledgement: the header was never read
+        raw.close()
         assert memory[:8] == bytes(8)
         assert data_server(rx.engine).statistics().binds_refused == 1
         assert rx._call(lambda: rx.engine.receiver.statistics().quarantined) == ()
@@ -288,27 +274,23 @@ def test_a_write_on_a_superseded_session_never_lands_and_quarantines_nobody() ->
             charge=(0, 0, 0, 0),
         ).pack()
 
-        def attack() -> bytes:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            challenge = b""
-            while len(challenge) < CHALLENGE_BYTES:
-                challenge += sock.recv(CHALLENGE_BYTES - len(challenge))
-            sock.sendall(data_bind_proof(key, challenge, 4, 0))
-            return sock  # type: ignore[return-value]
+        def attack() -> RawData:
+            raw = RawData(port, timeout_s=10)
+            raw.bind(key, 4)
+            return raw
 
-        sock = await asyncio.to_thread(attack)
+        raw = await asyncio.to_thread(attack)
         await until(lambda: server.connections(4, 10) == 1, what="the bind of session 10")
         current.session = 11  # the sender reconnected: session 10 is superseded
 
-        def write() -> bytes:
-            sock.sendall(header + payload)  # type: ignore[attr-defined]
-            answer = sock.recv(ACK.size)  # type: ignore[attr-defined]
-            sock.close()  # type: ignore[attr-defined]
+        def write() -> Ack | str:
+            raw.sock.sendall(header + payload)
+            answer = raw.answer(10)
+            raw.close()
             return answer
 
-        answer = await asyncio.to_thread(write)
-        ack = Ack.unpack(answer[: ACK.size]) if len(answer) >= ACK.size else None
-        assert ack is not None and ack.status is AckStatus.REFUSED
+        ack = await asyncio.to_thread(write)
+        assert isinstance(ack, Ack) and ack.status is AckStatus.REFUSED, ack
         assert memory[:16] == bytes(16)
         stats = side.statistics()
         assert (stats.refused, stats.stale_refused, stats.quarantined) == (1, 1, ())
@@ -342,4 +324,66 @@ def test_a_failed_transfer_gives_its_window_slot_back_end_to_end(
         assert memory[BLOCK:] == data
     finally:
         tx.close()
+        rx.close()
+
+
+def test_a_write_cut_off_mid_payload_by_its_sessions_retirement_gives_its_credit_back() -> None:
+    """A credited write admitted (its charge counted as landed) whose payload is cut off
+    because the receiver retires its session (the sender reconnected) never lands: its charge
+    must go back. Kept, each reconnect pinned one such write's credit for good, and a peer
+    that reconnected a few times held the receiver's whole capacity (found by the abuse
+    benchmark's fenced-session liar: its sixth session was granted nothing)."""
+    config = load_engine_config(credit_config("required", slots=4, block=BLOCK, batch=2))
+    rx = SyncEngine(
+        config, EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={3: KEY}))
+    )
+    liar = None
+    try:
+        _, port = rx.start()
+        memory = bytearray(BLOCK)
+        segment = rx.register(memory)
+        liar = Liar(3, receiver=2, key=KEY, control_port=port, config=config)
+        rx.expose(3, segment.segment_id, 0, BLOCK)
+        state = liar.wait_session()
+        raw = liar.bind(data_server(rx.engine).address[1], state)
+        payload = b"\x5a" * 4096
+        header = write_header(
+            session=state.session, segment=segment.segment_id, offset=0, payload=payload,
+            lease=state.lease, charge=(len(payload), 1, 0, 1),
+        )  # fmt: skip
+        raw.sock.sendall(header.pack())  # admitted; its payload never follows
+        allocator = rx.engine.credit.allocator  # type: ignore[union-attr]
+        for _ in range(1000):  # bounded
+            if rx._call(allocator.statistics).writes_admitted == 1:
+                break
+            time.sleep(0.01)
+        assert rx._call(allocator.statistics).writes_admitted == 1
+        old = state.lease[1]
+        supersede = RawControl(port, claim=3)  # the liar's own key: its session is replaced
+        supersede.hello()
+        supersede.prove(KEY)
+        supersede.frame(FrameKind.SESSION)
+
+        def kept() -> dict[str, int] | None:
+            """What the old epoch still holds once its fence completed (``None``: not yet)."""
+            try:
+                totals = allocator.key_totals(3, 0, old)
+            except InvalidEntry:  # forgotten: a fenced epoch is once it holds nothing
+                return {}
+            if totals.state.name != "FENCED":
+                return None
+            held = {r.name: totals.landed[r] - totals.released[r] for r in totals.landed}
+            return {name: amount for name, amount in held.items() if amount}
+
+        for _ in range(1000):  # bounded: the old session retired, its fence completed
+            if rx._call(kept) is not None:
+                break
+            time.sleep(0.01)
+        assert rx._call(kept) == {}  # nothing of the cut-off write stays committed
+        assert memory == bytes(BLOCK)
+        supersede.close()
+        raw.close()
+    finally:
+        if liar is not None:
+            liar.close()
         rx.close()

@@ -486,6 +486,27 @@ def test_retire_closes_the_sessions_connections_and_flushes_the_sender() -> None
     run(scenario())
 
 
+def test_a_retirement_canceled_midway_leaves_its_connections_to_close_and_close_clean() -> None:
+    """A retirement awaiting its connections' close is canceled (the control service cancels
+    its tasks when it closes): the connections must still be forgotten when they close, and
+    closing the server must not raise the cancellation (found by the abuse benchmark: an
+    engine closed while a liar's superseded session was retiring raised CancelledError)."""
+
+    async def scenario() -> None:
+        server, rail, _memory, _seg, _ = await _setup(Plane())
+        await _bound(server)
+        retiring = asyncio.ensure_future(server.retire(SENDER, SESSION))
+        await asyncio.sleep(0)  # it closed the connection and awaits its close
+        retiring.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await retiring
+        await until(lambda: server.connections(SENDER, SESSION) == 0, what="the forget")
+        rail.close()
+        await server.close()  # raised CancelledError
+
+    run(scenario())
+
+
 async def _bound(server: TcpDataServer) -> bool:
     await until(lambda: server.connections(SENDER, SESSION) == 1, what="bind")
     return True

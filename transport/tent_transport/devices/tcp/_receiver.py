@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import os
 import ssl
 from typing import cast
@@ -193,9 +192,14 @@ class _ServerProtocol(asyncio.BufferedProtocol):
             return  # already finished (a TLS handshake that never came up)
         if self._deadline is not None:
             self._deadline.cancel()
-        if self._state == _PAYLOAD and self._request is not None:
+        # an admitted write whose payload never came whole, whoever closed the connection
+        # (the peer, or we: a retirement, a quarantine; _fail leaves _request set). Only the
+        # state was checked once, and _fail sets it _DEAD: a write cut off by its session's
+        # retirement kept its charge for good (each reconnect of a liar pinned one)
+        if self._request is not None:
+            request, self._request = self._request, None
             self._server.plane.aborted(
-                self.peer, self.session, self._request, "connection lost mid-payload"
+                self.peer, self.session, request, "connection lost mid-payload"
             )
             if self._slot is not None:
                 self._server.plane.staging_free(self._slot)
@@ -442,7 +446,10 @@ class TcpDataServer:
         for protocol in held:
             protocol.close()
         if held:
-            await asyncio.gather(*(p.closed for p in held))
+            # asyncio.wait, not gather: a retirement canceled midway (the control service
+            # cancels its tasks as it closes) must not cancel the connections' own ``closed``
+            # futures, or their connection_lost takes them as finished and never forgets them
+            await asyncio.wait([p.closed for p in held])
 
     def statistics(self) -> DataServerStatistics:
         s = self._stats
@@ -463,9 +470,8 @@ class TcpDataServer:
         protocols = [*self._door, *(p for held in self._sessions.values() for p in held)]
         for protocol in protocols:
             protocol.close()
-        if protocols:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.gather(*(p.closed for p in protocols)), 5.0)
+        if protocols:  # waited for, never canceled (see retire)
+            await asyncio.wait([p.closed for p in protocols], timeout=5.0)
 
     # ------------------------------------------------------------ ReceiverHalf protocol
 
