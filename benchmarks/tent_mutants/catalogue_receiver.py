@@ -15,6 +15,7 @@ from .model import Edit, Mutant
 _ALLOCATOR = "tent_credit/_allocator.py"
 _FAIRNESS = "tent_credit/_fairness.py"
 _GATE = "tent_credit/_gate.py"
+_GATE_ROUTES = "tent_credit/_gate_routes.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -165,7 +166,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "route_removal_keeps_reserved_tokens",
         "docs/gate.md: removing a route rolls back its RESERVED tokens (exact credit back)",
         D.HALF_APPLIED,
-        _GATE,
+        _GATE_ROUTES,
         "tokens = [t for t in self._unsettled.values() if t._route is route]",
         "tokens: list[GateToken] = []",
     ),
@@ -181,7 +182,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "replace_endpoint_fences_before_validating",
         "docs/design.md#principle-5: validate everything, then commit once (replace_endpoint)",
         D.VALIDATE_AFTER_MUTATE,
-        _GATE,
+        _GATE_ROUTES,
         "        if endpoint is route.endpoint:\n"
         '            raise InvalidArgument("the route already uses this endpoint")\n'
         "        removal = self._detach(route)",
@@ -202,7 +203,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "gate_max_routes_off_by_one",
         "docs/gate.md: at most max_routes registered routes (TooManyRequests past it)",
         D.BOUNDARY_FLIP,
-        _GATE,
+        _GATE_ROUTES,
         "if len(self._routes) >= self._config.max_routes:",
         "if len(self._routes) > self._config.max_routes:",
     ),
