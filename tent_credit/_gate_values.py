@@ -1,8 +1,9 @@
 """The dispatch gate's values: what it reads (:class:`GatedOwner`, :class:`DispatchContext`), why
 it rejects (:class:`RejectReason`), its tickets' lifecycle (:class:`TicketState`), its policy
-table, configuration and statistics. The gate, its :class:`GateToken` and the decisions that
-carry one (:class:`GateEligible`, :class:`GateBlocked`, :class:`GateRejected`) are
-:mod:`._gate`; every public name here is re-exported there and from ``tent_credit``.
+table, configuration and statistics. The gate and the decisions that carry a :class:`GateToken`
+(:class:`GateEligible`, :class:`GateBlocked`, :class:`GateRejected`) are :mod:`._gate`, the token
+and the gate's other records :mod:`._gate_state`; every public name here is re-exported from
+:mod:`._gate` and from ``tent_credit``.
 """
 
 from __future__ import annotations
@@ -371,5 +372,3 @@ class GateStatistics:
     no_credit_dispatches: int
     unsettled_tokens: int
 
-
-# --------------------------------------------------------------------------- the gate

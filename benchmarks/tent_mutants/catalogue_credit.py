@@ -16,6 +16,7 @@ _DESCRIBE = "tent_credit/_describe.py"
 _WIRE = "tent_credit/_wire.py"
 _INBOX = "tent_credit/_inbox.py"
 _SENDER = "tent_credit/_sender_endpoint.py"
+_SENDER_RESERVE = "tent_credit/_sender_reserve.py"
 _RECEIVER = "tent_credit/_receiver_endpoint.py"
 _NEGOTIATION = "tent_credit/_negotiation.py"
 
@@ -285,7 +286,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "completion_mints_credit",
         "RFC concurrency rule 6: completion never mints local credit",
         D.WRONG_RULE,
-        _SENDER,
+        _SENDER_RESERVE,
         "        self._in_flight[slot] = count - 1\n",
         "        self._in_flight[slot] = count - 1\n"
         "        for r, amount in token.charge.parts:\n"
@@ -303,7 +304,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "refused_complete_moves_the_clock",
         "issue 10 item 5: a refused complete leaves the clock unchanged",
         D.VALIDATE_AFTER_MUTATE,
-        _SENDER,
+        _SENDER_RESERVE,
         "        self._check_time(now_ns)\n        if token.state is not TokenState.COMMITTED:",
         "        self._advance(now_ns)\n        if token.state is not TokenState.COMMITTED:",
     ),
@@ -353,7 +354,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "unsatisfiable_charge_counted",
         "issue 10 item 10: a charge no u64 grant can cover is refused before any counter moves",
         D.OVERFLOW,
-        _SENDER,
+        _SENDER_RESERVE,
         "if entry.consumed[resource] + entry.returned[resource] + amount > U64_MAX:",
         "if False and entry.consumed[resource] + entry.returned[resource] + amount > U64_MAX:",
     ),

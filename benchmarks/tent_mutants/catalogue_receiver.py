@@ -20,6 +20,7 @@ _GRANTS = "tent_credit/_allocator_grants.py"
 _ADMISSION = "tent_credit/_allocator_admission.py"
 _FAIRNESS = "tent_credit/_fairness.py"
 _GATE = "tent_credit/_gate.py"
+_GATE_ROUTES = "tent_credit/_gate_routes.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -170,7 +171,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "route_removal_keeps_reserved_tokens",
         "docs/gate.md: removing a route rolls back its RESERVED tokens (exact credit back)",
         D.HALF_APPLIED,
-        _GATE,
+        _GATE_ROUTES,
         "tokens = [t for t in self._unsettled.values() if t._route is route]",
         "tokens: list[GateToken] = []",
     ),
@@ -186,7 +187,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "replace_endpoint_fences_before_validating",
         "docs/design.md#principle-5: validate everything, then commit once (replace_endpoint)",
         D.VALIDATE_AFTER_MUTATE,
-        _GATE,
+        _GATE_ROUTES,
         "        if endpoint is route.endpoint:\n"
         '            raise InvalidArgument("the route already uses this endpoint")\n'
         "        removal = self._detach(route)",
@@ -207,7 +208,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "gate_max_routes_off_by_one",
         "docs/gate.md: at most max_routes registered routes (TooManyRequests past it)",
         D.BOUNDARY_FLIP,
-        _GATE,
+        _GATE_ROUTES,
         "if len(self._routes) >= self._config.max_routes:",
         "if len(self._routes) > self._config.max_routes:",
     ),

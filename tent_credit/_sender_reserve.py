@@ -1,0 +1,257 @@
+"""The sender endpoint's reservation path: what the dispatch loop calls per transfer.
+
+:meth:`try_reserve`, :meth:`commit`, :meth:`rollback`, :meth:`complete` and
+:meth:`return_unused` move credit through the ledger; a blocked reserve and
+:meth:`set_pending_demand` raise the demand the next usage report carries (version 1) or the
+waiting work of the level (version 2). A mixin of
+:class:`~tent_credit._sender_endpoint.SenderEndpoint` over :mod:`._sender_state`, apart from the
+input and report paths because it is the hot one: it runs per transfer, they per message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ._arith import U64_MAX, check_u64, checked_add
+from ._backpressure import BackpressureInfo, BackpressureSource
+from ._describe import describe
+from ._endpoint_common import EndpointEvent, _vector
+from ._ledger import Blocked, ReservationToken, TokenState
+from ._negotiation import NegotiationState
+from ._sender_state import _SenderState
+from ._types import CreditCharge, CreditKey, CreditResource
+from .errors import ArithmeticOverflow, InvalidArgument, InvalidEntry
+
+
+class _SenderReservations(_SenderState):
+    """Reservations and demand of a :class:`SenderEndpoint` (module docstring)."""
+
+    def try_reserve(self, charge: CreditCharge, now_ns: int) -> ReservationToken | BackpressureInfo:
+        """Reserve ``charge`` atomically against the current grant, or explain why not.
+
+        Returns a RESERVED token, or a :class:`BackpressureInfo` (source RECEIVER_CREDIT) when
+        the peer is not ACTIVE or some resource lacks credit; in the latter case the shortfall
+        raises the demand target the next usage report carries. Raises
+        :class:`InvalidArgument` for a malformed charge or a bad ``now_ns``, and
+        :class:`ArithmeticOverflow` for a charge no u64 grant can ever cover (``consumed +
+        returned + amount > 2**64 - 1``); a raised call changes nothing. A blocked reserve
+        changes nothing but the demand target and the ``blocked`` counters.
+        """
+        if not isinstance(charge, CreditCharge):
+            raise InvalidArgument(f"expected a CreditCharge, got {describe(charge)}")
+        self._check_time(now_ns)
+        if self._key is not None:
+            self._check_satisfiable(self._key, charge)
+        self._advance(now_ns)
+        self._negotiation.check_freshness(self._now_ns)
+        key = self._key
+        if key is None or not self._negotiation.may_reserve():
+            self._blocked += 1
+            self._trace_reserve(charge, None)
+            return self._backpressure(tuple(r for r, _ in charge.parts))
+        if not self._ledger.entry(key).has_update:
+            self._blocked += 1
+            self._raise_demand(key, charge)
+            self._trace_reserve(charge, None)
+            return self._backpressure(tuple(r for r, _ in charge.parts))
+        result = self._ledger.try_reserve(key, charge)
+        if isinstance(result, Blocked):
+            self._blocked += 1
+            self._raise_demand(key, charge)
+            self._trace_reserve(charge, None)
+            return self._backpressure(result.exhausted)
+        if self.ahead and self._direct_waiting:
+            # version 2, a caller without a gate: the reserved charge no longer waits (it
+            # joins the level as in flight once committed)
+            waiting = self._levels.waiting
+            for resource, amount in charge.parts:
+                left = waiting.get(resource, 0) - amount
+                if left > 0:
+                    waiting[resource] = left
+                else:
+                    waiting.pop(resource, None)
+        if self.ahead:
+            self._observe_level()
+        self._trace_reserve(charge, result)
+        return result
+
+    def _trace_reserve(self, charge: CreditCharge, token: ReservationToken | None) -> None:
+        if self._trace is not None:
+            self._trace.record(
+                self._node,
+                "reserve",
+                {
+                    "charge": _vector(charge.as_dict()),
+                    "result": "blocked" if token is None else "reserved",
+                    "token": 0 if token is None else token.token_id,
+                    "vars": self._trace_vars(),
+                },
+            )
+
+    def _trace_token(self, kind: str, token: ReservationToken) -> None:
+        if self._trace is not None:
+            self._trace.record(
+                self._node,
+                kind,
+                {
+                    "charge": _vector(token.charge.as_dict()),
+                    "token": token.token_id,
+                    "epoch": token.epoch,
+                    "vars": self._trace_vars(),
+                },
+            )
+
+    def set_pending_demand(self, waiting: Mapping[CreditResource, int]) -> None:
+        """Declare the total charge of the work now waiting for credit (e.g. the credit-stalled
+        owners of this key in the admission queue).
+
+        The demand target becomes ``consumed + returned + waiting`` per resource, i.e. the
+        cumulative grant under which all that work would fit. It moves down as well as up
+        (issue 10 item 7, docs/abuse.md "Demand withdrawal"): a resource ``waiting`` omits has
+        nothing waiting, and ``set_pending_demand({})`` withdraws the demand, so the receiver
+        gives freed capacity to keys whose work is still there. Targets stay absolute, and the
+        receiver applies only a report newer than the last one it applied, so a duplicated or
+        reordered report can neither over-ask nor resurrect a withdrawn demand.
+        Raises :class:`InvalidArgument` for a non-mapping or a malformed amount
+        (:class:`ArithmeticOverflow` for a target past u64) and :class:`InvalidEntry` before
+        activation; a failure changes nothing.
+        """
+        targets = self._demand_targets(waiting)  # validates everything first
+        assert self._key is not None  # _demand_targets raised InvalidEntry otherwise
+        if self.ahead:
+            # version 2: the waiting work is part of the level (_levels), not a target
+            self._levels.waiting = {r: a for r, a in waiting.items() if a}
+            self._direct_waiting = False
+            self._observe_level()
+            return
+        entry = self._ledger.entry(self._key)
+        for resource in self._demand_target:
+            if resource not in targets:  # nothing of it waits any more
+                targets[resource] = entry.consumed[resource] + entry.returned[resource]
+        targets = {r: t for r, t in targets.items() if t}
+        if targets != self._demand_target:
+            self._demand_target = targets
+            self._usage_dirty = True
+
+    def _demand_targets(self, waiting: Mapping[CreditResource, int]) -> dict[CreditResource, int]:
+        # The validation half of set_pending_demand (the gate checks a demand with it before
+        # it reserves, so a demand that cannot be expressed is refused before anything changes).
+        if not isinstance(waiting, Mapping):
+            raise InvalidArgument(f"waiting must be a mapping, got {describe(waiting)}")
+        if self._key is None:
+            raise InvalidEntry("no active credit key")
+        entry = self._ledger.entry(self._key)
+        targets: dict[CreditResource, int] = {}
+        for resource, amount in waiting.items():
+            if not isinstance(resource, CreditResource):
+                raise InvalidArgument(f"unknown credit resource {describe(resource)}")
+            check_u64(amount, f"waiting[{resource.name}]")
+            base = checked_add(entry.consumed[resource], entry.returned[resource])
+            targets[resource] = checked_add(base, amount)
+        return targets
+
+    def _check_satisfiable(self, key: CreditKey, charge: CreditCharge) -> None:
+        # A charge no u64 grant can ever cover (consumed + returned + amount > 2**64 - 1) is
+        # refused before anything changes, counters included (issue 10 item 10); blocking it
+        # would need a demand target past u64.
+        entry = self._ledger.entry(key)
+        for resource, amount in charge.parts:
+            if entry.consumed[resource] + entry.returned[resource] + amount > U64_MAX:
+                raise ArithmeticOverflow(
+                    f"{resource.name} charge of {amount} can never be granted: consumed + "
+                    "returned + charge exceeds 2**64 - 1"
+                )
+
+    def _raise_demand(self, key: CreditKey, charge: CreditCharge) -> None:
+        if self.ahead:
+            # version 2: at least this charge waits (a retried charge is not counted twice;
+            # a gate states its waiting work exactly with set_pending_demand)
+            waiting = self._levels.waiting
+            for resource, amount in charge.parts:
+                waiting[resource] = max(waiting.get(resource, 0), amount)
+            self._direct_waiting = True
+            self._observe_level()
+            return
+        entry = self._ledger.entry(key)
+        for resource, amount in charge.parts:
+            shortfall = amount - entry.available[resource]
+            if shortfall > 0:
+                target = checked_add(entry.grant_total[resource], shortfall)
+                if target > self._demand_target.get(resource, 0):
+                    self._demand_target[resource] = target
+                    self._usage_dirty = True
+
+    def _backpressure(self, exhausted: tuple[CreditResource, ...]) -> BackpressureInfo:
+        return BackpressureInfo(
+            source=BackpressureSource.RECEIVER_CREDIT,
+            peer=self.sender_peer,
+            qos_class=self._qos_class,
+            exhausted=tuple(sorted(set(exhausted))),
+            retry_after_us=self._retry_after_us,
+            fallback_allowed=self._negotiation.state is NegotiationState.LEGACY,
+        )
+
+    def commit(self, token: ReservationToken) -> None:
+        """The transport accepted the work: RESERVED → COMMITTED; it is now in flight.
+
+        Raises :class:`InvalidEntry` for a token of a fenced epoch or one already settled.
+        """
+        self._ledger.commit(token)
+        slot = (token.key, token.epoch)
+        self._in_flight[slot] = self._in_flight.get(slot, 0) + 1
+        self._usage_dirty = True
+        if slot == (self._key, self._epoch):
+            self._levels.commit(token.charge.as_dict())
+            self._observe_level()
+        self._trace_token("commit", token)
+
+    def rollback(self, token: ReservationToken) -> None:
+        """The transport refused the work: give the exact charge back
+        (docs/semantics.md#sender-ledger)."""
+        self._ledger.rollback(token)
+        self._observe_level()  # credit on hand grew back
+        self._trace_token("rollback", token)
+
+    def complete(self, token: ReservationToken, now_ns: int) -> list[EndpointEvent]:
+        """The transport finished committed work (success or failure).
+
+        Completion only ends the in-flight count (used to finish fencing); it never mints
+        local credit: the receiver's release makes new grants (RFC concurrency rule 6).
+        Raises :class:`InvalidArgument` for a non-token or a bad ``now_ns`` and
+        :class:`InvalidEntry` for a token that is not COMMITTED or already completed; a failure
+        changes nothing (the clock included).
+        """
+        if not isinstance(token, ReservationToken):
+            raise InvalidArgument(f"expected a ReservationToken, got {describe(token)}")
+        self._check_time(now_ns)
+        if token.state is not TokenState.COMMITTED:
+            raise InvalidEntry(f"token {token.token_id} is {token.state.name}, not COMMITTED")
+        slot = (token.key, token.epoch)
+        count = self._in_flight.get(slot, 0)
+        if count <= 0:
+            raise InvalidEntry(f"token {token.token_id} was already completed")
+        self._advance(now_ns)
+        self._in_flight[slot] = count - 1
+        if slot == (self._key, self._epoch):
+            self._levels.complete(token.charge.as_dict())
+            self._observe_level()
+        self._trace_token("complete", token)
+        return self._maybe_fence_drained(now_ns)
+
+    def return_unused(self, charge: CreditCharge) -> None:
+        """Give unused credit back to the receiver (cumulative ``returned`` total).
+
+        Raises :class:`InvalidEntry` before activation and :class:`InsufficientCredit` when
+        ``charge`` exceeds what is available; a failure changes nothing.
+        """
+        if self._key is None:
+            raise InvalidEntry("no active credit key")
+        self._ledger.return_credit(self._key, charge)
+        self._usage_dirty = True
+        self._observe_level()
+        if self._trace is not None:
+            self._trace.record(
+                self._node,
+                "return",
+                {"charge": _vector(charge.as_dict()), "vars": self._trace_vars()},
+            )
