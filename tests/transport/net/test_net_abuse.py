@@ -14,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 import net_abuse  # the benchmark itself, not a copy of it
+import net_abuse_lies
 
 SECONDS = 0.3
 FD_SLACK = 4  # the honest sender's data connections may grow to its per-rail bound meanwhile
@@ -49,7 +50,7 @@ def test_the_short_abuse_campaign_finds_nothing_written_outside_a_grant_and_no_l
                     assert failed >= row["attacker"]["closed_by_receiver"], row
             elif name in net_abuse.DATA_ATTACKS:
                 assert row["lies_as_expected"] and row["refused_before_payload"], row
-                liars = sorted(net_abuse.LIARS[lie] for lie in net_abuse.LIES[name])
+                liars = sorted(net_abuse_lies.LIARS[lie] for lie in net_abuse_lies.LIES[name])
                 assert row["quarantined_now"] == liars, row
                 assert row["counted"]["writes_refused"] == len(liars), row
                 assert row["counted"]["data_writes_refused"] == len(liars), row
@@ -59,7 +60,7 @@ def test_the_short_abuse_campaign_finds_nothing_written_outside_a_grant_and_no_l
         assert net_abuse._fds() <= first_fds + FD_SLACK  # nothing piled up across attacks
         quarantined = bench.rx._call(bench.rx.engine.receiver.statistics).quarantined
         assert quarantined == tuple(
-            net_abuse.LIARS[lie] for lie in net_abuse.LIES["outside_region"]
+            net_abuse_lies.LIARS[lie] for lie in net_abuse_lies.LIES["outside_region"]
         )
     finally:
         bench.close()
