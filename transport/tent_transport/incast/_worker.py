@@ -280,11 +280,16 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     senders: list[int] = spec["sender_ids"]
     block, depth = spec["block"], spec["depth"]
     host = spec.get("rx_address", "127.0.0.1")
+    control = spec["control_port"]
+    # In a namespace of its own the receiver's listeners are the only ones there, so its data
+    # listener takes the port beside the control port: one bound at 0 (it listens first) could
+    # draw the control port itself, which the runner chose free in its own namespace
+    data = (control + 1 if control < 0xFFFF else control - 1) if spec.get("netns_rx") else 0
     options = EngineOptions(
         peer_id=RECEIVER,
         identity=_identity(RECEIVER, senders),
-        control_address=(host, spec["control_port"]),
-        rail_addresses=((host, 0),),
+        control_address=(host, control),
+        rail_addresses=((host, data),),
         peer_dead_after_s=30.0,
         staging_slots=spec["slots"] if spec.get("path", "direct") != "direct" else 0,
         staging_slot_bytes=block,
