@@ -408,9 +408,19 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
         rx.stop()
 
 
+@pytest.fixture
+def verbs_fabric(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private soft-verbs fabric, removed however the test ends (a receiver that fails to
+    start included: the test's own try begins only after it started)."""
+    fabric = tempfile.mkdtemp(prefix="tent-sv-engine-", dir="/dev/shm")
+    monkeypatch.setenv("TENT_SOFTVERBS_FABRIC", fabric)
+    yield fabric
+    shutil.rmtree(fabric, ignore_errors=True)
+
+
 @pytest.mark.parametrize("how", ["region", "overcredit", "claim"])
 def test_verbs_lying_sender_is_bounded_by_its_region_and_quarantined(
-    how: str, monkeypatch: pytest.MonkeyPatch
+    how: str, verbs_fabric: str
 ) -> None:
     """Verbs cannot refuse a one-sided write before it lands. What it guarantees instead:
 
@@ -423,8 +433,6 @@ def test_verbs_lying_sender_is_bounded_by_its_region_and_quarantined(
 
     and in every case the honest sender is unaffected and its bytes verify.
     """
-    fabric = tempfile.mkdtemp(prefix="tent-sv-engine-", dir="/dev/shm")
-    monkeypatch.setenv("TENT_SOFTVERBS_FABRIC", fabric)
     honest = [0, 8 * BLOCK]  # the liar's own region is the upper half
     rx, address, segment = _start_receiver(
         {
@@ -489,4 +497,3 @@ def test_verbs_lying_sender_is_bounded_by_its_region_and_quarantined(
         bad.stop()
     finally:
         rx.stop()
-        shutil.rmtree(fabric, ignore_errors=True)
