@@ -42,7 +42,8 @@ class _GateStalls(_GateState):
     ) -> None:
         known = self._stalls.get(owner_id)
         if known is not None:  # still stalled: keep the first block time, refresh the reason
-            self._stalls[owner_id] = (route, attrs.evolve(known[1], info=info))
+            if known[1].info != info:
+                self._stalls[owner_id] = (route, attrs.evolve(known[1], info=info))
             return
         if self._stalls and now_ns < next(reversed(self._stalls.values()))[1].since_ns:
             self._stalls_in_order = False  # the newest stall so far is later than this one

@@ -9,6 +9,7 @@ and the gate's other records :mod:`._gate_state`; every public name here is re-e
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 import types
 from collections.abc import Hashable, Mapping
@@ -27,6 +28,11 @@ if TYPE_CHECKING:  # annotations only: the gate module imports this one
     from ._endpoints import SenderEndpoint
 
 _REMOTE_PLANS = frozenset({Plan.REMOTE_DIRECT_WRITE, Plan.REMOTE_STAGED_WRITE})
+
+# The gate asks for an owner's charge at every pick, blocked ones included, and a workload has
+# few distinct (plan, length, requests): the charge is frozen, so one object serves them all.
+# ``typed``: ``True`` must not hit the entry of ``1`` (a bool length is refused, not charged).
+_charge = functools.lru_cache(maxsize=512, typed=True)(charge_for_plan)
 
 DEFAULT_STALL_BUCKETS_NS: tuple[int, ...] = (
     10_000,
@@ -150,7 +156,7 @@ class DispatchContext:
 
     def charge(self, length: int) -> CreditCharge | None:
         """The owner's remote charge (:func:`charge_for_plan` of its plan and requests)."""
-        return charge_for_plan(self.plan, length, self.requests)
+        return _charge(self.plan, length, self.requests)
 
     @property
     def remote(self) -> bool:

@@ -119,10 +119,14 @@ class _SenderReservations(_SenderState):
         targets = self._demand_targets(waiting)  # validates everything first
         assert self._key is not None  # _demand_targets raised InvalidEntry otherwise
         if self.ahead:
-            # version 2: the waiting work is part of the level (_levels), not a target
-            self._levels.waiting = {r: a for r, a in waiting.items() if a}
+            # version 2: the waiting work is part of the level (_levels), not a target. A gate
+            # restates the same waiting work at every blocked pick: only a change is news to
+            # the level (every other input of it observes its own changes).
+            stated = {r: a for r, a in waiting.items() if a}
             self._direct_waiting = False
-            self._observe_level()
+            if stated != self._levels.waiting:
+                self._levels.waiting = stated
+                self._observe_level()
             return
         entry = self._ledger.entry(self._key)
         for resource in self._demand_target:
@@ -167,10 +171,14 @@ class _SenderReservations(_SenderState):
             # version 2: at least this charge waits (a retried charge is not counted twice;
             # a gate states its waiting work exactly with set_pending_demand)
             waiting = self._levels.waiting
+            raised = False
             for resource, amount in charge.parts:
-                waiting[resource] = max(waiting.get(resource, 0), amount)
+                if amount > waiting.get(resource, 0):
+                    waiting[resource] = amount
+                    raised = True
             self._direct_waiting = True
-            self._observe_level()
+            if raised:
+                self._observe_level()
             return
         entry = self._ledger.entry(key)
         for resource, amount in charge.parts:
@@ -182,14 +190,26 @@ class _SenderReservations(_SenderState):
                     self._usage_dirty = True
 
     def _backpressure(self, exhausted: tuple[CreditResource, ...]) -> BackpressureInfo:
-        return BackpressureInfo(
+        # A blocked owner is asked again at every pick until credit comes: the same signal
+        # is the same (frozen, validated) object.
+        ident = (
+            tuple(sorted(set(exhausted))),
+            self._retry_after_us,
+            self._negotiation.state is NegotiationState.LEGACY,
+        )
+        last = self._last_backpressure
+        if last is not None and last[0] == ident:
+            return last[1]
+        info = BackpressureInfo(
             source=BackpressureSource.RECEIVER_CREDIT,
             peer=self.sender_peer,
             qos_class=self._qos_class,
-            exhausted=tuple(sorted(set(exhausted))),
-            retry_after_us=self._retry_after_us,
-            fallback_allowed=self._negotiation.state is NegotiationState.LEGACY,
+            exhausted=ident[0],
+            retry_after_us=ident[1],
+            fallback_allowed=ident[2],
         )
+        self._last_backpressure = (ident, info)
+        return info
 
     def commit(self, token: ReservationToken) -> None:
         """The transport accepted the work: RESERVED → COMMITTED; it is now in flight.

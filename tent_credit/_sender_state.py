@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ._arith import check_u64
+from ._backpressure import BackpressureInfo
 from ._describe import describe
 from ._endpoint_common import EndpointEvent, _check_now, _vector
 from ._inbox import ControlInbox
@@ -80,6 +81,8 @@ class _SenderState:
         # the demand target the last usage report carried (see _starts_wanting)
         self._reported_target: dict[CreditResource, int] = {}
         self._retry_after_us = 0
+        # (exhausted, retry hint, fallback) -> the BackpressureInfo last made for them
+        self._last_backpressure: tuple[tuple[object, ...], BackpressureInfo] | None = None
         # committed, not yet completed work per (key, epoch): the fence drains the old ones
         self._in_flight: dict[tuple[CreditKey, int], int] = {}
         self._now_ns = 0
