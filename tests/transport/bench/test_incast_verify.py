@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from tent_transport.cli import bench
 from tent_transport.incast import SCHEMA, jain, percentile
-from tent_transport.incast._records import occupancy_timeline
+from tent_transport.incast._records import OPTIONAL, build_record, mean_open, occupancy_timeline
 from tent_transport.incast._verify import verify_record, verify_records
 
 
@@ -170,6 +170,72 @@ def test_occupancy_timeline_counts_posts_above_capacity() -> None:
     peak, violations, series = occupancy_timeline([(0, 10), (1, 10), (2, 5), (10, 12)], 2, 0)
     assert (peak, violations) == (3, 1)
     assert series[-1][1] == 0
+
+
+@pytest.mark.parametrize("field", sorted(OPTIONAL))
+def test_an_optional_field_is_checked_when_present_and_may_be_absent(field: str) -> None:
+    record = good()
+    assert field not in record and rules(record) == set()  # the records published before it
+    record[field] = 1.5
+    assert rules(record) == set()
+    record[field] = "1.5"
+    assert rules(record) == {"schema"}
+
+
+def test_mean_open_is_the_time_average_of_open_intervals() -> None:
+    # two slots open over the first half of [0, 100], one over the second: 1.5 on average;
+    # the parts outside the window do not count
+    assert mean_open([(0, 50), (-20, 100), (0, 50)], 0, 100) == pytest.approx(2.0)
+    assert mean_open([(0, 50), (0, 100)], 0, 100) == pytest.approx(1.5)
+    assert mean_open([(0, 50)], 10, 10) == 0.0
+
+
+def test_a_record_carries_cpu_per_block_occupancy_and_the_consumed_rate() -> None:
+    from tent_transport.incast._config import Condition, Mode, RunConfig
+
+    config = RunConfig(
+        row="1-sender",
+        senders=1,
+        mode=Mode.CREDIT,
+        condition=Condition.NORMAL,
+        block=1 << 20,
+        blocks_per_sender=4,
+        slots=8,
+    )
+    ms = 1_000_000
+    sender = {
+        "peer_id": 1,
+        "cpu_s": 3.0,
+        "cpu_run_s": 0.02,
+        "stalls": 0,
+        "stall_ns": 0,
+        "control_frames": 4,
+        "control_bytes": 0,
+        # t0, end, status, detail, seq, posted: one block at a time, 10 ms each
+        "results": [
+            (i * 10 * ms, (i + 1) * 10 * ms, "COMPLETED", "", i, i * 10 * ms + 1) for i in range(4)
+        ],
+    }
+    receiver = {
+        "peak": {},
+        "violations": {},
+        "final": {},
+        "integrity": {},
+        "refused": 0,
+        "quarantined": [],
+        "landed": 4,
+        "cpu_s": 2.0,
+        "cpu_run_s": 0.008,
+        # sender, seq, landed, released: the consumer releases one every 20 ms
+        "writes": [[1, i, (i + 1) * 10 * ms, (i + 1) * 20 * ms] for i in range(4)],
+    }
+    record = build_record(config, [sender], [receiver], restarts=0)
+    assert record["sender_cpu_ms_per_block"] == pytest.approx(5.0)
+    assert record["receiver_cpu_ms_per_block"] == pytest.approx(2.0)
+    # 3 blocks of 1 MiB over the consumer's 60 ms, first release to last
+    assert record["consumed_mib_s"] == pytest.approx(50.0)
+    assert record["mean_request_slots"] > 0
+    assert set(record) == set(SCHEMA) | set(OPTIONAL)
 
 
 def test_statistics_helpers() -> None:

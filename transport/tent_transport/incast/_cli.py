@@ -175,10 +175,14 @@ class _Progress:
             if record.get("mode") != "credit":  # the comparison the matrix exists to show
                 violations += " (over the nominal capacity: expected without credit)"
             summary = (
-                f"{record['throughput_mib_s']:.0f} MiB/s peak "
+                f"{record['throughput_mib_s']:.0f} MiB/s"
+                f" (consumed {record.get('consumed_mib_s', 0):.0f}) peak "
                 f"{record['peak_occupancy'].get('request_slots')}"
                 f"/{record['capacity']['request_slots']} {violations}"
                 f" worst p99 {record['worst_sender_p99_us'] / 1000:.1f} ms"
+                f" mean slots {record.get('mean_request_slots', 0):.1f}"
+                f" cpu/block {record.get('sender_cpu_ms_per_block', 0):.2f}"
+                f" + {record.get('receiver_cpu_ms_per_block', 0):.2f} ms"
             )
         click.echo(f"[{done}/{total} {elapsed:6.0f}s] {label}: {summary}", err=True)
 

@@ -21,6 +21,7 @@ from typing import Any
 from ._config import RunConfig
 
 __all__ = [
+    "OPTIONAL",
     "SCHEMA",
     "SCHEMA_VERSION",
     "build_record",
@@ -77,6 +78,15 @@ SCHEMA: dict[str, tuple[type, ...]] = {
     "sender_cpu_s": (float, int),
     "receiver_cpu_s": (float, int),
     "occupancy_series": (list,),
+}
+
+# Added after schema version 2's records were published: checked when present, so the
+# records already in docs/ still verify.
+OPTIONAL = {
+    "sender_cpu_ms_per_block": (float, int),
+    "receiver_cpu_ms_per_block": (float, int),
+    "mean_request_slots": (float, int),
+    "consumed_mib_s": (float, int),
 }
 
 RESUBMIT_POLICY = (
@@ -161,6 +171,27 @@ def _intervals(
             else:
                 leaked += 1
     return out, leaked
+
+
+def mean_open(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> float:
+    """The time-average number of open ``(start, end)`` intervals over ``[lo, hi]`` (ns): the
+    receiver occupancy a throughput is made with (Little's law: throughput = occupancy / time
+    per block)."""
+    if hi <= lo:
+        return 0.0
+    covered = sum(max(0, min(e, hi) - max(s, lo)) for s, e in intervals)
+    return covered / (hi - lo)
+
+
+def steady_edges(completions: Sequence[int]) -> tuple[int, int]:
+    """The steady window's edges (ns): the 10th- and 90th-percentile completion (the whole
+    span below 10 completions; ``(0, 0)`` below 2)."""
+    ordered = sorted(completions)
+    if len(ordered) < 2:
+        return 0, 0
+    if len(ordered) < 10:
+        return ordered[0], ordered[-1]
+    return ordered[len(ordered) // 10], ordered[len(ordered) - 1 - len(ordered) // 10]
 
 
 def steady(completions: Sequence[int], block: int) -> tuple[float, float]:
@@ -252,6 +283,13 @@ def build_record(
         quarantined.update(int(q) for q in rec["quarantined"])
     # request slots and bytes: posted to released (what the receiver must hold for the sender)
     intervals, leaked = _intervals(senders, receivers)
+    lo_ns, hi_ns = steady_edges(finished)
+    # the consumer's rate over its whole span, first release to last: a consumer that fell
+    # behind its pace catches up at the end, so a percentile window would count that burst
+    releases = [int(w[3]) for rec in receivers for w in rec.get("writes", []) if int(w[3])]
+    span_ns = max(releases) - min(releases) if len(releases) > 1 else 0
+    consumed_rate = (len(releases) - 1) * config.block * 1e9 / span_ns if span_ns else 0.0
+    landed_total = sum(int(r.get("landed", 0)) for r in receivers)
     slots_peak, slots_over, series = occupancy_timeline(intervals, config.slots, t0_ns)
     peak["request_slots"] = slots_peak
     peak["data_bytes"] = slots_peak * config.block
@@ -313,6 +351,19 @@ def build_record(
         "sender_cpu_s": round(sum(float(r.get("cpu_s", 0.0)) for r in senders), 3),
         "receiver_cpu_s": round(sum(float(r.get("cpu_s", 0.0)) for r in receivers), 3),
         "occupancy_series": series,
+        # CPU from a sender's start signal (a receiver's first admission) to its report, per
+        # block: what each side pays per transfer, startup and imports left out
+        "sender_cpu_ms_per_block": round(
+            1000 * sum(float(r.get("cpu_run_s", 0.0)) for r in senders) / max(1, completed), 3
+        ),
+        "receiver_cpu_ms_per_block": round(
+            1000 * sum(float(r.get("cpu_run_s", 0.0)) for r in receivers) / max(1, landed_total),
+            3,
+        ),
+        "mean_request_slots": round(mean_open(intervals, lo_ns, hi_ns), 3),
+        # the rate blocks reach the consumer (its releases' steady window): what a window
+        # that lands faster than the consumer drains buys is a queue at the receiver
+        "consumed_mib_s": round(consumed_rate / (1 << 20), 2),
     }
 
 
@@ -324,7 +375,11 @@ def check_schema(record: Mapping[str, Any]) -> list[str]:
             problems.append(f"missing field {name}")
         elif isinstance(record[name], bool) or not isinstance(record[name], types):
             problems.append(f"field {name} has type {type(record[name]).__name__}")
-    extra = sorted(set(record) - set(SCHEMA))
+    for name, types in OPTIONAL.items():
+        value = record.get(name, 0.0)
+        if isinstance(value, bool) or not isinstance(value, types):
+            problems.append(f"field {name} has type {type(value).__name__}")
+    extra = sorted(set(record) - set(SCHEMA) - set(OPTIONAL))
     if extra:
         problems.append(f"unknown fields {extra}")
     if record.get("schema_version") not in (None, SCHEMA_VERSION):

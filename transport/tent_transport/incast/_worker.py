@@ -317,7 +317,11 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
     writes: dict[tuple[int, int], list[int]] = {}  # (sender, write_id) -> [seq, landed, released]
 
     # The engine has no occupancy observer: wrap the data plane's calls on this instance.
+    cpu_first: list[float] = []  # CPU at the first admission: the run's work starts there
+
     def admit_hook(peer: int, session: int, request: Any) -> str | None:
+        if not cpu_first:
+            cpu_first.append(_cpu_s())
         answer = admit(peer, session, request)
         if answer is None:
             occ.add("request_slots", 1)
@@ -385,12 +389,20 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
             await asyncio.sleep(0.002)
 
     async def consume() -> None:
-        # one consumer, serial: a slowdown of d ms per block caps it at 1/d blocks per second
+        # One consumer, serial: a slowdown of d ms per block caps it at 1/d blocks per second.
+        # Its service is paced on the clock (a block is done d after the later of its landing
+        # and the previous block's release), not slept d after the loop got to it: a sleep
+        # would add this event loop's latency to every block, a consumer slower than d, and
+        # slower the busier the receiver (only credit mode waits for the consumer).
+        ready = 0.0
         while True:
             event = await engine.landed()
             live.add(event.landed_id)
             if delay:
-                await asyncio.sleep(delay)
+                entry = writes.get((event.sender, event.write_id))
+                landed_s = entry[1] / 1e9 if entry else time.monotonic()
+                ready = max(landed_s, ready) + delay
+                await asyncio.sleep(max(0.0, ready - time.monotonic()))
             release_hook(event)
 
     tasks = [asyncio.ensure_future(expose_sessions()), asyncio.ensure_future(consume())]
@@ -433,6 +445,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
                             "landed": stats.landed,
                             "landed_bytes": landed_bytes,
                             "cpu_s": _cpu_s(),
+                            "cpu_run_s": _cpu_s() - cpu_first[0] if cpu_first else 0.0,
                             "control_frames": frames,
                             "updates_repeated": updates_repeated,
                             "unreleased": stats.unreleased + len(live) + side.pending_landed(),
@@ -523,6 +536,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
     if command[0] != "go":
         await engine.close()
         return
+    cpu_go = _cpu_s()
     results: list[tuple[int, int, str, str, int, int]] = []  # t0, t_end, status, detail, seq, post
     seqs = iter(range(spec["blocks_per_sender"]))
     link = engine._links[peer]
@@ -594,6 +608,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             {
                 "peer_id": me,
                 "cpu_s": _cpu_s(),
+                "cpu_run_s": _cpu_s() - cpu_go,
                 "results": results,
                 "stalls": stalls,
                 "stall_ns": stall_ns,
