@@ -335,7 +335,9 @@ def _raw_write(opened: _RawSession, payload: bytes, index: int) -> Any:
 def _never_negotiated(control: int, data: int) -> dict[str, Any]:
     """An authenticated peer that never offers credit (a raw handshake, no credit frame),
     then writes uncredited blocks into its region: the receiver treats it as a legacy sender
-    and admits them (docs/abuse.md: not a lie the receiver can tell from an old peer)."""
+    and admits them, because the bench's receiver runs with the explicit legacy fallback
+    (``required_fallback``, see :class:`Bench`). Without it, the default of ``required``, they
+    are refused at the header (docs/abuse.md; tests/transport/net/test_legacy_writes.py)."""
     me = LIARS["never_negotiated"]
     opened = _opened(*_proved(control, me))
     landed = 0

@@ -51,9 +51,11 @@ def identity(peer: int, others: list[int]) -> PskIdentity:
 
 
 def credit_config(
-    mode: str, *, slots: int = 8, block: int = 1 << 20, batch: int = 2
+    mode: str, *, slots: int = 8, block: int = 1 << 20, batch: int = 2, fallback: bool = False
 ) -> dict[str, Any]:
-    """A receiver of ``slots`` blocks; the activation grants ``batch`` blocks (the lease batch)."""
+    """A receiver of ``slots`` blocks; the activation grants ``batch`` blocks (the lease batch).
+    ``fallback``: ``required_fallback`` (a required receiver then admits a legacy peer's
+    uncredited writes)."""
     if mode == "disabled":
         return {"enable_runtime_queue": True, "receiver_credit": {"enabled": False}}
     return {
@@ -61,6 +63,7 @@ def credit_config(
         "receiver_credit": {
             "enabled": True,
             "mode": mode,
+            "required_fallback": fallback,
             "capacity": {
                 "data_bytes": slots * block,
                 "request_slots": slots,

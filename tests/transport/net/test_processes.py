@@ -206,7 +206,8 @@ def test_sender_killed_mid_transfer_is_fenced_and_the_receiver_serves_the_others
     rx, address, segment = _start_receiver(
         {
             "device": device,
-            "config": credit_config("required", slots=4, block=BLOCK),
+            # required, with the explicit fallback that admits the legacy stream's writes
+            "config": credit_config("required", slots=4, block=BLOCK, fallback=True),
             "senders": [1, 2],
             "segment_bytes": 56 * BLOCK,
             "regions": {1: [0, 32 * BLOCK], 2: [32 * BLOCK, 24 * BLOCK]},
@@ -334,7 +335,8 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
     rx, address, segment = _start_receiver(
         {
             "device": device,
-            "config": credit_config("required", slots=4, block=BLOCK),
+            # required, with the explicit fallback that admits the legacy stream's writes
+            "config": credit_config("required", slots=4, block=BLOCK, fallback=True),
             "senders": [1, 2],
             "segment_bytes": 16 * BLOCK,
             "regions": {1: [0, 8 * BLOCK], 2: [8 * BLOCK, 8 * BLOCK]},
@@ -377,6 +379,10 @@ def test_zero_credit_sender_gets_its_grant_while_a_legacy_stream_saturates_the_r
             if sum(p == 1 for p, *_ in landed) >= 4 and sum(p == 2 for p, *_ in landed) >= 20:
                 break
             time.sleep(0.005)
+        else:
+            raise AssertionError(
+                f"sender 1's 4 or the legacy stream's 20 blocks did not land: {rx.ask('stats')[1]}"
+            )
         time.sleep(0.1)  # sender 1's fifth block is submitted and stalls at zero credit
         _, t_release = rx.ask("release_all")
         kind, report1 = starved.recv(60)

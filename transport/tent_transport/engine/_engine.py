@@ -132,6 +132,10 @@ class Engine:
             segments=self.segments,
             release_on_landing=options.release_on_landing,
             max_pending_landed=options.max_pending_landed,
+            # required mode fails explicitly or takes its configured fallback (RFC rollout)
+            legacy_writes=not credit.enabled
+            or credit.credit_mode is not CreditMode.REQUIRED
+            or credit.required_fallback,
         )
         transport = build_transport(
             TransportSpec(

@@ -106,6 +106,11 @@ class TransportCollector(Collector):
             "Unbound data connections closed unread to let a newer one wait for its bind",
             value=sum(d.binds_evicted for d in data),
         )
+        yield CounterMetricFamily(
+            "tent_transport_legacy_writes_refused",
+            "Uncredited writes of a peer without credit, refused by a required receiver",
+            value=receiver.legacy_refused,
+        )
         yield GaugeMetricFamily(
             "tent_transport_quarantined_peers",
             "Senders quarantined for a protocol violation",

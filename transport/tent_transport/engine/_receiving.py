@@ -48,6 +48,9 @@ __all__ = ["DataLanded", "ReceiverSide", "ReceiverStatistics"]
 
 _R = CreditResource
 
+# The refusal of a legacy peer's write by a receiver that requires credit (not quarantined).
+LEGACY_REFUSED = "an uncredited write to a receiver that requires credit"
+
 INTEGRITY_FAILURES = 16
 """CRC32C failures a sender may cost the receiver before it is quarantined (issue 27 item 5):
 each one is a full payload read for nothing. A leaky bucket per sender: a failure adds one,
@@ -88,6 +91,9 @@ class ReceiverStatistics:
     transfers_held: int = 0
     """Credited transfers the receiver holds state for (open, or landed and not released):
     at most the slot credit their senders hold (``_transfers``)."""
+    legacy_refused: int = 0
+    """Uncredited writes of a peer that never negotiated credit, refused because this receiver
+    requires credit and has no legacy fallback (counted in ``refused``; not quarantined)."""
 
 
 @attrs.define
@@ -110,10 +116,17 @@ class ReceiverSide:
         release_on_landing: bool = False,
         on_landed: Callable[[DataLanded], None] | None = None,
         max_pending_landed: int = 65_536,
+        legacy_writes: bool = True,
     ) -> None:
+        """``legacy_writes``: admit the uncredited writes of a peer that never negotiated
+        credit (inside the regions exposed to it). ``False`` for a receiver whose credit mode
+        is ``required`` without ``required_fallback``: such a write is refused (RFC
+        "Required mode must reject or take an explicit configured fallback")."""
         if type(max_pending_landed) is not int or max_pending_landed < 1:
             raise ValueError(f"max_pending_landed must be an int >= 1: {max_pending_landed!r}")
         self._max_pending = max_pending_landed
+        self._legacy_writes = bool(legacy_writes)
+        self._legacy_refused = 0
         self._dropped = 0
         self.credit = credit
         self.segments = segments
@@ -192,7 +205,9 @@ class ReceiverSide:
                 # the staging pool is leased: a slot taken without STAGING_SLOTS credit is one
                 # a credited staged write was promised, and its sender would be refused
                 return "a staged write without a lease"
-            return "an uncredited write in a credit session" if negotiated else None
+            if negotiated:
+                return "an uncredited write in a credit session"
+            return None if self._legacy_writes else LEGACY_REFUSED
         if credit is None or not negotiated:
             return "a credited write where no credit was negotiated"
         if request.lease_session != credit.session.value or request.epoch != ps.epoch:
@@ -217,6 +232,12 @@ class ReceiverSide:
 
     def refused(self, peer: int, session: int, request: Request | None, reason: str) -> None:
         self._refused += 1
+        if reason == LEGACY_REFUSED:
+            # A rollout mismatch, not a lie: the peer runs without credit against a receiver
+            # that requires it. Its write is refused and its data connection closed; it is
+            # not shut out, so it comes back once it is configured for credit.
+            self._legacy_refused += 1
+            return
         if not self._quarantine(peer, session, reason):
             # A data connection of a session already superseded or closed: its retirement (a
             # task) has not closed it yet, and bytes the sender sent before it reconnected or
@@ -393,4 +414,5 @@ class ReceiverSide:
             stale_refused=self._stale,
             notifications_dropped=self._dropped,
             transfers_held=0 if self._transfers is None else self._transfers.book.total_held(),
+            legacy_refused=self._legacy_refused,
         )
