@@ -441,6 +441,10 @@ async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
             charge=((1, len(data) // (2 if spec["how"] == "undercharge" else 1)), (2, 1), (4, 1)),
         )
         rail = engine.rails[0]
+        for _ in range(500):  # bounded: the regions can arrive before the rail attached
+            if rail.ready(peer):
+                break
+            await asyncio.sleep(0.01)
         done = _tee_completions(rail)  # whoever polls (the engine's core on its timer too)
         rail.post(
             [
