@@ -188,6 +188,32 @@ def test_a_region_ends_exactly_where_it_was_exposed_end_to_end() -> None:
         rx.close()
 
 
+def test_a_quarantined_peers_reconnect_ends_at_its_hello_before_any_mac() -> None:
+    """docs/abuse.md, the data-plane lies, finding 4: a quarantined peer's engine keeps
+    reconnecting. The listener refuses its hello (the claimed id is shut out anyway, so the
+    claim locks out nobody) before it computes or sends a MAC: no listener hello, no proof;
+    the peer's client sees a failed handshake, which doubles its back-off."""
+    rx, tx, peer = _engine_pair()
+    port = rx.engine.address[1]
+    try:
+        memory = bytearray(4 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, BLOCK)
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        past = tx.submit_nowait([_write(peer, segment.segment_id, BLOCK // 2, os.urandom(BLOCK))])
+        assert past.wait(30).status is TaskStatus.FAILED  # one byte past the region: a lie
+        assert rx._call(lambda: rx.engine.receiver.statistics().quarantined) == (1,)
+        raw = RawControl(port, claim=1)
+        try:
+            with pytest.raises(ConnectionError, match="closed after 0 of"):
+                raw.hello()  # the listener's hello never comes: closed at ours
+        finally:
+            raw.sock.close()
+    finally:
+        tx.close()
+        rx.close()
+
+
 def test_a_forged_bind_to_an_engine_is_closed_before_any_header_is_read() -> None:
     """A bind naming the live sender, proved with a made-up key, reaches no header; the sender
     it names is not punished for it (a stranger could otherwise quarantine it)."""

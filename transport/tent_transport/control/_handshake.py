@@ -215,15 +215,21 @@ async def server_handshake(
     identity: Identity,
     *,
     on_hello: Callable[[], None] | None = None,
+    admit: Callable[[int], bool] | None = None,
 ) -> AuthenticatedPeer:
     """Run the server side. Raises :class:`HandshakeFailed`; nothing is decoded beyond the
     fixed-size fields, and no key is looked up for an id before its hello parsed.
 
+    ``admit(peer)`` is asked as soon as the hello names ``peer``: ``False`` (a quarantined
+    peer) ends the handshake there, before any MAC is computed or sent. Refusing a *claim*
+    is safe only for ids that are shut out anyway: a stranger claiming one locks out nobody.
     ``on_hello()`` runs once the client's hello named a peer we could talk to (PSK: one we
     hold a key for; TLS: one its certificate names): progress, which puts this connection
     back at the end of the listener's door (``_door``)."""
     hello_c = await _read(reader, _HELLO.size)
     peer = _parse_hello(hello_c, identity)
+    if admit is not None and not admit(peer):
+        raise HandshakeFailed(f"peer {peer} may not open a session (quarantined)")
     hello_s = _hello(identity, os.urandom(32))
     if isinstance(identity, PskIdentity):
         key = identity.keys.get(peer)

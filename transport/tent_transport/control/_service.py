@@ -289,7 +289,12 @@ class ControlServer:
             raw.resume_reading()
         writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         auth = await server_handshake(
-            reader, writer, self._identity, on_hello=lambda: self._door.advance(raw)
+            reader,
+            writer,
+            self._identity,
+            on_hello=lambda: self._door.advance(raw),
+            # a quarantined peer's reconnects end at their hello: no MAC, no door progress
+            admit=self._hooks.admit_peer,
         )
         return reader, writer, auth
 
