@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from tent_transport.cli import bench
 from tent_transport.incast import SCHEMA, jain, percentile
+from tent_transport.incast._config import Condition, Mode, RunConfig
 from tent_transport.incast._records import OPTIONAL, build_record, mean_open, occupancy_timeline
 from tent_transport.incast._verify import verify_record, verify_records
 
@@ -191,8 +192,6 @@ def test_mean_open_is_the_time_average_of_open_intervals() -> None:
 
 
 def test_a_record_carries_cpu_per_block_occupancy_and_the_consumed_rate() -> None:
-    from tent_transport.incast._config import Condition, Mode, RunConfig
-
     config = RunConfig(
         row="1-sender",
         senders=1,

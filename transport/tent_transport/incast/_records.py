@@ -183,15 +183,20 @@ def mean_open(intervals: Sequence[tuple[int, int]], lo: int, hi: int) -> float:
     return covered / (hi - lo)
 
 
+def _edge_ranks(count: int) -> tuple[int, int]:
+    """The ranks of the steady window's edges among ``count`` (≥ 2) sorted completions: the
+    10th- and 90th-percentile ones, or the first and last below 10."""
+    return (0, count - 1) if count < 10 else (count // 10, count - 1 - count // 10)
+
+
 def steady_edges(completions: Sequence[int]) -> tuple[int, int]:
     """The steady window's edges (ns): the 10th- and 90th-percentile completion (the whole
     span below 10 completions; ``(0, 0)`` below 2)."""
     ordered = sorted(completions)
     if len(ordered) < 2:
         return 0, 0
-    if len(ordered) < 10:
-        return ordered[0], ordered[-1]
-    return ordered[len(ordered) // 10], ordered[len(ordered) - 1 - len(ordered) // 10]
+    lo, hi = _edge_ranks(len(ordered))
+    return ordered[lo], ordered[hi]
 
 
 def steady(completions: Sequence[int], block: int) -> tuple[float, float]:
@@ -201,10 +206,7 @@ def steady(completions: Sequence[int], block: int) -> tuple[float, float]:
     ordered = sorted(completions)
     if len(ordered) < 2:
         return 0.0, 0.0
-    lo, hi = (0, len(ordered) - 1) if len(ordered) < 10 else (
-        len(ordered) // 10,
-        len(ordered) - 1 - len(ordered) // 10,
-    )
+    lo, hi = _edge_ranks(len(ordered))
     span = (ordered[hi] - ordered[lo]) / 1e9
     return (span, (hi - lo) * block / span) if span > 0 else (0.0, 0.0)
 
@@ -361,8 +363,8 @@ def build_record(
             3,
         ),
         "mean_request_slots": round(mean_open(intervals, lo_ns, hi_ns), 3),
-        # the rate blocks reach the consumer (its releases' steady window): what a window
-        # that lands faster than the consumer drains buys is a queue at the receiver
+        # the rate blocks reach the consumer (first release to last): what a window that
+        # lands faster than the consumer drains buys is a queue at the receiver
         "consumed_mib_s": round(consumed_rate / (1 << 20), 2),
     }
 
