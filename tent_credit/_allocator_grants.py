@@ -156,6 +156,16 @@ class _GrantPolicy(_AllocatorState):
         :meth:`key_totals`; cheaper than it."""
         return MappingProxyType(self._record(sender_peer, qos_class, epoch)[1].granted)
 
+    def unreleased(
+        self, sender_peer: int, qos_class: int, epoch: int, resources: tuple[CreditResource, ...]
+    ) -> int:
+        """The least over ``resources`` of the key+epoch's ``granted − released −
+        reclaimed_by_return``: the slot credit it holds (``TransferBook``). IA / IE like
+        :meth:`key_totals`; cheaper than it (asked for every transfer a write opens)."""
+        _ident, record = self._record(sender_peer, qos_class, epoch)
+        granted, released, back = record.granted, record.released, record.reclaimed_by_return
+        return min(granted[r] - released[r] - back[r] for r in resources)
+
     def unlanded(self, sender_peer: int, qos_class: int, epoch: int) -> dict[CreditResource, int]:
         """Credit of the key+epoch that has not landed: ``granted − landed − reclaimed_by_return``
         per resource (what its sender holds unused or has in flight). IA / IE like

@@ -13,6 +13,7 @@ The records live here, below all of them, because every part reads them.
 from __future__ import annotations
 
 import types
+from typing import NamedTuple
 
 from ._arith import U32_MAX, check_u64
 from ._backpressure import BackpressureInfo
@@ -136,6 +137,17 @@ class _Route:
         return (self.receiver, self.qos_class)
 
 
+class _Repeat(NamedTuple):
+    """What a credit-stalled owner's last pick saw and answered (``DispatchGate.__call__``)."""
+
+    context: object
+    length: int
+    route: _Route
+    waiting: dict[CreditResource, int]
+    stamp: tuple[object, ...]
+    decision: object
+
+
 class _GateState:
     """The registries of a :class:`DispatchGate` and the lookups every part of it uses (module
     docstring); not used on its own."""
@@ -163,6 +175,10 @@ class _GateState:
         # Routes an owner left without using its credit since the last settlement
         # (step 6 of DispatchGate's docstring): their demand and idle credit are settled next.
         self._settle_due: dict[tuple[int, int], _Route] = {}
+        # A credit-stalled owner's last blocked answer, while its endpoint can vouch that asking
+        # again would change nothing (``SenderEndpoint.repeat_stamp``): the owner is asked at
+        # every dispatch pass until a grant comes. Dropped when the stall ends.
+        self._repeats: dict[int, _Repeat] = {}
 
     @property
     def config(self) -> GateConfig:

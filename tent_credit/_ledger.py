@@ -328,6 +328,9 @@ class SenderCreditLedger:
         self._blocked = 0
         self._returns = 0
         self._fenced_tokens = 0
+        # moves with every change of what try_reserve reads (entries, grants, consumed,
+        # returned): a caller that saw a charge blocked need not ask again until it moves
+        self._changes = 0
 
     # -- entries --------------------------------------------------------------------------------
 
@@ -351,6 +354,7 @@ class SenderCreditLedger:
             if len(self._entries) >= self._max_entries:
                 raise TooManyRequests(f"ledger holds its maximum of {self._max_entries} entries")
             self._entries[key] = _Entry(epoch)
+            self._changes += 1
             return
         if epoch < current.epoch:
             raise InvalidEntry(f"epoch {epoch} is older than the active epoch {current.epoch}")
@@ -358,6 +362,7 @@ class SenderCreditLedger:
             return
         current.fenced = True
         self._entries[key] = _Entry(epoch)
+        self._changes += 1
         self._epoch_resets += 1
 
     def deactivate(self, key: CreditKey, epoch: int) -> None:
@@ -376,6 +381,7 @@ class SenderCreditLedger:
             raise InvalidEntry(f"cannot deactivate epoch {epoch}: the entry is at {current.epoch}")
         current.fenced = True
         del self._entries[key]
+        self._changes += 1
 
     def entry(self, key: CreditKey) -> LedgerEntrySnapshot:
         """A snapshot of ``key``'s entry; :class:`InvalidEntry` if there is none."""
@@ -408,6 +414,19 @@ class SenderCreditLedger:
     def keys(self) -> tuple[CreditKey, ...]:
         """The keys with an entry, in the order they were first activated."""
         return tuple(self._entries)
+
+    @property
+    def changes(self) -> int:
+        """A counter that moves with every change :meth:`try_reserve` could see (an entry
+        opened, replaced or removed, a grant applied, a reservation, a rollback, a return). While
+        it stands still, a charge that was blocked is still blocked for the same resources."""
+        return self._changes
+
+    def count_blocked(self) -> None:
+        """Count a blocked reservation its caller answered itself, because :attr:`changes` had
+        not moved since the same charge was blocked (the ``blocked`` statistic stays the number
+        of blocked attempts)."""
+        self._blocked += 1
 
     # -- grants ---------------------------------------------------------------------------------
 
@@ -492,6 +511,7 @@ class SenderCreditLedger:
             grant[g.resource] = g.amount
         e.last_sequence = sequence
         e.snapshot = None
+        self._changes += 1
         self._updates_applied += 1
         if disposition is UpdateDisposition.SEQUENCE_GAP:
             self._sequence_gaps += 1
@@ -532,6 +552,7 @@ class SenderCreditLedger:
             # Cannot overflow: amount <= available, so consumed + amount <= grant_total <= u64 max.
             consumed[r] += amount
         e.snapshot = None
+        self._changes += 1
         token = ReservationToken(self, e, self._next_token_id, key, charge)
         token._state = _ON_RESERVE[token._state]
         self._next_token_id += 1
@@ -564,6 +585,7 @@ class SenderCreditLedger:
         for (r, _), value in zip(parts, after, strict=True):
             consumed[r] = value
         token._entry.snapshot = None
+        self._changes += 1
         token._state = nxt
         self._rollbacks += 1
 
@@ -617,6 +639,7 @@ class SenderCreditLedger:
         for (r, _), value in zip(parts, after, strict=True):
             returned[r] = value
         e.snapshot = None
+        self._changes += 1
         self._returns += 1
 
     # -- statistics -----------------------------------------------------------------------------

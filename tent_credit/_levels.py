@@ -105,18 +105,19 @@ class LevelReports:
         level = self.level()
         return {r: a - level.get(r, 0) for r, a in available.items() if a > level.get(r, 0)}
 
-    def _rising(self, level: Vector) -> bool:
-        reported = self._reported or {}
-        return any(a > reported.get(r, 0) for r, a in level.items())
-
     def observe(self, now_ns: int, available: Vector, returned: Vector) -> None:
         """Re-evaluate rule 1 and start or clear rule 2's hold from the current level, credit
         on hand and returned totals (call after any change of them; :meth:`due` then only
         compares times)."""
-        self._news = (
-            _nonzero(returned) != self._reported_returned or self._rising(self.level())
+        level = self.level()  # once: a sender observes several times per transfer
+        reported = self._reported or {}
+        self._news = _nonzero(returned) != self._reported_returned or any(
+            a > reported.get(r, 0) for r, a in level.items()
         )
-        quiet = self._reported is not None and bool(self.idle(available))
+        # rule 2: some credit on hand beyond the level (what idle() would return is non-empty)
+        quiet = self._reported is not None and any(
+            a > level.get(r, 0) for r, a in available.items()
+        )
         if not quiet:
             self._quiet_since = None
         elif self._quiet_since is None:

@@ -471,9 +471,7 @@ class ReceiverEndpoint:
         return (tuple(granted.values()), self._retry_after_us)
 
     def _update(self) -> ReceiverCreditUpdate:
-        totals = self._receiver.allocator.key_totals(
-            self._sender_peer, self._qos_class, self._epoch
-        )
+        granted = self._receiver.allocator.granted(self._sender_peer, self._qos_class, self._epoch)
         self._sequence += 1
         return ReceiverCreditUpdate(
             qos_class=self._qos_class,
@@ -481,7 +479,7 @@ class ReceiverEndpoint:
             epoch=self._epoch,
             sequence=self._sequence,
             freshness_ttl_ms=self._receiver.freshness_ttl_ms,
-            grants=_amounts(totals.granted),
+            grants=_amounts(granted),
             retry_after_us=self._retry_after_us,
         )
 

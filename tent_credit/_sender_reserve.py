@@ -42,6 +42,7 @@ class _SenderReservations(_SenderState):
         self._check_time(now_ns)
         if self._key is not None:
             self._check_satisfiable(self._key, charge)
+        self._blocked_charge = None
         self._advance(now_ns)
         self._negotiation.check_freshness(self._now_ns)
         key = self._key
@@ -59,6 +60,7 @@ class _SenderReservations(_SenderState):
             self._blocked += 1
             self._raise_demand(key, charge)
             self._trace_reserve(charge, None)
+            self._blocked_charge = charge
             return self._backpressure(result.exhausted)
         if self.ahead and self._direct_waiting:
             # version 2, a caller without a gate: the reserved charge no longer waits (it
@@ -74,6 +76,55 @@ class _SenderReservations(_SenderState):
             self._observe_level()
         self._trace_reserve(charge, result)
         return result
+
+    # ---------------------------------------------------------------- repeated blocked picks
+
+    def _repeat_state(self) -> tuple[object, ...]:
+        # Everything a blocked try_reserve reads or changes, the clock aside: the ledger (its
+        # change counter), the peer's state, version, key and epoch, the retry hint, and the
+        # demand the blocked path raises (and a gate restates right after it).
+        n = self._negotiation
+        return (
+            self._ledger.changes,
+            n.state,
+            n.version,
+            self._key,
+            self._epoch,
+            self._retry_after_us,
+            self._direct_waiting,
+            tuple(self._levels.waiting.items()),
+            tuple(self._demand_target.items()),
+        )
+
+    def repeat_stamp(self, charge: CreditCharge) -> tuple[object, ...] | None:
+        """After a :meth:`try_reserve` of ``charge`` the ledger blocked (and whatever the
+        caller did next, e.g. a gate's :meth:`set_pending_demand`): a stamp for
+        :meth:`repeat_blocked`; ``None`` after any other outcome, or while tracing (a trace
+        records every attempt)."""
+        if self._blocked_charge is not charge or self._trace is not None:
+            return None
+        return self._repeat_state()
+
+    def repeat_blocked(self, stamp: tuple[object, ...], now_ns: int) -> bool:
+        """Whether :meth:`try_reserve` of the charge that made ``stamp`` would block again at
+        ``now_ns`` the same way, with the same :class:`BackpressureInfo` and nothing to change
+        but the clock and the ``blocked`` counters; if so, those are applied and ``True``
+        returned. ``False`` changes nothing but what ``try_reserve`` at ``now_ns`` would also
+        change first (the clock, a TTL expiry): the caller then calls ``try_reserve``.
+
+        A gate asks this for an owner still stalled since its last pick: it is asked again at
+        every dispatch pass until a grant comes (docs/incast.md#incast-cpu). Raises
+        :class:`InvalidArgument` for a bad ``now_ns`` (nothing changes).
+        """
+        self._check_time(now_ns)
+        if self._trace is not None or self._repeat_state() != stamp:
+            return False
+        self._advance(now_ns)
+        if self._negotiation.check_freshness(self._now_ns) is not stamp[1]:
+            return False  # the TTL ran out meanwhile: try_reserve says what that means
+        self._blocked += 1
+        self._ledger.count_blocked()
+        return True
 
     def _trace_reserve(self, charge: CreditCharge, token: ReservationToken | None) -> None:
         if self._trace is not None:

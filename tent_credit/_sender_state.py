@@ -23,7 +23,7 @@ from ._levels import LevelReports
 from ._messages import GRANT_AHEAD_VERSION, SUPPORTED_VERSIONS, ControlMessage
 from ._negotiation import CreditMode, NegotiationState, PeerNegotiation
 from ._trace import TraceSink
-from ._types import CreditKey, CreditResource
+from ._types import CreditCharge, CreditKey, CreditResource
 from .errors import InvalidArgument
 
 
@@ -92,6 +92,8 @@ class _SenderState:
         self._ignored = 0
         self._stale_transitions = 0
         self._blocked = 0
+        # the charge the ledger blocked at the last try_reserve (see repeat_stamp)
+        self._blocked_charge: CreditCharge | None = None
         self._trace = trace  # docs/traces.md; None: tracing off
         self._node = f"sender:{sender_peer}"
 

@@ -40,7 +40,7 @@ _Key = tuple[int, int, int]  # (sender peer, qos class, epoch)
 class TransferBook:
     """The transfers a receiver holds per (sender, QoS class, epoch).
 
-    ``allocator`` is the receiver's: its books (``key_totals``) say how much slot credit a key
+    ``allocator`` is the receiver's: its books (``unreleased``) say how much slot credit a key
     holds. A receiver that models no slot resource bounds nothing here (every ``may_open`` is
     ``True``): its transfers are then bounded by their bytes alone.
     """
@@ -71,13 +71,9 @@ class TransferBook:
         if not self._slots:
             return None
         try:
-            totals = self._allocator.key_totals(sender_peer, qos_class, epoch)
+            return self._allocator.unreleased(sender_peer, qos_class, epoch, self._slots)
         except (CreditError, TypeError, ValueError):
             return 0
-        return min(
-            totals.granted[r] - totals.released[r] - totals.reclaimed_by_return[r]
-            for r in self._slots
-        )
 
     def may_open(self, sender_peer: int, qos_class: int, epoch: int) -> bool:
         """Whether a write may open one more transfer of this key and epoch."""
