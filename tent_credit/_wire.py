@@ -178,6 +178,7 @@ MESSAGE_TYPE_TAGS: Mapping[int, type[ControlMessage]] = MappingProxyType(
 
 _UINT_MAX = {_U16: U16_MAX, _U32: U32_MAX, _U64: U64_MAX}
 _RESOURCE_VALUES = frozenset(int(r) for r in CreditResource)
+_RESOURCE_OF = {int(r): r for r in CreditResource}  # a dict lookup, not an enum call per amount
 
 
 # --------------------------------------------------------------------------------- encode
@@ -295,8 +296,20 @@ def _prescan(data: bytes) -> None:
             raise DecodeError(f"nesting deeper than {MAX_DEPTH}", WireErrorCode.TOO_DEEP)
         if pos >= end:
             raise DecodeError("truncated CBOR item", WireErrorCode.MALFORMED)
-        major, info = data[pos] >> 5, data[pos] & 0x1F
+        initial = data[pos]
         pos += 1
+        if initial < 24 and not expect_bignum_bytes:
+            # The common item, an unsigned integer below 24 in its header byte (type tags,
+            # versions, resources, small amounts): nothing else to check; close containers.
+            while open_counts:
+                open_counts[-1] -= 1
+                if open_counts[-1]:
+                    break
+                open_counts.pop()
+            if not open_counts:
+                break
+            continue
+        major, info = initial >> 5, initial & 0x1F
         if major == _MAJOR_SIMPLE:
             raise DecodeError(
                 "floats and simple values are not part of the schema", WireErrorCode.MALFORMED
@@ -440,7 +453,7 @@ def _field_from_wire(kind: _Kind, item: Any) -> Any:
     if kind is _SESSION:
         return SessionId(item)
     if kind is _AMOUNTS:
-        return tuple(CreditAmount(resource=CreditResource(r), amount=a) for r, a in item)
+        return tuple(CreditAmount(resource=_RESOURCE_OF[r], amount=a) for r, a in item)
     if kind is _VERSIONS:
         return tuple(item)
     return item
