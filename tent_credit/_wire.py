@@ -298,66 +298,14 @@ def _prescan(data: bytes) -> None:
             raise DecodeError("truncated CBOR item", WireErrorCode.MALFORMED)
         initial = data[pos]
         pos += 1
-        if initial < 24 and not expect_bignum_bytes:
-            # The common item, an unsigned integer below 24 in its header byte (type tags,
-            # versions, resources, small amounts): nothing else to check; close containers.
-            while open_counts:
-                open_counts[-1] -= 1
-                if open_counts[-1]:
-                    break
-                open_counts.pop()
-            if not open_counts:
-                break
-            continue
-        major, info = initial >> 5, initial & 0x1F
-        if major == _MAJOR_SIMPLE:
-            raise DecodeError(
-                "floats and simple values are not part of the schema", WireErrorCode.MALFORMED
+        # The common item, an unsigned integer below 24 in its header byte (type tags,
+        # versions, resources, small amounts), needs no check of its own.
+        if initial >= 24 or expect_bignum_bytes:
+            pos, expect_bignum_bytes, opened = _item(
+                data, pos, initial, expect_bignum_bytes, open_counts
             )
-        if info == 31:
-            raise DecodeError("indefinite length is not allowed", WireErrorCode.MALFORMED)
-        if info > 27:
-            raise DecodeError(f"reserved additional information {info}", WireErrorCode.MALFORMED)
-        if info < 24:
-            argument = info
-        else:
-            size = 1 << (info - 24)
-            if pos + size > end:
-                raise DecodeError("truncated CBOR header", WireErrorCode.MALFORMED)
-            argument = int.from_bytes(data[pos : pos + size], "big")
-            pos += size
-            if argument < _MIN_FOR_ADDITIONAL_INFO[info]:
-                raise DecodeError("non-minimal integer encoding", WireErrorCode.NON_CANONICAL)
-        if expect_bignum_bytes and major != _MAJOR_BYTES:
-            raise DecodeError("a bignum tag must wrap a byte string", WireErrorCode.MALFORMED)
-        bignum_bytes, expect_bignum_bytes = expect_bignum_bytes, False
-        if major in (_MAJOR_BYTES, _MAJOR_TEXT):
-            if argument > end - pos:
-                raise DecodeError("truncated string", WireErrorCode.MALFORMED)
-            if bignum_bytes and argument > _MAX_BIGNUM_BYTES:
-                # wider than any field (a session id is u128): refused before cbor2 builds
-                # the integer, so no unbounded integer ever exists (let alone gets formatted)
-                if data[pos] == 0:  # leading zeros: a canonicality error first, as in step 5
-                    raise DecodeError("bignum with leading zero bytes", WireErrorCode.NON_CANONICAL)
-                raise DecodeError(
-                    f"a bignum of {argument} bytes is wider than any field (u128)",
-                    WireErrorCode.INVALID_FIELD,
-                )
-            pos += argument
-        elif major == _MAJOR_ARRAY:
-            if argument > end - pos:  # every item takes at least one byte
-                raise DecodeError("truncated array", WireErrorCode.MALFORMED)
-            if argument:
-                open_counts.append(argument)
+            if opened:
                 continue
-        elif major == _MAJOR_MAP:
-            raise DecodeError("maps are not part of the schema", WireErrorCode.MALFORMED)
-        elif major == _MAJOR_TAG:
-            if argument != _TAG_BIGNUM:
-                raise DecodeError(f"tag {argument} is not allowed", WireErrorCode.MALFORMED)
-            open_counts.append(1)
-            expect_bignum_bytes = True
-            continue
         # One item is complete: close every container it completes.
         while open_counts:
             open_counts[-1] -= 1
@@ -368,6 +316,64 @@ def _prescan(data: bytes) -> None:
             break
     if pos != end:
         raise DecodeError(f"{end - pos} trailing bytes after the message", WireErrorCode.MALFORMED)
+
+
+def _item(
+    data: bytes, pos: int, initial: int, bignum_bytes: bool, open_counts: list[int]
+) -> tuple[int, bool, bool]:
+    """Check one item whose header byte ``initial`` was read at ``pos - 1`` (``bignum_bytes``:
+    a bignum tag waits for it); return the position after its header (and after its bytes, for
+    a string), whether a bignum's byte string is expected next, and whether it opened a
+    container (an array with items, or a tag), appended to ``open_counts``."""
+    end = len(data)
+    major, info = initial >> 5, initial & 0x1F
+    if major == _MAJOR_SIMPLE:
+        raise DecodeError(
+            "floats and simple values are not part of the schema", WireErrorCode.MALFORMED
+        )
+    if info == 31:
+        raise DecodeError("indefinite length is not allowed", WireErrorCode.MALFORMED)
+    if info > 27:
+        raise DecodeError(f"reserved additional information {info}", WireErrorCode.MALFORMED)
+    if info < 24:
+        argument = info
+    else:
+        size = 1 << (info - 24)
+        if pos + size > end:
+            raise DecodeError("truncated CBOR header", WireErrorCode.MALFORMED)
+        argument = int.from_bytes(data[pos : pos + size], "big")
+        pos += size
+        if argument < _MIN_FOR_ADDITIONAL_INFO[info]:
+            raise DecodeError("non-minimal integer encoding", WireErrorCode.NON_CANONICAL)
+    if bignum_bytes and major != _MAJOR_BYTES:
+        raise DecodeError("a bignum tag must wrap a byte string", WireErrorCode.MALFORMED)
+    if major in (_MAJOR_BYTES, _MAJOR_TEXT):
+        if argument > end - pos:
+            raise DecodeError("truncated string", WireErrorCode.MALFORMED)
+        if bignum_bytes and argument > _MAX_BIGNUM_BYTES:
+            # wider than any field (a session id is u128): refused before cbor2 builds
+            # the integer, so no unbounded integer ever exists (let alone gets formatted)
+            if data[pos] == 0:  # leading zeros: a canonicality error first, as in step 5
+                raise DecodeError("bignum with leading zero bytes", WireErrorCode.NON_CANONICAL)
+            raise DecodeError(
+                f"a bignum of {argument} bytes is wider than any field (u128)",
+                WireErrorCode.INVALID_FIELD,
+            )
+        pos += argument
+    elif major == _MAJOR_ARRAY:
+        if argument > end - pos:  # every item takes at least one byte
+            raise DecodeError("truncated array", WireErrorCode.MALFORMED)
+        if argument:
+            open_counts.append(argument)
+            return pos, False, True
+    elif major == _MAJOR_MAP:
+        raise DecodeError("maps are not part of the schema", WireErrorCode.MALFORMED)
+    elif major == _MAJOR_TAG:
+        if argument != _TAG_BIGNUM:
+            raise DecodeError(f"tag {argument} is not allowed", WireErrorCode.MALFORMED)
+        open_counts.append(1)
+        return pos, True, True
+    return pos, False, False
 
 
 def _invalid(name: str, why: str) -> DecodeError:
