@@ -305,6 +305,6 @@ class DispatchGate(_GateRoutes):
         info = cast(GateBlocked, repeat.decision).info
         route.blocked += 1
         route.last_info = info
-        self._restate_stall(owner.owner_id, info)  # a repeat exists only while it is stalled
+        self._restate_stall(route, owner.owner_id, info)  # a repeat exists only while stalled
         self._repeats[owner.owner_id] = repeat
         return True

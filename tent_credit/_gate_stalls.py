@@ -40,7 +40,7 @@ class _GateStalls(_GateState):
         now_ns: int,
         info: BackpressureInfo,
     ) -> None:
-        if self._restate_stall(owner_id, info):
+        if self._restate_stall(route, owner_id, info):
             return
         if self._stalls and now_ns < next(reversed(self._stalls.values()))[1].since_ns:
             self._stalls_in_order = False  # the newest stall so far is later than this one
@@ -60,13 +60,13 @@ class _GateStalls(_GateState):
         route.stalled_owners += 1
         route.stalled_bytes += length
 
-    def _restate_stall(self, owner_id: int, info: BackpressureInfo) -> bool:
+    def _restate_stall(self, route: _Route, owner_id: int, info: BackpressureInfo) -> bool:
         # An owner still stalled keeps its first block time; only its reason is refreshed.
         known = self._stalls.get(owner_id)
         if known is None:
             return False
         if known[1].info != info:
-            self._stalls[owner_id] = (known[0], attrs.evolve(known[1], info=info))
+            self._stalls[owner_id] = (route, attrs.evolve(known[1], info=info))
         return True
 
     def _end_stall(self, owner_id: int, now_ns: int, *, dispatched: bool) -> None:
