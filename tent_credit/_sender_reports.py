@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ._arith import U64_MAX
 from ._endpoint_common import _amounts, _nonzero_amounts
 from ._messages import CapabilityOffer, Heartbeat, SenderCreditUsage
 from ._negotiation import NegotiationState
@@ -138,7 +139,12 @@ class _SenderReports(_SenderState):
         self._usage_dirty = False
         self._last_usage_ns = now_ns
         granted = [r for r, total in entry.grant_total.items() if total]
-        demand = {r: entry.consumed[r] + entry.returned[r] + a for r, a in level.items()}
+        # A u64 cannot state more: near a grant of 2**64 (a receiver's absurd or hostile
+        # total) the report states U64_MAX, which the receiver reads as a lower level, asking
+        # for less, never more, instead of failing to encode (found by the endpoint fuzz test).
+        demand = {
+            r: min(U64_MAX, entry.consumed[r] + entry.returned[r] + a) for r, a in level.items()
+        }
         self._demand_target = demand
         self._count_repeat(entry.consumed, entry.returned)
         return SenderCreditUsage(

@@ -31,7 +31,7 @@ from tent_credit._messages import (
     SenderCreditUsage,
 )
 from tent_credit._negotiation import CreditMode
-from tent_credit._wire import encode
+from tent_credit._wire import decode, encode
 from tent_credit.errors import LocalProtocolError
 
 R = CreditResource
@@ -330,3 +330,32 @@ def test_receiver_endpoint_answers_any_peer_input_with_documented_events(
             events = ep.receive_message(raw, now)
             assert all(type(e) is EndpointEvent and e.kind in KINDS for e in events), events
         _check_receiver(rx, ep, now)
+
+
+def test_a_level_report_near_a_u64_grant_states_u64_max_instead_of_failing() -> None:
+    """Found by the fuzz test above (CI, seed 259049500868829090395814465604343732613): a
+    receiver grants DATA_BYTES 2**64 - 2, the sender returns what is idle and reserves one
+    charge; its version-2 report's demand, consumed + returned + level, is past u64. The report
+    must still encode (stating U64_MAX), not raise out of messages_to_send."""
+    tx, tokens = build_sender("fencing")
+    now = 3_000_000
+    new_epoch = b"\x88\x05\x01\x81\x01\x01\x05\x00\x00\x00"  # an activation at epoch 5
+    huge = (  # an update of epoch 5 granting DATA_BYTES 2**64 - 2 and 2 REQUEST_SLOTS
+        b"\x8a\x01\x01\x00\x00\x05\x01\x03\x01\x82\x82\x01\x1b\xff\xff\xff\xff\xff\xff\xff\xfe"
+        b"\x82\x02\x02\x00"
+    )
+    heartbeat = b"\x84\x04\x01\x81\x01\x00"
+    tx.receive_batch([new_epoch], now)
+    tx.messages_to_send(now)
+    tx.complete(tokens.pop(), now)
+    now += 1_000_000
+    tx.receive_batch([new_epoch, huge, heartbeat], now)
+    tx.messages_to_send(now)
+    assert isinstance(tx.try_reserve(CHARGE, now), ReservationToken)
+    now += 1_000_000
+    tx.receive_batch([heartbeat], now)
+    tx.get_timer()
+    tx.handle_timer(now)
+    reports = [decode(m) for m in tx.messages_to_send(now)]
+    demands = [a.amount for m in reports for a in getattr(m, "pending_demand", ())]
+    assert U64_MAX in demands, reports  # the report went out, stating the most a u64 can
