@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import gc
 import json
 import multiprocessing
 import os
@@ -236,6 +237,13 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _py_blocks() -> int:
+    """Python objects this process holds (after a collection): what RSS cannot tell apart, a
+    reference kept against memory the allocator keeps mapped after it was freed."""
+    gc.collect()
+    return sys.getallocatedblocks()
+
+
 def _fd_targets() -> dict[str, str]:
     out = {}
     for fd in os.listdir("/proc/self/fd"):
@@ -358,7 +366,24 @@ class Bench:
             done += pending.popleft().result(30).status is TaskStatus.COMPLETED
         while pending:
             done += pending.popleft().result(30).status is TaskStatus.COMPLETED
-        return done * BLOCK / (time.monotonic() - start) / 2**20
+        elapsed = time.monotonic() - start
+        self.drain_landed()
+        return done * BLOCK / elapsed / 2**20
+
+    def drain_landed(self) -> int:
+        """Take the receiver's data-landed notifications, as its application would: left
+        unread they pile up to ``max_pending_landed`` (65,536) and their memory would count
+        in the receiver's RSS as if an attack had left it there."""
+        engine = self.rx.engine
+
+        async def take() -> int:
+            taken = 0
+            while engine.receiver.pending_landed() and taken < 1_000_000:  # bounded
+                await engine.landed()
+                taken += 1
+            return taken
+
+        return self.rx._run(take(), 30)
 
     def newcomer(self, budget_s: float = 5.0) -> tuple[float | None, int]:
         """``(seconds, attempts)`` a new honest peer takes to complete its handshake, retrying
@@ -500,7 +525,7 @@ def _join(proc: Any, halt: Any, out: Any, timeout: float) -> dict[str, Any]:
 
 
 def run_attack(bench: Bench, name: str, seconds: float, baseline: float) -> dict[str, Any]:
-    before = {"rss_kb": _rss_kb(), "fds": _fds(), **bench.counters()}
+    before = {"rss_kb": _rss_kb(), "py_blocks": _py_blocks(), "fds": _fds(), **bench.counters()}
     targets = _fd_targets()
     frames_before = bench.other_frames()
     honest_session = bench.rx._call(lambda: bench.rx.engine.control.session_of(HONEST))
@@ -526,7 +551,7 @@ def run_attack(bench: Bench, name: str, seconds: float, baseline: float) -> dict
     settle_end = time.monotonic() + SETTLE_S
     while time.monotonic() < settle_end and _fds() > before["fds"]:  # bounded
         time.sleep(0.1)
-    after = {"rss_kb": _rss_kb(), "fds": _fds(), **bench.counters()}
+    after = {"rss_kb": _rss_kb(), "py_blocks": _py_blocks(), "fds": _fds(), **bench.counters()}
     still = bench.rx._call(lambda: bench.rx.engine.control.session_of(HONEST))
     lies = attacker.get("lies", {})
     return {
@@ -549,7 +574,9 @@ def run_attack(bench: Bench, name: str, seconds: float, baseline: float) -> dict
         "counted": {
             k: after[k] - before[k]
             for k in after
-            if isinstance(after[k], int) and after[k] != before[k] and k not in ("rss_kb", "fds")
+            if isinstance(after[k], int)
+            and after[k] != before[k]
+            and k not in ("rss_kb", "py_blocks", "fds")
         },
         "quarantined_now": sorted(set(after["quarantined"]) - set(before["quarantined"])),
         "backlog_during": backlog,
