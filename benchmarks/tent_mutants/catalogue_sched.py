@@ -8,6 +8,8 @@ from .model import DefectClass as D
 from .model import Mutant
 
 _QUEUE = "tent_sched/_queue.py"
+_ADMIT = "tent_sched/_queue_admit.py"
+_PICK = "tent_sched/_queue_pick.py"
 _MLU = "tent_sched/_mlu.py"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -16,7 +18,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#mlu and docs/semantics.md#admission-queue: an owner without a deadline "
         "is never dropped",
         D.MISSING_CHECK,
-        _QUEUE,
+        _PICK,
         "                        if mlu >= theta:",
         "                        if mlu >= theta or view.deadline_ns == 0:",
     ),
@@ -24,7 +26,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "dropped_owner_uses_budget",
         "docs/semantics.md#admission-queue pick: a dropped owner uses no byte budget",
         D.WRONG_RULE,
-        _QUEUE,
+        _PICK,
         "                            dropped.append((owner, mlu))\n",
         "                            dropped.append((owner, mlu))\n"
         "                            budget_bytes -= view.length\n",
@@ -44,7 +46,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "equal_deadline_inserted_first",
         "docs/semantics.md#admission-queue admission: EDF with FIFO ties (bisect_right)",
         D.WRONG_RULE,
-        _QUEUE,
+        _ADMIT,
         "bisect.insort_right(self._entries, owner,",
         "bisect.insort_left(self._entries, owner,",
     ),
@@ -53,7 +55,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#admission-queue pick 2: past-due owners (deadline <= now) are not "
         "promoted",
         D.BOUNDARY_FLIP,
-        _QUEUE,
+        _PICK,
         "low = bisect.bisect_left(entries, now_ns + 1, head, end, key=_ORDER_KEY)",
         "low = bisect.bisect_left(entries, now_ns, head, end, key=_ORDER_KEY)",
     ),
@@ -62,7 +64,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#admission-queue admission 7: limits are inclusive (exactly "
         "max_outstanding_owners fits)",
         D.BOUNDARY_FLIP,
-        _QUEUE,
+        _ADMIT,
         "if next_owners > limits.max_outstanding_owners:",
         "if next_owners >= limits.max_outstanding_owners:",
     ),
@@ -71,7 +73,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#admission-queue admission 7: user bytes never reach into the staging "
         "byte reserve",
         D.MISSING_BOUND,
-        _QUEUE,
+        _ADMIT,
         "if next_user_bytes > self._user_byte_limit:",
         "if False and next_user_bytes > self._user_byte_limit:",
     ),
@@ -80,7 +82,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#admission-queue admission: a byte charge past 2**64 − 1 is "
         "InvalidArgument",
         D.OVERFLOW,
-        _QUEUE,
+        _ADMIT,
         "        if next_bytes > U64_MAX:\n",
         "        if False:\n",
     ),
@@ -89,7 +91,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#admission-queue admission: a public id already mapped in *its* batch "
         "is InvalidEntry",
         D.WRONG_KEY,
-        _QUEUE,
+        _ADMIT,
         "if (batch_token, public_id) in self._public_ids:",
         "if (0, public_id) in self._public_ids:",
     ),
@@ -98,7 +100,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "docs/semantics.md#admission-queue pick 1: a zero budget returns before any promotion or "
         "drop",
         D.WRONG_RULE,
-        _QUEUE,
+        _PICK,
         "if max_owners == 0 or max_bytes == 0:  # §2: before any promotion or drop",
         "if max_owners == 0:  # §2: before any promotion or drop",
     ),
