@@ -239,6 +239,8 @@ def test_the_api_reference_documents_every_public_name(html: Path) -> None:
 def test_the_api_reference_documents_what_a_class_has_from_its_private_mixins(html: Path) -> None:
     # Each is one class over private mixins split by responsibility: autodoc leaves inherited
     # members out unless docs/conf.py names the other bases to leave out instead.
+    from tent_transport.dispatch import DispatchCore
+
     import tent_credit
     import tent_sched
 
@@ -249,6 +251,11 @@ def test_the_api_reference_documents_what_a_class_has_from_its_private_mixins(ht
         assert len(names) >= 15
         for name in sorted(names):
             assert f'id="{package}.{cls.__name__}.{name}"' in text, f"{cls.__name__}.{name}"
+    names = {n for base in DispatchCore.__mro__[:-1] for n in vars(base) if not n.startswith("_")}
+    assert names - set(vars(DispatchCore)) >= {"submit", "cancel", "fail_peer"}  # from mixins
+    for name in sorted(names):
+        assert f'id="tent_transport.dispatch.DispatchCore.{name}"' in text, name
+    assert 'id="tent_transport.dispatch._' not in text
 
 
 def test_the_api_reference_has_no_attrs_noise(html: Path) -> None:

@@ -1,0 +1,108 @@
+"""The dispatch pass: refill the dispatch window from the queue, hand owners to the rails, post.
+
+Run on every submit and every ``progress`` pass: ``_refill`` picks over the free dispatch window
+(``pick_for_dispatch`` with the rails' transmit estimate as bandwidth and the gate, through
+``_eligibility``, as eligibility), hands each picked owner to the rails (``_hand_off``: cut into
+slices, each assigned a rail) and ends the owners the pick dropped or rejected (then calls the
+drop hooks); ``_dispatch`` then fails the transfers whose unposted token went stale and posts
+every rail. A mixin of :class:`DispatchCore` over :mod:`._completion` (it ends transfers and
+hands the rails the slice callbacks); a hot path, so it stays flat, with no helper layer.
+"""
+
+from __future__ import annotations
+
+from tent_credit import GateRejected, RejectReason
+from tent_credit import errors as credit_errors
+from tent_sched import EligibilityDecision, OwnerView, TaskStatus
+from tent_sched import errors as sched_errors
+
+from ._completion import _CoreCompletion
+from ._records import REJECT_DETAIL, TransferRecord, translate
+from ._types import EndReason, TransferPhase
+
+
+class _CorePass(_CoreCompletion):
+    """The dispatch pass of a :class:`DispatchCore` (module docstring)."""
+
+    def _dispatch(self, now_ns: int) -> None:
+        if self._queue is not None and self._queued:
+            self._refill(now_ns)
+        for record in self._settle.stale():  # their slices carry a lease the receiver refuses
+            record.failed = True
+            record.reason = EndReason.REJECTED
+            record.detail = REJECT_DETAIL[RejectReason.SNAPSHOT_FENCED]
+            self._withdraw(record)
+            self._maybe_finish(record, now_ns)
+        self._rails.post_all(now_ns, self._posted, self._slice_ended)
+
+    def _eligibility(self, owner: OwnerView, now_ns: int, /) -> EligibilityDecision:
+        assert self._gate is not None
+        decision = self._gate(owner, now_ns)
+        if isinstance(decision, GateRejected):
+            self._reject_reason[owner.owner_id] = decision.reason
+        return decision
+
+    def _refill(self, now_ns: int) -> None:
+        """Pick over the free dispatch window and hand the picked owners to the rails."""
+        assert self._queue is not None
+        window = self._config.sched.runtime_queue
+        owners_left = window.max_dispatch_owners - self._window_owners
+        bytes_left = window.max_dispatch_bytes - self._window_bytes
+        if owners_left <= 0 or bytes_left <= 0:
+            return
+        gate = self._gate if self._credit_active else None  # DISABLED: no gate at all
+        try:
+            result = self._queue.pick_for_dispatch(
+                owners_left,
+                bytes_left,
+                now_ns=now_ns,
+                bandwidth_bps=self._rails.estimated_bandwidth_bps(),
+                eligibility=None if gate is None else self._eligibility,
+            )
+        except (sched_errors.SchedError, credit_errors.CreditError) as exc:
+            if gate is not None:  # the pick changed nothing; give back its own tokens
+                gate.rollback_unsettled(keep=self._settle.pending_tokens())
+            self._reject_reason.clear()
+            raise translate(exc) from exc
+        if gate is not None:
+            gate.observe_pick(result, self._queue.owner, now_ns)
+        for picked in result.picked:
+            record = self._by_owner[picked.owner.owner_id]
+            self._queued -= 1
+            record.in_window = True
+            self._window_owners += 1
+            self._window_bytes += record.request.length
+            self._hand_off(record, picked.token)
+        dropped: list[tuple[int, float]] = []
+        for owner_id in result.dropped:
+            record = self._by_owner[owner_id]
+            self._queued -= 1
+            mlu = self._drop_mlu.pop(owner_id, 0.0)
+            record.dropped_mlu = mlu
+            dropped.append((record.transfer_id, mlu))
+            detail = f"deadline-infeasible drop: predicted MLU {mlu:.3f}"
+            self._end(record, TaskStatus.CANCELED, EndReason.DROPPED, detail, now_ns)
+        for owner_id in result.rejected:
+            record = self._by_owner[owner_id]
+            self._queued -= 1
+            reason = self._reject_reason.pop(owner_id, None)
+            detail = "rejected" if reason is None else REJECT_DETAIL[reason]
+            self._end(record, TaskStatus.FAILED, EndReason.REJECTED, detail, now_ns)
+        self._reject_reason.clear()
+        if dropped and self._hooks:  # after the pick is settled, so a hook may call back in
+            hooks = tuple(self._hooks.values())
+            for transfer_id, mlu in dropped:
+                for hook in hooks:
+                    hook(transfer_id, mlu)
+
+    def _hand_off(self, record: TransferRecord, token: object | None) -> None:
+        """Cut a dispatched transfer into slices and assign each a rail; its gate token waits
+        for the first post (``_settle.py``)."""
+        record.phase = TransferPhase.DISPATCHED
+        record.token = token
+        self._dispatched += 1
+        for item in self._ids.cut(record, token, self._config.dispatch.slice_bytes):
+            item.rail = self._rails.choose(item.request.length)
+            record.waiting.add(item)
+            self._rails.enqueue(item)
+        self._settle.handed_off(record)
