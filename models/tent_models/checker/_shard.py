@@ -3,7 +3,9 @@ parent links of the states it found.
 
 The protocol a :class:`Worker` follows is described in :mod:`._parallel`; the transport is
 whatever ``inboxes`` and ``inbox`` are (multiprocessing queues there, Ray actor calls in
-:mod:`._ray`).
+:mod:`._ray`). The worker's state and messaging are :class:`~._shard_state._ShardState`'s, the
+values it exchanges are in :mod:`._shard_values` and the plan arithmetic in :mod:`._shard_plan`
+(all re-exported here).
 """
 
 from __future__ import annotations
@@ -20,13 +22,26 @@ from typing import Any
 import attrs
 import numpy as np
 
-from tent_models.checker._bfs import new_exploration, new_state_checker
+from tent_models.checker._bfs import new_state_checker
 from tent_models.checker._components import materialise
 from tent_models.checker._errors import CheckerError, ModelContractError
 from tent_models.checker._fastpath import expander
-from tent_models.checker._seen import ShardSeen
+from tent_models.checker._shard_plan import indices_of, split_contiguous
+from tent_models.checker._shard_state import _ShardState
+from tent_models.checker._shard_values import (
+    MAX_POSITION,
+    SHIFT,
+    Assignment,
+    FrontierItem,
+    LevelReport,
+    Options,
+    Plan,
+    ShardSummary,
+    _Candidates,
+    _Won,
+)
 from tent_models.checker._trace import ActionInstance
-from tent_models.model_api import SpecModel, ends_by_design
+from tent_models.model_api import ends_by_design
 
 __all__ = [
     "SHIFT",
@@ -39,123 +54,8 @@ __all__ = [
     "split_contiguous",
 ]
 
-SHIFT = 20  # successor position bits in a key
-MAX_POSITION = (1 << SHIFT) - 1
 
-FrontierItem = tuple[int, int, Any]  # (global index, fingerprint, state)
-# A balance plan for one worker: (target, start, stop) slices of its frontier to send, and
-# the workers it receives from (see split_contiguous).
-Plan = tuple[tuple[tuple[int, int, int], ...], tuple[int, ...]]
-
-
-@attrs.frozen(kw_only=True)
-class Options:
-    workers: int
-    symmetry: bool
-    check_deadlock: bool
-    check_recoverability: bool
-
-
-@attrs.frozen(kw_only=True)
-class Assignment:
-    """The coordinator's word to one worker before a level (all of it a few ints).
-
-    ``first`` is the index of the first state this worker won in the last level and ``kept``
-    how many of them are stored (fewer past a ``max_states`` cut): they are numbered
-    ``first``, ``first + 1``, ... in key order. ``plan`` moves frontier states for balance,
-    ``met`` names the invariants and witnesses hit somewhere already, and ``expand`` is false
-    for the last command (store the last level's states, expand nothing).
-    """
-
-    first: int = 0
-    kept: int = 0
-    plan: Plan | None = None
-    met: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
-    expand: bool = True
-
-
-@attrs.frozen(kw_only=True)
-class LevelReport:
-    """What a worker tells the coordinator after a level: counts, and positions in the list
-    of states it won this level (key order)."""
-
-    won: int
-    out_of_bounds: bytes  # array('I') of the positions of won states outside the bounds
-    invariant_hits: dict[str, int]
-    witness_hits: dict[str, int]
-    transitions: int
-    deadlock: int | None  # the smallest index of a deadlocked state expanded here
-    cpu_seconds: float  # this process's CPU time for the command (the level's balance)
-
-
-@attrs.frozen(kw_only=True)
-class ShardSummary:
-    """A worker's totals once the exploration is over (the ``finish`` command)."""
-
-    enabled: dict[str, int]
-    fired: dict[str, int]
-    new_states: dict[str, int]
-    recovered: bytes  # array('I'): indices of expanded states where ``recovered`` held
-    blocks: bytes  # int64 triples (first index, first local position, count), in order
-    flags: bytes  # one per stored state, local order: 1 when outside the bounds
-    seen: int  # fingerprints this shard owns
-    storage_bytes: int
-    rss_growth: int  # peak resident set growth of this process since it started, bytes
-
-
-class _Mailbox:
-    """Tagged worker-to-worker messages; early messages of a later phase are buffered."""
-
-    def __init__(self, inbox: Any) -> None:  # anything with a blocking ``get()``
-        self.inbox = inbox
-        self.pending: dict[tuple[str, int, int], Any] = {}
-
-    def collect(self, tag: str, level: int, senders: Sequence[int]) -> dict[int, Any]:
-        wanted = {(tag, level, sender) for sender in senders}
-        while not wanted <= self.pending.keys():
-            msg_tag, msg_level, sender, payload = self.inbox.get()
-            self.pending[(msg_tag, msg_level, sender)] = payload
-        return {key[2]: self.pending.pop(key) for key in wanted}
-
-
-class _Candidates:
-    """One level's candidates in discovery (key) order, as parallel sequences."""
-
-    def __init__(self) -> None:
-        self.fps = array("Q")
-        self.keys = array("Q")
-        self.names: list[str] = []
-        self.args: list[Any] = []
-        self.states: list[Any] = []  # possibly Deferred: built only for the winners
-
-
-@attrs.define
-class _Won:
-    """The new states this shard generated and won in one level, in key order."""
-
-    fps: np.ndarray[Any, Any]
-    keys: np.ndarray[Any, Any]
-    names: list[str]
-    args: list[Any]
-    states: list[Any]
-    out_of_bounds: bytearray = attrs.field(factory=bytearray)
-
-    @classmethod
-    def empty(cls) -> _Won:
-        nothing = np.empty(0, dtype=np.uint64)
-        return cls(fps=nothing, keys=nothing, names=[], args=[], states=[])
-
-
-def _rss_bytes() -> int:
-    """This process's resident set now (``/proc``; 0 where there is none)."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as statm:
-            return int(statm.read().split()[1]) * resource.getpagesize()
-    except OSError:
-        return 0
-
-
-class Worker:
+class Worker(_ShardState):
     """One shard: its part of the seen set, its frontier, its coverage counters and the
     parent links of the states it generated.
 
@@ -164,64 +64,6 @@ class Worker:
     from the counts alone. Per successor the hot loop does one lookup in this level's
     candidates; everything per new state or per edge between the phases runs on numpy arrays.
     """
-
-    def __init__(
-        self,
-        model: SpecModel[Any],
-        *,
-        me: int,
-        options: Options,
-        inboxes: Sequence[Any],
-        seen: ShardSeen,
-        frontier: list[FrontierItem],
-        inbox: Any = None,
-    ) -> None:
-        """``inboxes[w].put(message)`` reaches worker ``w``; this worker reads its own from
-        ``inbox`` (default ``inboxes[me]``, a multiprocessing queue)."""
-        self.model = model
-        self.me = me
-        self.options = options
-        self.count = options.workers
-        self.inboxes = inboxes
-        self.mailbox = _Mailbox(inboxes[me] if inbox is None else inbox)
-        self.others = [w for w in range(self.count) if w != me]
-        self.seen = seen  # the fingerprints this shard owns (fp % W == me)
-        self.frontier = frontier  # in index order
-        self.level = 0  # commands handled: every message is tagged with it
-        self.rss_start = _rss_bytes()
-        names = list(model.action_names())
-        self.enabled = dict.fromkeys(names, 0)
-        self.fired = dict.fromkeys(names, 0)
-        self.new_states = dict.fromkeys(names, 0)
-        self.recovered_indices = array("I")
-        self.edge_src = array("I")  # recoverability edges: source index, target fingerprint
-        self.edge_fp = array("Q")
-        self.explored_bytes = 0  # storage() before the edges went to the coordinator
-        # parent links of the stored states this shard generated, in index order: the parent's
-        # index and an id into action_table; blocks maps index ranges to local positions
-        self.parent = array("i")
-        self.action_ids = array("I")
-        self.flags = bytearray()  # per stored state: 1 when outside the bounds
-        self.blocks: list[tuple[int, int, int]] = []  # (first index, local position, count)
-        self.action_index: dict[ActionInstance, int] = {}
-        self.action_table: list[ActionInstance] = []
-        # indices of states this shard generated but another owns, sent with the next batch
-        self.fixups: list[list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]] = [
-            [] for _ in range(self.count)
-        ]
-        # the last level's new states (generated here), in key order; None before the first
-        # level (the frontier is then the initial states')
-        self.won: _Won | None = None
-        # As in the serial loop, an invariant or witness met once is not evaluated again: not
-        # the ones this shard met (its checker drops them), nor the ones any shard or the
-        # initial states met (the coordinator names them with each level). A shard's first
-        # hit in a level is its smallest index there; the coordinator keeps the smallest.
-        self._checked = new_exploration(model)
-        self._met: tuple[set[str], set[str]] = (set(), set())  # invariants, witnesses
-        self._on_new = new_state_checker(model, self._checked)
-
-    def _send(self, target: int, tag: str, payload: Any) -> None:
-        self.inboxes[target].put((tag, self.level, self.me, payload))
 
     # ---- one level ---------------------------------------------------------------------
 
@@ -453,28 +295,6 @@ class Worker:
             states=[materialise(states[i]) for i in at],
         )
 
-    def _take_fixups(self, owner: int) -> tuple[bytes, bytes]:
-        parts = self.fixups[owner]
-        self.fixups[owner] = []
-        if not parts:
-            return b"", b""
-        fps = np.concatenate([fps for fps, _ in parts])
-        indices = np.concatenate([indices for _, indices in parts])
-        return fps.tobytes(), indices.tobytes()
-
-    def _apply_fixups(self, raw: tuple[bytes, bytes]) -> None:
-        """Record the indices given to states this shard owns (below 0: cut, dropped)."""
-        self.seen.number(
-            np.frombuffer(raw[0], dtype=np.uint64), np.frombuffer(raw[1], dtype=np.int64)
-        )
-
-    def _flush(self) -> None:
-        """Deliver every pending fix-up to its owner (before the seen set is read)."""
-        for target in self.others:
-            self._send(target, "fixups", self._take_fixups(target))
-        for raw in self.mailbox.collect("fixups", self.level, self.others).values():
-            self._apply_fixups(raw)
-
     def _report(self, transitions: int, deadlock: int | None) -> LevelReport:
         on_new, within_bounds, checked = self._on_new, self.model.within_bounds, self._checked
         assert self.won is not None  # set by _exchange
@@ -593,52 +413,3 @@ class Worker:
         if command == "links":
             return self.links(payload)
         raise CheckerError(f"unknown worker command {command!r}")
-
-
-def split_contiguous(sizes: Sequence[int]) -> list[Plan] | None:
-    """Moves that even out contiguous frontiers, or None when they are even enough.
-
-    Worker ``w`` holds positions ``[c_w, c_{w+1})`` of the level's frontier (``c`` the prefix
-    sums of ``sizes``); afterwards it holds ``[t_w, t_{w+1})`` with ``t_w = total * w // W``,
-    so the frontiers stay contiguous and in worker order. Nothing moves unless the largest
-    frontier exceeds the mean by more than 1/32 of it (and 16 states). Per worker: ``(sends as
-    (target, start, stop) in its own positions, sources it receives from)``.
-    """
-    workers, total = len(sizes), sum(sizes)
-    mean = total / workers if workers else 0
-    if workers < 2 or max(sizes) - mean <= max(16, mean / 32):
-        return None
-    have = [0]
-    for size in sizes:
-        have.append(have[-1] + size)
-    want = [total * w // workers for w in range(workers + 1)]
-    sends: list[list[tuple[int, int, int]]] = [[] for _ in range(workers)]
-    sources: list[list[int]] = [[] for _ in range(workers)]
-    for w in range(workers):
-        for v in range(workers):
-            if v == w:
-                continue
-            start, stop = max(have[w], want[v]), min(have[w + 1], want[v + 1])
-            if start < stop:
-                sends[w].append((v, start - have[w], stop - have[w]))
-                sources[v].append(w)
-    return [(tuple(sends[w]), tuple(sources[w])) for w in range(workers)]
-
-
-def indices_of(
-    table: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]], fps: np.ndarray[Any, Any]
-) -> np.ndarray[Any, Any]:
-    """The stored indices (``uint32``) of ``fps`` in ``table`` (ascending fingerprints and
-    their indices); raises :class:`CheckerError` when one is missing or not numbered.
-
-    The queries are sorted first: a binary search per random query misses the cache at every
-    step (measured here: 3× slower for 6 M queries into 2 M keys)."""
-    keys, indices = table
-    order = np.argsort(fps)
-    ranked = fps[order]
-    at = np.minimum(np.searchsorted(keys, ranked), max(len(keys) - 1, 0))
-    if len(fps) and (not len(keys) or (keys[at] != ranked).any() or (indices[at] < 0).any()):
-        raise CheckerError("an edge names a state its owner never numbered")
-    out = np.empty(len(fps), dtype=np.uint32)
-    out[order] = indices[at]
-    return out
