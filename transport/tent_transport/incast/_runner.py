@@ -27,8 +27,9 @@ import attrs
 
 from ._config import Condition, Mode, RunConfig, tune_candidates
 from ._netns import NetnsPair, netns_pair
+from ._receiver import receiver_main
 from ._records import build_record
-from ._worker import receiver_main, sender_main
+from ._sender import sender_main
 
 __all__ = ["RunFailed", "run_matrix", "run_one", "tune_window"]
 
