@@ -67,6 +67,11 @@ class LevelReports:
         self._reported_ns = 0
         self._quiet_since: int | None = None  # rule 2's condition holds since then
         self._news = False  # rule 1 holds (a rise or a return), as of the last observe
+        # level() and the in_flight and waiting dicts it was computed from: both are only ever
+        # replaced, never changed in place (the endpoint copies waiting before it changes
+        # it), so their identity says whether it still holds
+        self._level: dict[CreditResource, int] = {}
+        self._level_of: tuple[object, object] = (self.in_flight, self.waiting)
 
     def reset(self, now_ns: int) -> None:
         """A new credit key (activation or epoch): nothing is in flight, waiting or reported on
@@ -91,8 +96,14 @@ class LevelReports:
         return dict(self._reported_returned)
 
     def level(self) -> dict[CreditResource, int]:
-        """In flight plus waiting, per resource (non-zero amounts only)."""
-        return _plus(self.in_flight, self.waiting)
+        """In flight plus waiting, per resource (non-zero amounts only). Read only: the same
+        dict until either changes (a sender reads it several times per transfer)."""
+        in_flight, waiting = self.in_flight, self.waiting
+        source = self._level_of
+        if source[0] is not in_flight or source[1] is not waiting:
+            self._level = _plus(in_flight, waiting)
+            self._level_of = (in_flight, waiting)
+        return self._level
 
     def commit(self, charge: Vector) -> None:
         self.in_flight = _plus(self.in_flight, charge)
@@ -109,15 +120,24 @@ class LevelReports:
         """Re-evaluate rule 1 and start or clear rule 2's hold from the current level, credit
         on hand and returned totals (call after any change of them; :meth:`due` then only
         compares times)."""
-        level = self.level()  # once: a sender observes several times per transfer
-        reported = self._reported or {}
-        self._news = _nonzero(returned) != self._reported_returned or any(
-            a > reported.get(r, 0) for r, a in level.items()
-        )
+        # Plain loops, not any() over generators: a sender observes several times per
+        # transfer, and under contention every call of this path is paid cold.
+        level = self.level()
+        news = _nonzero(returned) != self._reported_returned
+        if not news:
+            reported = self._reported or {}
+            for r, a in level.items():
+                if a > reported.get(r, 0):
+                    news = True
+                    break
+        self._news = news
         # rule 2: some credit on hand beyond the level (what idle() would return is non-empty)
-        quiet = self._reported is not None and any(
-            a > level.get(r, 0) for r, a in available.items()
-        )
+        quiet = False
+        if self._reported is not None:
+            for r, a in available.items():
+                if a > level.get(r, 0):
+                    quiet = True
+                    break
         if not quiet:
             self._quiet_since = None
         elif self._quiet_since is None:

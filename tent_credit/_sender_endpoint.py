@@ -191,6 +191,7 @@ class SenderEndpoint(_SenderReservations, _SenderReports):
         if state is NegotiationState.NEGOTIATING:
             try:
                 new_state = self._negotiation.on_activation(act, now_ns)
+                self._note_version()
             except NegotiationFailed as exc:
                 return [EndpointEvent(kind="negotiation_failed", detail=str(exc))]
             except RemoteProtocolError as exc:
@@ -305,7 +306,7 @@ class SenderEndpoint(_SenderReservations, _SenderReports):
         if disposition is UpdateDisposition.DUPLICATE_OR_OLD:
             return [EndpointEvent(kind="update_ignored", detail="duplicate or old")]
         self._retry_after_us = update.retry_after_us
-        if self.ahead:
+        if self._ahead:
             self._observe_level()  # credit on hand grew: idle beyond the waiting work?
         elif update.retry_after_us and not self._demand_unmet():
             # The receiver still holds a demand this sender withdrew (the report that said so

@@ -49,7 +49,7 @@ class _SenderReports(_SenderState):
             usage = self._usage_due(now_ns)
             if usage is not None:
                 out.append(usage)
-            hb = None if self.ahead else self._heartbeat_due(now_ns)  # v2: the refresh report
+            hb = None if self._ahead else self._heartbeat_due(now_ns)  # v2: the refresh report
             if hb is not None:
                 out.append(hb)
         self._sent += len(out)
@@ -80,7 +80,7 @@ class _SenderReports(_SenderState):
         # interval, since a lost report must not leave the sender stalled for good. The interval
         # paces consumption, returns, re-reports and changes of a demand the receiver already
         # knows is unmet; only a sender that starts wanting skips it (_starts_wanting).
-        if self._key is not None and self.ahead:
+        if self._key is not None and self._ahead:
             return self._level_report(now_ns)
         if self._key is None or not (self._usage_dirty or self._demand_unmet()):
             return None
@@ -189,7 +189,7 @@ class _SenderReports(_SenderState):
     def get_timer(self) -> int | None:
         """The next ``now_ns`` at which :meth:`handle_timer` has work, or ``None``."""
         deadlines: list[int] = []
-        if self._key is not None and self.ahead:
+        if self._key is not None and self._ahead:
             refresh = self._refresh_ns()
             if self._levels.due(self._now_ns, refresh):
                 deadlines.append(self._now_ns)
@@ -206,7 +206,7 @@ class _SenderReports(_SenderState):
         age = self._negotiation.update_age_ns(self._now_ns)
         if ttl_ms and age is not None and self._negotiation.state is NegotiationState.ACTIVE:
             refreshed = self._now_ns - age
-            if not self.ahead:
+            if not self._ahead:
                 deadlines.append(refreshed + ttl_ms * 500_000)  # heartbeat at half the TTL
             deadlines.append(refreshed + ttl_ms * 1_000_000 + 1)  # staleness
         return min(deadlines) if deadlines else None

@@ -62,17 +62,18 @@ class _SenderReservations(_SenderState):
             self._trace_reserve(charge, None)
             self._blocked_charge = charge
             return self._backpressure(result.exhausted)
-        if self.ahead and self._direct_waiting:
+        if self._ahead and self._direct_waiting:
             # version 2, a caller without a gate: the reserved charge no longer waits (it
             # joins the level as in flight once committed)
-            waiting = self._levels.waiting
+            waiting = dict(self._levels.waiting)  # replaced, not changed: _levels.level()
             for resource, amount in charge.parts:
                 left = waiting.get(resource, 0) - amount
                 if left > 0:
                     waiting[resource] = left
                 else:
                     waiting.pop(resource, None)
-        if self.ahead:
+            self._levels.waiting = waiting
+        if self._ahead:
             self._observe_level()
         self._trace_reserve(charge, result)
         return result
@@ -169,7 +170,7 @@ class _SenderReservations(_SenderState):
         """
         targets = self._demand_targets(waiting)  # validates everything first
         assert self._key is not None  # _demand_targets raised InvalidEntry otherwise
-        if self.ahead:
+        if self._ahead:
             # version 2: the waiting work is part of the level (_levels), not a target. A gate
             # restates the same waiting work at every blocked pick: only a change is news to
             # the level (every other input of it observes its own changes).
@@ -218,13 +219,15 @@ class _SenderReservations(_SenderState):
                 )
 
     def _raise_demand(self, key: CreditKey, charge: CreditCharge) -> None:
-        if self.ahead:
+        if self._ahead:
             # version 2: at least this charge waits (a retried charge is not counted twice;
             # a gate states its waiting work exactly with set_pending_demand)
             waiting = self._levels.waiting
             raised = False
             for resource, amount in charge.parts:
                 if amount > waiting.get(resource, 0):
+                    if not raised:  # replaced, not changed in place: _levels.level()
+                        waiting = self._levels.waiting = dict(waiting)
                     waiting[resource] = amount
                     raised = True
             self._direct_waiting = True

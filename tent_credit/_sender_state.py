@@ -95,6 +95,9 @@ class _SenderState:
         # the charge the ledger blocked at the last try_reserve (see repeat_stamp)
         self._blocked_charge: CreditCharge | None = None
         self._trace = trace  # docs/traces.md; None: tracing off
+        # protocol version 2 negotiated: set where the negotiation picks its version (the
+        # activation), read on every reservation, report and level change
+        self._ahead = False
         self._node = f"sender:{sender_peer}"
 
     def _check_time(self, now_ns: int) -> None:
@@ -146,12 +149,16 @@ class _SenderState:
     @property
     def ahead(self) -> bool:
         """Whether the receiver grants ahead of this sender (protocol version 2 negotiated)."""
-        return self._negotiation.version == GRANT_AHEAD_VERSION
+        return self._ahead
+
+    def _note_version(self) -> None:
+        # after the negotiation picked a version (only an activation does)
+        self._ahead = self._negotiation.version == GRANT_AHEAD_VERSION
 
     def level(self) -> Mapping[CreditResource, int]:
         """Version 2: the level this sender states, its work in flight plus waiting for credit
         on the current key (see :mod:`tent_credit._levels`)."""
-        return self._levels.level()
+        return dict(self._levels.level())
 
     def level_reports(self) -> tuple[
         Mapping[CreditResource, int], Mapping[CreditResource, int], Mapping[CreditResource, int]
@@ -188,7 +195,7 @@ class _SenderState:
 
     def _observe_level(self) -> None:
         # Version 2: the level or the credit on hand changed (_levels rule 2's hold).
-        if self._key is not None and self.ahead:
+        if self._key is not None and self._ahead:
             entry = self._ledger.entry(self._key)
             self._levels.observe(self._now_ns, entry.available, entry.returned)
 
