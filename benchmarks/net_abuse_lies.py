@@ -3,9 +3,9 @@ each of its own id and key, that lie to the receiver over raw data connections.
 
 A lie quarantines its teller for good, so no two lies share a peer (``LIES``, ``LIARS``). Each
 ``_tell_*`` function tells its attack's lies and returns what the receiver answered, when
-(``header``: before any payload byte was sent) and with what. The benchmark itself (the
-receiver, the honest sender, the guards, the rows) is ``net_abuse.py``; this module never
-imports it.
+(``header``: before any payload byte was sent) and with what. The benchmark itself is
+``net_abuse.py`` (the attacks and the rows) and ``net_abuse_bench.py`` (the receiver, the
+honest sender, the guards); this module imports neither.
 """
 
 from __future__ import annotations
