@@ -194,9 +194,7 @@ def _attack(name: str, target: dict[str, int], seconds: float, halt: Any, out: A
     out.send(result)
 
 
-# ------------------------------------------------------------------ the liars' process
-
-
+# ------------------------------------------------------------------ the fair baseline's process
 
 
 def _burn(cpu_s: float, seconds: float, halt: Any, out: Any) -> None:
