@@ -68,8 +68,8 @@ class LevelReports:
         self._quiet_since: int | None = None  # rule 2's condition holds since then
         self._news = False  # rule 1 holds (a rise or a return), as of the last observe
         # level() and the in_flight and waiting dicts it was computed from: both are only ever
-        # replaced, never changed in place (the endpoint copies waiting before it changes
-        # it), so their identity says whether it still holds
+        # replaced, never changed in place (commit, complete, raise_waiting, unwait, or a new
+        # dict assigned), so their identity says whether it still holds
         self._level: dict[CreditResource, int] = {}
         self._level_of: tuple[object, object] = (self.in_flight, self.waiting)
 
@@ -110,6 +110,22 @@ class LevelReports:
 
     def complete(self, charge: Vector) -> None:
         self.in_flight = _plus(self.in_flight, {r: -a for r, a in charge.items()})
+
+    def raise_waiting(self, charge: Vector) -> bool:
+        """At least ``charge`` waits (a retried charge is not counted twice); whether the
+        waiting work rose."""
+        waiting = self.waiting
+        raised = {r: a for r, a in charge.items() if a > waiting.get(r, 0)}
+        if raised:
+            self.waiting = {**waiting, **raised}
+        return bool(raised)
+
+    def unwait(self, charge: Vector) -> None:
+        """``charge`` was reserved: it waits no more (it joins the level as in flight once
+        committed)."""
+        self.waiting = {
+            r: left for r, w in self.waiting.items() if (left := w - charge.get(r, 0)) > 0
+        }
 
     def idle(self, available: Vector) -> dict[CreditResource, int]:
         """Credit on hand beyond the whole level, in flight plus waiting (rule 2)."""

@@ -63,16 +63,8 @@ class _SenderReservations(_SenderState):
             self._blocked_charge = charge
             return self._backpressure(result.exhausted)
         if self._ahead and self._direct_waiting:
-            # version 2, a caller without a gate: the reserved charge no longer waits (it
-            # joins the level as in flight once committed)
-            waiting = dict(self._levels.waiting)  # replaced, not changed: _levels.level()
-            for resource, amount in charge.parts:
-                left = waiting.get(resource, 0) - amount
-                if left > 0:
-                    waiting[resource] = left
-                else:
-                    waiting.pop(resource, None)
-            self._levels.waiting = waiting
+            # version 2, a caller without a gate: the reserved charge no longer waits
+            self._levels.unwait(dict(charge.parts))
         if self._ahead:
             self._observe_level()
         self._trace_reserve(charge, result)
@@ -222,14 +214,7 @@ class _SenderReservations(_SenderState):
         if self._ahead:
             # version 2: at least this charge waits (a retried charge is not counted twice;
             # a gate states its waiting work exactly with set_pending_demand)
-            waiting = self._levels.waiting
-            raised = False
-            for resource, amount in charge.parts:
-                if amount > waiting.get(resource, 0):
-                    if not raised:  # replaced, not changed in place: _levels.level()
-                        waiting = self._levels.waiting = dict(waiting)
-                    waiting[resource] = amount
-                    raised = True
+            raised = self._levels.raise_waiting(dict(charge.parts))
             self._direct_waiting = True
             if raised:
                 self._observe_level()
