@@ -108,6 +108,12 @@ def _stranger(name: str, control: int, data: int, seconds: float, halt: Any) -> 
         flood.start()
         while flood.is_alive() and not halt.is_set():  # bounded by the flood's duration
             flood.join(0.05)
+        # halted before the receiver closed any (a loaded machine: its accepts lag the
+        # flood): keep the door full and watch for the first close, as the flood's own
+        # window does (its grace), instead of stopping blind
+        grace_end = time.monotonic() + flood.grace_s
+        while flood.is_alive() and not flood.closed_by_peer and time.monotonic() < grace_end:
+            flood.join(0.05)
         flood.stop()
         return {"connections": flood.opened, "closed_by_receiver": flood.closed_by_peer}
     opened = closed = 0
