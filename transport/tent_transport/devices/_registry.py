@@ -56,6 +56,9 @@ class TransportSpec:
     credit: CreditReceiver | None
     slice_bytes: int
     """The dispatch slice: the most one post hands a rail for one peer."""
+    send_thread: bool | None = None
+    """Plaintext TCP: send payloads on a thread per connection (``EngineOptions``, item 16;
+    ``None``: the transport's default)."""
 
 
 @attrs.frozen

@@ -149,6 +149,7 @@ class Engine:
                 credit=self.credit,
                 # a TCP data connection's send buffer holds one dispatch slice
                 slice_bytes=self.config.dispatch.slice_bytes,
+                send_thread=options.data_send_thread,
             )
         )
         self.rails: list[Rail] = list(transport.rails)

@@ -65,6 +65,10 @@ class EngineOptions:
         sender at full speed). Over it the connection is not read for a while; a sender that
         keeps at it for about twice the flood seconds is closed and quarantined
         (docs/abuse.md).
+    16. ``data_send_thread``: plaintext TCP data connections send payloads on a thread of
+        their own, so the kernel's copy of a payload runs beside the event loop's work instead
+        of inside it (docs/transport.md#transport-send-thread); ``False`` sends everything
+        from the loop thread; ``None`` (default): a thread only with more than two CPUs.
     """
 
     peer_id: int
@@ -88,6 +92,7 @@ class EngineOptions:
     verbs_device: str = ""
     max_pending_landed: int = 65_536
     control_rate: tuple[float, int, float] = (2_000.0, 4_000, 5.0)
+    data_send_thread: bool | None = None
 
     def __attrs_post_init__(self) -> None:
         port = self.metrics_port
@@ -107,6 +112,8 @@ class EngineOptions:
             raise ValueError("data_tls needs a TlsIdentity")
         if self.link_speed_gbps and len(self.link_speed_gbps) != len(self.rail_addresses):
             raise ValueError("link_speed_gbps must give one speed per rail")
+        if self.data_send_thread is not None and type(self.data_send_thread) is not bool:
+            raise ValueError(f"data_send_thread must be a bool or None: {self.data_send_thread!r}")
         if type(self.device) is not str:
             raise ValueError(f"device must be a transport name: {self.device!r}")
         # the transport refuses what it cannot run (verbs: one rail, no data TLS, a device name)

@@ -8,8 +8,13 @@ sends from them as the socket becomes writable, and hands received bytes to a
 ``BufferedProtocol`` (``get_buffer`` / ``buffer_updated``, as asyncio does). TLS connections
 keep asyncio's SSL transport, which needs its own buffering.
 
+With ``send_thread`` a :class:`~._send_thread.SendThread` sends what the socket does not take at
+once, and every write above :data:`INLINE_BYTES`, so the kernel's copy of a payload runs beside
+the loop's Python work instead of inside it; small writes still go out inline while that thread
+has nothing queued.
+
 It runs on any loop with ``add_reader`` / ``add_writer`` / ``sock_connect`` (asyncio's
-selector loops and uvloop). Loop thread only.
+selector loops and uvloop). Loop thread only (the send thread is internal).
 """
 
 from __future__ import annotations
@@ -21,7 +26,13 @@ import socket
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["RawSocketTransport", "open_raw_connection"]
+from ._send_thread import SendThread
+
+__all__ = ["INLINE_BYTES", "RawSocketTransport", "open_raw_connection"]
+
+INLINE_BYTES = 64 << 10
+"""With a send thread, the largest write the loop thread still sends itself (a header, a small
+payload: a hand-off to the thread would cost more than the copy)."""
 
 _P = TypeVar("_P", bound=asyncio.BufferedProtocol)
 
@@ -40,6 +51,8 @@ class RawSocketTransport(asyncio.Transport):
         loop: asyncio.AbstractEventLoop,
         sock: socket.socket,
         protocol: asyncio.BufferedProtocol,
+        *,
+        send_thread: bool = False,
     ) -> None:
         super().__init__()
         sock.setblocking(False)
@@ -51,10 +64,15 @@ class RawSocketTransport(asyncio.Transport):
         self._queued_bytes = 0
         self._closing = False
         self._reading = True
+        self._thread: SendThread | None = None
+        if send_thread:
+            self._thread = SendThread(sock, self._thread_failed)
         try:
             protocol.connection_made(self)
         except BaseException:
             self._closing = True
+            if self._thread is not None:
+                self._thread.stop()
             sock.close()  # never leak the socket of a connection that did not start
             raise
         if not self._closing:
@@ -80,7 +98,8 @@ class RawSocketTransport(asyncio.Transport):
         self._close(None)
 
     def get_write_buffer_size(self) -> int:
-        return self._queued_bytes
+        thread = self._thread
+        return self._queued_bytes + (0 if thread is None else thread.queued_bytes)
 
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return (0, 0)  # never pauses the protocol: the queue holds views, not copies
@@ -111,6 +130,15 @@ class RawSocketTransport(asyncio.Transport):
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
         if not view:
+            return
+        thread = self._thread
+        if thread is not None:
+            if thread.idle() and len(view) <= INLINE_BYTES:
+                sent = self._send(view)
+                if sent is None or sent == len(view):
+                    return
+                view = view[sent:]
+            thread.send(view)
             return
         if not self._queue:
             sent = self._send(view)
@@ -150,6 +178,11 @@ class RawSocketTransport(asyncio.Transport):
             self._close(exc)
             return None
 
+    def _thread_failed(self, exc: OSError) -> None:
+        """The send thread's error (called on that thread): close from the loop."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing left to tell
+            self._loop.call_soon_threadsafe(self._close, exc)
+
     def _read_ready(self) -> None:
         if self._closing:
             return
@@ -188,6 +221,8 @@ class RawSocketTransport(asyncio.Transport):
             self._loop.remove_writer(self._fd)
             self._queue.clear()
             self._queued_bytes = 0
+        if self._thread is not None:
+            self._thread.stop()  # joined before _lost closes the socket
         self._loop.call_soon(self._lost, exc)
 
     def _lost(self, exc: Exception | None) -> None:
@@ -198,10 +233,11 @@ class RawSocketTransport(asyncio.Transport):
 
 
 async def open_raw_connection(
-    protocol_factory: Callable[[], _P], host: str, port: int
+    protocol_factory: Callable[[], _P], host: str, port: int, *, send_thread: bool = False
 ) -> tuple[RawSocketTransport, _P]:
     """Connect to ``host:port`` (each resolved address in turn, as ``create_connection``)
-    and return the transport and its protocol. Raises ``OSError`` if no address connects."""
+    and return the transport (with a send thread if asked) and its protocol. Raises
+    ``OSError`` if no address connects."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     if not infos:
@@ -220,5 +256,5 @@ async def open_raw_connection(
             sock.close()
             raise
         protocol = protocol_factory()
-        return RawSocketTransport(loop, sock, protocol), protocol
+        return RawSocketTransport(loop, sock, protocol, send_thread=send_thread), protocol
     raise errors[0] if len(errors) == 1 else OSError(f"connect to {host}:{port} failed: {errors}")

@@ -11,8 +11,9 @@ Budgets (docs/transport_design.md#transport-rule-7): ``post_budget(peer) = min(f
 slots, max_qp_wr - outstanding on that connection)``, and 0 while the connection is not ready.
 Posted payloads are not copied: the connection keeps views of the callers' buffers until the bytes
 are sent (the handle holds the buffer until the acknowledgement anyway, rule 5). Plaintext
-connections run on :class:`~._raw.RawSocketTransport`, which sends from those views; TLS ones on
-asyncio's SSL transport, fed in chunks while its buffer is nearly empty.
+connections run on :class:`~._raw.RawSocketTransport`, which sends from those views (payloads on a
+send thread of its own, so the kernel's copy overlaps the loop's work); TLS ones on asyncio's SSL
+transport, fed in chunks while its buffer is nearly empty.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ...errors import ConnectionLost, HandshakeFailed, InvalidArgument, PostRefu
 from .._base import Opcode, SliceCompletion, SliceRequest, SliceStatus
 from .._halves import AttachFailed, RailStatistics, SessionContext
 from ._raw import RawSocketTransport, open_raw_connection
+from ._send_thread import send_thread_by_default
 from ._wire import ACK, Ack, AckStatus, Request, checksum
 
 __all__ = ["RailStatistics", "TcpRail"]
@@ -225,11 +227,18 @@ class TcpRail:
         cq_slots: int = 4096,
         ssl_context: ssl.SSLContext | None = None,
         send_buffer_bytes: int = 4 << 20,
+        send_thread: bool | None = None,
     ) -> None:
         if type(send_buffer_bytes) is not int or send_buffer_bytes < 0:
             raise InvalidArgument(f"send_buffer_bytes must be an int >= 0: {send_buffer_bytes!r}")
+        if send_thread is not None and type(send_thread) is not bool:
+            raise InvalidArgument(f"send_thread must be a bool or None: {send_thread!r}")
         self.send_buffer_bytes = send_buffer_bytes
         """``SO_SNDBUF`` of each data connection (0: the kernel's autotuned default)."""
+        self.send_thread = send_thread_by_default() if send_thread is None else send_thread
+        """Plaintext connections send payloads on a thread of their own (``_send_thread``):
+        the kernel's copy leaves the loop thread, which measured half its CPU per 4 MiB block
+        (``None``: only with more than two CPUs, :func:`send_thread_by_default`)."""
         self._name = name
         self.rail = rail
         self._speed = link_speed_gbps
@@ -338,7 +347,9 @@ class TcpRail:
         try:
             connecting: Awaitable[tuple[asyncio.BaseTransport, _ClientProtocol]]
             if self._ssl is None:  # plaintext: the zero-copy transport (see _raw)
-                connecting = open_raw_connection(lambda: _ClientProtocol(self, peer), host, port)
+                connecting = open_raw_connection(
+                    lambda: _ClientProtocol(self, peer), host, port, send_thread=self.send_thread
+                )
             else:
                 connecting = loop.create_connection(
                     lambda: _ClientProtocol(self, peer),

@@ -26,6 +26,7 @@ class TcpTransport:
                 link_speed_gbps=speed,
                 ssl_context=spec.data_ssl[1],
                 send_buffer_bytes=spec.slice_bytes,
+                send_thread=spec.send_thread,
             )
             for i, speed in enumerate(spec.link_speed_gbps)
         ]
