@@ -44,3 +44,16 @@ def verbs_receiver(engine: Any) -> Any:
     half = engine.receivers[0]
     assert isinstance(half, VerbsReceiver)
     return half
+
+
+def connect_exposed(rx: Any, tx: Any, size: int) -> tuple[int, bytearray, Any]:
+    """Start two ``SyncEngine``\\ s, connect ``tx`` to ``rx`` and expose a fresh ``size``-byte
+    segment of ``rx`` to peer 1; return ``(peer, memory, segment)`` once ``tx`` sees it."""
+    host, port = rx.start()
+    tx.start()
+    peer = tx.connect(host, port)
+    memory = bytearray(size)
+    segment = rx.register(memory)
+    rx.expose(1, segment.segment_id, 0, len(memory))
+    tx.wait_regions(peer, lambda d: bool(d.regions))
+    return peer, memory, segment

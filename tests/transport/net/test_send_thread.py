@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 import pytest
+from net_helpers import connect_exposed
 from procs import KEY, credit_config
 from raw_helpers import Recorder, drain, read_in_thread, run, tcp_pair
 from tent_transport.config import load_engine_config
@@ -159,13 +160,7 @@ def test_the_engine_moves_payloads_with_and_without_the_send_thread(send_thread:
         ),
     )
     try:
-        host, port = rx.start()
-        tx.start()
-        peer = tx.connect(host, port)
-        memory = bytearray(4 * block)
-        segment = rx.register(memory)
-        rx.expose(1, segment.segment_id, 0, len(memory))
-        tx.wait_regions(peer, lambda d: bool(d.regions))
+        peer, memory, segment = connect_exposed(rx, tx, 4 * block)
         blocks = [os.urandom(block) for _ in range(4)]
         requests = [
             TransferRequest(

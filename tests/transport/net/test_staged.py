@@ -6,6 +6,7 @@ import os
 import time
 
 import pytest
+from net_helpers import connect_exposed
 from procs import KEY
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
@@ -152,13 +153,7 @@ def test_a_mixed_submit_without_credit_bypasses_the_queue_as_the_seed_says() -> 
         config, EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}))
     )
     try:
-        host, port = rx.start()
-        tx.start()
-        peer = tx.connect(host, port)
-        memory = bytearray(2 * BLOCK)
-        segment = rx.register(memory)
-        rx.expose(1, segment.segment_id, 0, len(memory))
-        tx.wait_regions(peer, lambda d: bool(d.regions))
+        peer, memory, segment = connect_exposed(rx, tx, 2 * BLOCK)
         direct, staged = os.urandom(BLOCK), os.urandom(BLOCK)
         direct_request = TransferRequest(
             opcode=Opcode.WRITE,
