@@ -37,8 +37,18 @@ def _small_pair() -> tuple[socket.socket, socket.socket]:
     return client, peer
 
 
-def _send_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("tent-send-")]
+def _send_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("tent-send-")}
+
+
+async def _taken(transport: RawSocketTransport) -> None:
+    """Wait (bounded) until the socket took every queued byte: the thread counts a send after
+    it returns, so the peer can read the last bytes a moment before the count drops."""
+    for _ in range(1000):
+        if transport.get_write_buffer_size() == 0:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{transport.get_write_buffer_size()} bytes never left the queue")
 
 
 def test_a_payload_leaves_while_the_loop_thread_is_blocked(run: Any) -> None:
@@ -49,13 +59,15 @@ def test_a_payload_leaves_while_the_loop_thread_is_blocked(run: Any) -> None:
             asyncio.get_running_loop(), client, protocol, send_thread=True
         )
         payload = bytes(range(256)) * (32 << 10)  # 8 MiB, far beyond both kernel buffers
-        transport.write(payload)
-        # The loop thread reads it all itself, without returning to the loop: only a thread
-        # other than the loop's can keep the socket fed (without one this read times out).
-        assert drain(peer, len(payload)) == payload
-        transport.close()
+        try:
+            transport.write(payload)
+            # The loop thread reads it all itself, without returning to the loop: only a thread
+            # other than the loop's can keep the socket fed (without one this read times out).
+            assert drain(peer, len(payload)) == payload
+        finally:
+            transport.close()
+            peer.close()
         assert await protocol.lost is None
-        peer.close()
 
     run(scenario())
 
@@ -73,34 +85,39 @@ def test_inline_and_threaded_writes_arrive_in_the_order_written(run: Any) -> Non
         for i in range(12):
             parts.append(bytes([i]) * 40)
             parts.append(bytes([255 - i]) * (INLINE_BYTES + 4099 * i + 1))
-        for part in parts:
-            transport.write(memoryview(part))
-        expected = b"".join(parts)
-        assert await read_in_thread(peer, len(expected)) == expected
-        assert transport.get_write_buffer_size() == 0
-        transport.close()
+        try:
+            for part in parts:
+                transport.write(memoryview(part))
+            expected = b"".join(parts)
+            assert await read_in_thread(peer, len(expected)) == expected
+            await _taken(transport)
+        finally:
+            transport.close()
+            peer.close()
         await protocol.lost
-        peer.close()
 
     run(scenario())
 
 
 def test_close_with_a_blocked_send_joins_the_thread_and_closes_the_socket_once(run: Any) -> None:
     async def scenario() -> None:
+        before = _send_threads()  # any a failed test elsewhere left behind
         client, peer = _small_pair()
         protocol = Recorder()
         transport = RawSocketTransport(
             asyncio.get_running_loop(), client, protocol, send_thread=True
         )
-        transport.write(bytes(4 << 20))  # the peer never reads: the thread waits on the socket
-        for _ in range(200):
-            if transport.get_write_buffer_size() < 4 << 20:
-                break
-            await asyncio.sleep(0.01)
-        assert transport.get_write_buffer_size() > 0  # still blocked
-        assert len(_send_threads()) == 1
-        transport.close()
-        assert not _send_threads()  # joined by close, before the socket is closed
+        try:
+            transport.write(bytes(4 << 20))  # the peer never reads: the thread waits on it
+            for _ in range(200):
+                if transport.get_write_buffer_size() < 4 << 20:
+                    break
+                await asyncio.sleep(0.01)
+            assert transport.get_write_buffer_size() > 0  # still blocked
+            assert len(_send_threads() - before) == 1
+        finally:
+            transport.close()
+        assert not _send_threads() - before  # joined by close, before the socket is closed
         transport.write(b"after close")  # dropped, not raised, not queued
         assert transport.get_write_buffer_size() == 0
         assert await protocol.lost is None
@@ -113,6 +130,7 @@ def test_close_with_a_blocked_send_joins_the_thread_and_closes_the_socket_once(r
 
 def test_a_reset_during_a_threaded_send_reaches_the_protocol_once(run: Any) -> None:
     async def scenario() -> None:
+        before = _send_threads()
         client, peer = _small_pair()
         protocol = Recorder()
         transport = RawSocketTransport(
@@ -125,7 +143,7 @@ def test_a_reset_during_a_threaded_send_reaches_the_protocol_once(run: Any) -> N
         assert exc is None or isinstance(exc, ConnectionError)
         await asyncio.sleep(0)
         assert protocol.events.count("lost") == 1
-        assert not _send_threads()
+        assert not _send_threads() - before
         assert transport.is_closing() and transport.get_write_buffer_size() == 0
 
     run(scenario())
@@ -147,6 +165,7 @@ def test_the_rail_sends_on_a_thread_with_more_than_two_cpus_unless_told_and_refu
 @pytest.mark.parametrize("send_thread", [True, False])
 def test_the_engine_moves_payloads_with_and_without_the_send_thread(send_thread: bool) -> None:
     block = 1 << 20  # above INLINE_BYTES: every payload goes through the thread when there is one
+    before = _send_threads()  # any a failed test elsewhere left behind
     config = load_engine_config(credit_config("required", slots=4, block=block, batch=1))
     rx = SyncEngine(
         config, EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY}))
@@ -179,11 +198,11 @@ def test_the_engine_moves_payloads_with_and_without_the_send_thread(send_thread:
         for handle in handles:
             assert handle.result(10).status is TaskStatus.COMPLETED
         assert bytes(memory) == b"".join(blocks)
-        assert len(_send_threads()) == (1 if send_thread else 0)  # one data connection
+        assert len(_send_threads() - before) == (1 if send_thread else 0)  # one connection
     finally:
         tx.close()
         rx.close()
-    assert not _send_threads()
+    assert not _send_threads() - before
 
 
 def test_a_non_bool_data_send_thread_option_is_refused() -> None:
