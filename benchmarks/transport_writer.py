@@ -43,16 +43,20 @@ async def _via_asyncio(factory: Callable[[], Any], host: str, port: int, **_: An
     return await asyncio.get_running_loop().create_connection(factory, host, port)
 
 
-async def _with_thread(factory: Callable[[], Any], host: str, port: int, **_: Any) -> Any:
-    return await _RAW(factory, host, port, send_thread=True)
+def _raw_forced(send_thread: bool) -> Callable[..., Any]:
+    """The zero-copy opener with its send thread forced, whatever the rail's default here."""
+
+    async def opener(factory: Callable[[], Any], host: str, port: int, **_: Any) -> Any:
+        return await _RAW(factory, host, port, send_thread=send_thread)
+
+    return opener
 
 
-async def _loop_thread_only(factory: Callable[[], Any], host: str, port: int, **_: Any) -> Any:
-    return await _RAW(factory, host, port, send_thread=False)
-
-
-# each writer forced, whatever the rail's default on this machine
-_OPENERS = {"send_thread": _with_thread, "zero_copy": _loop_thread_only, "asyncio": _via_asyncio}
+_OPENERS = {
+    "send_thread": _raw_forced(True),
+    "zero_copy": _raw_forced(False),
+    "asyncio": _via_asyncio,
+}
 
 
 def _one(writer: str, blocks: int) -> dict[str, float]:

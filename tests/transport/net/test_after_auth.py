@@ -12,7 +12,7 @@ import time
 
 import pytest
 from attackers import RawControl, RawData
-from net_helpers import data_server, run, until
+from net_helpers import connect_exposed, data_server, run, until
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import (
@@ -208,13 +208,7 @@ def test_an_engine_quarantines_a_sender_whose_payloads_keep_failing_their_crc(
         config, EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}))
     )
     try:
-        host, port = rx.start()
-        tx.start()
-        peer = tx.connect(host, port)
-        memory = bytearray(block)
-        segment = rx.register(memory)
-        rx.expose(1, segment.segment_id, 0, len(memory))
-        tx.wait_regions(peer, lambda d: bool(d.regions))
+        peer, _memory, segment = connect_exposed(rx, tx, block)
         monkeypatch.setattr(sender_module, "checksum", lambda data: 0xBAD)
         statuses = []
         for _ in range(INTEGRITY_FAILURES + 4):  # bounded: past the bound
