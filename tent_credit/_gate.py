@@ -155,6 +155,13 @@ class DispatchGate(_GateRoutes):
        reservation or return, a new session or epoch, the peer's state or retry hint, the
        route's waiting demand) decides in full again.
 
+    8. Quiet passes: :meth:`quiet_stamp` composes what every blocked decision reads but the
+       clock (each route's waiting demand, legacy window and endpoint stamp, the routes and the
+       mode) with the first instant at which the clock alone may change one (a freshness TTL
+       running out). A driver whose last pick dispatched, dropped and rejected nothing may
+       skip the next one while the stamp is equal and that instant has not come: every owner
+       would be answered as before (the dispatch core does, docs/gate.md#quiet-passes).
+
     Then the caller submits each picked owner: :meth:`commit` once the transport accepted it,
     :meth:`rollback` if it refused (exact credit restored), :meth:`complete` when it finished;
     :meth:`observe_pick` records the owners the queue skipped behind a blocked key. Every
@@ -281,6 +288,31 @@ class DispatchGate(_GateRoutes):
                 owner.context, owner.length, route, route.waiting, stamp, decision
             )
         return decision
+
+    def quiet_stamp(self) -> tuple[tuple[object, ...], int | None] | None:
+        """``(stamp, until_ns)`` for a driver's quiet passes (item 8 of the class docstring).
+
+        ``stamp`` is equal between two calls only if nothing a decision of this gate reads
+        has changed but the clock: the mode, the registered and removed routes, and per route
+        its waiting demand, its legacy window in flight and its endpoint's
+        :meth:`~tent_credit.SenderEndpoint.quiet_stamp`. ``until_ns`` is the first instant
+        at which the clock alone may change a decision (the earliest freshness TTL expiry;
+        ``None``: never). ``None`` instead of a pair when the gate cannot promise it: a
+        settlement of idle credit is due, or an endpoint traces every attempt. A query.
+        """
+        if self._settle_due:
+            return None
+        parts: list[object] = [self._mode, len(self._removed)]
+        until: int | None = None
+        for route in self._routes.values():
+            endpoint = route.endpoint.quiet_stamp()
+            if endpoint is None:
+                return None
+            state, stale_at = endpoint
+            if stale_at is not None and (until is None or stale_at < until):
+                until = stale_at
+            parts.append((route, tuple(route.waiting.items()), route.legacy_in_flight, state))
+        return tuple(parts), until
 
     def _blocked_again(
         self, repeat: _Repeat, ctx: DispatchContext, owner: GatedOwner, now_ns: int

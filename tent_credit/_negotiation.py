@@ -294,6 +294,16 @@ class PeerNegotiation:
         """The freshness TTL from the last activation/update that carried one (0 = no limit)."""
         return self._ttl_ms
 
+    def stale_at_ns(self) -> int | None:
+        """The first instant at which :meth:`check_freshness` turns ACTIVE into STALE (the
+        last refresh plus the TTL, plus one: stale is *past* the TTL); ``None`` when the clock
+        alone cannot change the state (not ACTIVE, TTL 0, or no refresh yet). A query."""
+        if self._state is not NegotiationState.ACTIVE or self._ttl_ms == 0:
+            return None
+        if self._last_refresh_ns is None:
+            return None
+        return self._last_refresh_ns + self._ttl_ms * 1_000_000 + 1
+
     def may_reserve(self) -> bool:
         """True only in ACTIVE: new credit-gated dispatch may reserve (RFC rule 1)."""
         return self._state is NegotiationState.ACTIVE

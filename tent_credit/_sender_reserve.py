@@ -98,6 +98,16 @@ class _SenderReservations(_SenderState):
             return None
         return self._repeat_state()
 
+    def quiet_stamp(self) -> tuple[tuple[object, ...], int | None] | None:
+        """What a blocked :meth:`try_reserve` reads but the clock (as :meth:`repeat_stamp`),
+        and the first instant at which the clock alone may change its answer (the freshness
+        TTL running out; ``None``: never). Equal stamps before that instant: a reservation
+        that blocked blocks again the same way. ``None`` while tracing (a trace records every
+        attempt). A query; a dispatch gate composes it (``DispatchGate.quiet_stamp``)."""
+        if self._trace is not None:
+            return None
+        return self._repeat_state(), self._negotiation.stale_at_ns()
+
     def repeat_blocked(self, stamp: tuple[object, ...], now_ns: int) -> bool:
         """Whether :meth:`try_reserve` of the charge that made ``stamp`` would block again at
         ``now_ns`` the same way, with the same :class:`BackpressureInfo` and nothing to change

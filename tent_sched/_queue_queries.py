@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ._queue_state import _QueueState
 from ._queue_values import (
+    NO_DEADLINE_KEY,
     CompletionCounts,
     OwnerState,
     OwnerView,
@@ -62,6 +63,18 @@ class _QueueQueries(_QueueState):
         return tuple(
             owner.view.owner_id for owner in self._entries[self._head :] if owner.state is queued
         )
+
+    def pick_reads_clock(self) -> bool:
+        """Whether the clock alone can change what :meth:`pick_for_dispatch` does with the
+        owners now queued: only promotion and the MLU drop read ``now_ns``, and only for an
+        owner with a deadline (``deadline_aware``, with a promotion slack or θ > 0). A driver
+        whose pick dispatched nothing may skip the next one while nothing else changed only
+        when this is ``False``. O(1): the queue is in deadline order, so the first stored owner
+        tells (a terminal leftover there answers ``True``, which only costs a skipped skip)."""
+        if not self._deadline_aware or not (self._drop_configured or self._promotion_slack_ns):
+            return False
+        entries = self._entries
+        return self._head < len(entries) and entries[self._head].key != NO_DEADLINE_KEY
 
     def statistics(self) -> QueueStatistics:
         """A frozen snapshot of the queue's gauges and counters."""

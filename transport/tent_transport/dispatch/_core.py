@@ -192,6 +192,7 @@ class DispatchCore(_CoreCancel):
             dispatched_transfers=self._dispatched,
             window_owners=self._window_owners,
             window_bytes=self._window_bytes,
+            quiet_refills_total=self._quiet_skips,
             queue=None if self._queue is None else self._queue.statistics(),
             rails=self._rails.statistics(),
         )

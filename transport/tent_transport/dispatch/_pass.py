@@ -51,6 +51,15 @@ class _CorePass(_CoreCompletion):
         if owners_left <= 0 or bytes_left <= 0:
             return
         gate = self._gate if self._credit_active else None  # DISABLED: no gate at all
+        quiet, self._quiet = self._quiet, None
+        if quiet is not None and gate is not None and (quiet[1] is None or now_ns < quiet[1]):
+            stamp = gate.quiet_stamp()
+            if stamp is not None and quiet[0] == self._quiet_key(stamp[0]):
+                # nothing the last (empty) pick read has changed and the clock cannot have
+                # changed its answers yet: this one would decide every owner the same way
+                self._quiet = quiet
+                self._quiet_skips += 1
+                return
         try:
             result = self._queue.pick_for_dispatch(
                 owners_left,
@@ -89,11 +98,33 @@ class _CorePass(_CoreCompletion):
             detail = "rejected" if reason is None else REJECT_DETAIL[reason]
             self._end(record, TaskStatus.FAILED, EndReason.REJECTED, detail, now_ns)
         self._reject_reason.clear()
+        if (
+            gate is not None
+            and not (result.dropped or result.rejected)
+            and not self._queue.pick_reads_clock()
+        ):
+            # Every owner the pick visited and left queued was answered "blocked", and it
+            # stopped short only at the window's budget, which the key holds: the same inputs
+            # give the same answers again.
+            stamp = gate.quiet_stamp()
+            if stamp is not None:
+                self._quiet = (self._quiet_key(stamp[0]), stamp[1])
         if dropped and self._hooks:  # after the pick is settled, so a hook may call back in
             hooks = tuple(self._hooks.values())
             for transfer_id, mlu in dropped:
                 for hook in hooks:
                     hook(transfer_id, mlu)
+
+    def _quiet_key(self, gate_stamp: tuple[object, ...]) -> tuple[object, ...]:
+        # what a pick reads besides the gate: the queue (every submit, every owner that left)
+        # and the free dispatch window
+        return (
+            self._submitted,
+            self._queued,
+            self._window_owners,
+            self._window_bytes,
+            gate_stamp,
+        )
 
     def _hand_off(self, record: TransferRecord, token: object | None) -> None:
         """Cut a dispatched transfer into slices and assign each a rail; its gate token waits

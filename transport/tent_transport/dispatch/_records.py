@@ -109,6 +109,10 @@ class DispatchStatistics:
     dispatched_transfers: int
     window_owners: int
     window_bytes: int
+    quiet_refills_total: int
+    """Refills skipped because nothing their last empty pick read had changed (quiet passes,
+    docs/gate.md#quiet-passes): the gate was not asked, so its ``blocked`` counters do not
+    count them."""
     queue: QueueStatistics | None
     rails: tuple[RailStatistics, ...]
 

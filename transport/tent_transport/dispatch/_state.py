@@ -109,6 +109,11 @@ class _CoreState:
         self._window_owners = 0
         self._window_bytes = 0
         self._submitted = self._bypassed = self._merged = 0
+        # A refill that dispatched, dropped and rejected nothing leaves what it read here
+        # (``_pass.py``): the next refill with the same inputs, before the clock can matter,
+        # is skipped (docs/gate.md#quiet-passes). ``_quiet_skips`` counts the skipped ones.
+        self._quiet: tuple[tuple[object, ...], int | None] | None = None
+        self._quiet_skips = 0
         self._ended: dict[EndReason, int] = dict.fromkeys(EndReason, 0)
 
     def _check_now(self, now_ns: int) -> None:
