@@ -12,8 +12,8 @@ docs/transport_design.md#transport-rule-3 and docs/transport_design.md#transport
    above ``max_write_bytes`` or a session other than the bound one closes the connection.
 3. **Admission, before memory is touched.** The segment table must find the range inside a
    region exposed to this (peer, session) with the needed access, and a CREDITED write must be
-   admitted by the credit core (:meth:`DataPlane.admit`). A refusal is answered (best effort),
-   the connection closed and the sender quarantined; its payload is never read.
+   admitted by the credit core (:meth:`DataPlane.admit`). A refusal quarantines the sender,
+   then is answered (best effort) and the connection closed; its payload is never read.
 4. **Payload.** ``get_buffer`` hands asyncio the destination slice of the registered segment
    itself, so the payload lands with no intermediate copy.
 5. **Verify, acknowledge.** CRC32C of the landed bytes against the header's; a mismatch fails
@@ -247,13 +247,15 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         self._state = _HEADER
 
     def _refuse(self, request: Request | None, status: AckStatus, reason: str) -> None:
-        # rule 2: answered, closed, quarantined; the payload is never read
+        # rule 2: quarantined, answered, closed; the payload is never read. The quarantine is
+        # recorded before the answer is written, so a sender that hears the refusal finds it in
+        # place (its session's retirement, which closes this connection, is a later task)
         self._server._stats.refused += 1
+        self._server.plane.refused(self.peer, self.session, request, reason)
         if request is not None and self._transport is not None:
             self._transport.write(
                 Ack(status=status, checksum=0, request=request.request, length=0).pack()
             )
-        self._server.plane.refused(self.peer, self.session, request, reason)
         self._fail(reason)
 
     def _on_header(self, raw: bytes) -> None:
