@@ -6,11 +6,19 @@ receiver up by the address the control session advertised, binds with the sessio
 and hands each write to the receiver, which runs the same rules as every other transport:
 the region check, then :meth:`DataPlane.admit`, then the copy and :meth:`DataPlane.landed`
 (a refusal goes to :meth:`DataPlane.refused`, which quarantines the sender).
+
+Each engine's state belongs to its own event loop (a ``SyncEngine`` runs one per thread), so a
+write runs on the receiver's loop, not in the sender's ``post``: the rail hands it over with
+``call_soon_threadsafe`` and the completion comes back through the sender's wake-up, as a real
+device's completion does. (Run in the sender's thread, the receiver's landed notification was
+set from a foreign thread and woke nobody until some timer of the receiver's loop fired.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 
@@ -45,10 +53,12 @@ class MemoryReceiver:
         self.plane = plane
         self.segments = segments
         self.address: tuple[str, int] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._bound: set[tuple[int, int]] = set()  # (peer, session) with a live bind
         self._binds_refused = self._landed = self._refused = self._integrity = self._bytes = 0
 
     async def listen(self, host: str, port: int) -> tuple[str, int] | None:
+        self.loop = asyncio.get_running_loop()  # the receiving engine's: writes run on it
         self.address = ("memory", next(_PORTS))
         _RECEIVERS[self.address] = self
         return self.address
@@ -96,6 +106,21 @@ class MemoryReceiver:
         self._bound.add((peer, session))
         return True
 
+    def write_soon(
+        self,
+        peer: int,
+        request: Request,
+        payload: memoryview,
+        done: Callable[[SliceStatus], None],
+    ) -> None:
+        """:meth:`write` on this receiver's loop, then ``done(status)`` (any thread may call
+        it); a receiver whose loop has closed lands nothing (``FLUSHED``)."""
+        try:
+            assert self.loop is not None, "listen first"
+            self.loop.call_soon_threadsafe(lambda: done(self.write(peer, request, payload)))
+        except RuntimeError:  # the receiving engine closed its loop
+            done(SliceStatus.FLUSHED)
+
     def write(self, peer: int, request: Request, payload: memoryview) -> SliceStatus:
         session = request.session
         if (peer, session) not in self._bound:
@@ -129,7 +154,8 @@ class MemoryReceiver:
 
 
 class MemoryRail:
-    """The sender half: a Device whose posts complete at once, in order."""
+    """The sender half: a Device whose posts complete in order, once the receiver's loop ran
+    them."""
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -159,22 +185,29 @@ class MemoryRail:
         receiver, session, local_peer = self._peers[peer]
         headers = [Request.for_slice(s, session) for s in slices]  # all or nothing
         for s, header in zip(slices, headers, strict=True):
-            if s.opcode is Opcode.WRITE:
-                status = receiver.write(local_peer, header, s.local)
-            else:
-                status = SliceStatus.REMOTE_ACCESS_ERROR  # this sketch serves no READ
             self._posted += 1
-            self._completed += status is SliceStatus.SUCCESS
-            self._failed += status is not SliceStatus.SUCCESS
-            self._sent += s.length if status is SliceStatus.SUCCESS else 0
-            self._done.append(SliceCompletion(wr_id=s.wr_id, status=status, length=s.length))
+            done = functools.partial(self._done_one, s.wr_id, s.length)
+            if s.opcode is Opcode.WRITE:
+                receiver.write_soon(local_peer, header, s.local, done)
+            else:
+                done(SliceStatus.REMOTE_ACCESS_ERROR)  # this sketch serves no READ
+
+    def _done_one(self, wr_id: int, length: int, status: SliceStatus) -> None:
+        # on the receiver's loop: a deque append is thread-safe, the wake-up is too (the
+        # engine's _wake); the counters are kept by poll, in the sender's thread
+        self._done.append(SliceCompletion(wr_id=wr_id, status=status, length=length))
         if self._wakeup is not None:
             self._wakeup()
 
     def poll(self, max_entries: int, now_ns: int) -> list[SliceCompletion]:
         out: list[SliceCompletion] = []
         while self._done and len(out) < max_entries:
-            out.append(self._done.popleft())
+            completion = self._done.popleft()
+            ok = completion.status is SliceStatus.SUCCESS
+            self._completed += ok
+            self._failed += not ok
+            self._sent += completion.length if ok else 0
+            out.append(completion)
         return out
 
     def next_completion_ns(self) -> int | None:
