@@ -47,6 +47,7 @@ from ._door import Door, reads_before_connection_made
 from ._errors import HandshakeFailed
 from ._frames import FrameKind
 from ._handshake import AuthenticatedPeer, TlsIdentity, server_handshake
+from ._listener import ACCEPT_BACKLOG, ACCEPT_BURST, ACCEPT_RATE, PacedListener, Pressure
 from ._rate import ControlRate
 from ._repeats import RepeatHold
 
@@ -56,6 +57,7 @@ _UPDATE_BACKOFF = (1_000_000, 200_000_000)
 """An unchanged update without a freshness TTL (a stalled sender told again that nothing
 freed) waits 1 ms, 2 ms, ... up to 200 ms after the last one (issue 13: every release pushed
 one to every stalled sender, each waking a sender process to learn nothing)."""
+
 
 def _frames_of(ps: PeerSession) -> tuple[int, int]:
     """A session's control frames (sent and received) and its endpoint's repeated updates."""
@@ -168,12 +170,13 @@ class ControlServer:
         self._throttled = 0  # of sessions no longer in _sessions
         # strangers wait here until their handshake succeeds: bounded, oldest evicted (_door)
         self._door: Door[asyncio.Transport] = Door(max_pending_handshakes, _close)
+        self._pressure = Pressure(self._door)  # a full door, or many failed handshakes
         self._clock = clock
         self._sessions: dict[int, PeerSession] = {}
         # session numbers grow across restarts too (microseconds of wall clock at start), so
         # a sender tells a restarted receiver's session from the one it lost
         self._ids = itertools.count(max(1, time.time_ns() // 1000))
-        self._server: asyncio.Server | None = None
+        self._server: PacedListener | None = None
         self._timer = _Timer(self.flush)
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters = _Counters()
@@ -187,15 +190,18 @@ class ControlServer:
         loop = asyncio.get_running_loop()
         early_tls = None if self._tls is None else reads_before_connection_made(loop)
         self._start_tls = early_tls is False
-        self._server = await loop.create_server(
+        self._server = await PacedListener.listen(
             lambda: _Accepted(self._accepted),
             host,
             port,
-            ssl=self._tls if early_tls else None,
-            ssl_handshake_timeout=self._timeout if early_tls else None,
+            full=self._pressure,  # then accepts are paced (_listener)
+            rate=ACCEPT_RATE,
+            burst=ACCEPT_BURST,
+            backlog=ACCEPT_BACKLOG,
+            tls=self._tls if early_tls else None,
+            tls_timeout=self._timeout if early_tls else None,
         )
-        sockname = self._server.sockets[0].getsockname()
-        return str(sockname[0]), int(sockname[1])
+        return self._server.address()
 
     def session_of(self, peer: int) -> PeerSession | None:
         """The peer's current (live) session, or ``None``."""
@@ -249,15 +255,18 @@ class ControlServer:
         except (HandshakeFailed, TimeoutError, ConnectionError, OSError, ssl.SSLError):
             # rule 3: closed before any frame of it is decoded
             self._counters.handshakes_failed += 1
+            self._pressure.failed()
             raw.close()
             return
         finally:
             self._door.leave(raw)
         if raw.is_closing():  # evicted (or lost) as the handshake completed
             self._counters.handshakes_failed += 1
+            self._pressure.failed()
             return
         if not self._hooks.admit_peer(auth.peer):
             self._counters.handshakes_failed += 1
+            self._pressure.failed()
             writer.close()
             return
         self._counters.accepted += 1

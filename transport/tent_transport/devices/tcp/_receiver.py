@@ -46,6 +46,13 @@ import attrs
 from ...control import BIND, CHALLENGE_BYTES, PeerSession, check_bind, parse_bind, tune_socket
 from ...control._door import Door, reads_before_connection_made
 from ...control._errors import HandshakeFailed
+from ...control._listener import (
+    ACCEPT_BACKLOG,
+    ACCEPT_BURST,
+    ACCEPT_RATE,
+    PacedListener,
+    Pressure,
+)
 from ...segments import Access, Exposure, SegmentTable
 from .._halves import DataPlane, DataServerStatistics
 from .._writes import REQUEST, Flags, Request, WireOpcode, checksum
@@ -224,6 +231,7 @@ class _ServerProtocol(asyncio.BufferedProtocol):
             peer, rail, mac = parse_bind(raw)
         except HandshakeFailed:
             server._stats.binds_refused += 1
+            server.pressure.failed()
             self._fail("not a data bind")
             return
         bound = server.plane.bound_session(peer)
@@ -237,6 +245,7 @@ class _ServerProtocol(asyncio.BufferedProtocol):
             or server.connections(peer, bound[0]) >= server.max_session_connections
         ):
             server._stats.binds_refused += 1
+            server.pressure.failed()
             self._fail("bind refused")
             return
         if self._deadline is not None:
@@ -398,8 +407,9 @@ class TcpDataServer:
         self.bind_timeout_s = bind_timeout_s
         self._ssl = ssl_context
         self._start_tls = False  # set by listen: TLS on the accepted socket
-        self._server: asyncio.Server | None = None
+        self._server: PacedListener | None = None
         self._door: Door[_ServerProtocol] = Door(max_unbound, _evict)
+        self.pressure = Pressure(self._door)  # a full door, or many refused binds
         self._sessions: dict[tuple[int, int], set[_ServerProtocol]] = {}
         self._stats = _Stats()
         self.address: tuple[str, int] = ("", 0)
@@ -410,15 +420,18 @@ class TcpDataServer:
         # reads before connection_made (uvloop) asyncio runs it first, within the deadline only
         early_tls = self._ssl is not None and reads_before_connection_made(loop)
         self._start_tls = self._ssl is not None and not early_tls
-        self._server = await loop.create_server(
+        self._server = await PacedListener.listen(
             lambda: _ServerProtocol(self),
             host,
             port,
-            ssl=self._ssl if early_tls else None,
-            ssl_handshake_timeout=self.bind_timeout_s if early_tls else None,
+            full=self.pressure,  # then accepts are paced (control/_listener)
+            rate=ACCEPT_RATE,
+            burst=ACCEPT_BURST,
+            backlog=ACCEPT_BACKLOG,
+            tls=self._ssl if early_tls else None,
+            tls_timeout=self.bind_timeout_s if early_tls else None,
         )
-        name = self._server.sockets[0].getsockname()
-        self.address = (str(name[0]), int(name[1]))
+        self.address = self._server.address()
         return self.address
 
     @property
@@ -469,6 +482,7 @@ class TcpDataServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+            await self._server.wait_closed()
         protocols = [*self._door, *(p for held in self._sessions.values() for p in held)]
         for protocol in protocols:
             protocol.close()
