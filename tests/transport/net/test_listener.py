@@ -7,13 +7,13 @@ asyncio's loop and on uvloop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from raw_helpers import run
-from tent_transport.control import _listener as listener_module
 from tent_transport.control._door import Door
 from tent_transport.control._listener import AcceptPacer, PacedListener, Pressure
 
@@ -53,35 +53,39 @@ async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
         await asyncio.sleep(0.005)
 
 
+@contextlib.asynccontextmanager
+async def _serving(
+    full: Callable[[], bool], *, rate: float, burst: int, clients: int
+) -> AsyncIterator[PacedListener]:
+    """A listener and ``clients`` connections to it (every ``connect()`` completes, taken or
+    queued), all closed on the way out."""
+    listener = await _listener(full, rate=rate, burst=burst)
+    sockets = await _connect(listener.address(), clients)
+    try:
+        yield listener
+    finally:
+        listener.close()
+        await listener.wait_closed()
+        for client in sockets:
+            client.close()
+
+
 def test_a_full_door_takes_only_its_burst_and_the_rest_wait_queued(run: Any) -> None:
     async def main() -> None:
-        listener = await _listener(lambda: True, rate=1e-6, burst=3)  # no refill in a test
-        clients = await _connect(listener.address(), 8)  # every connect() completes
-        try:
+        # no refill within a test: rate 1e-6
+        async with _serving(lambda: True, rate=1e-6, burst=3, clients=8) as listener:
             await _until(lambda: listener.paced >= 1)
             await asyncio.sleep(0.05)  # what else the loop would take, it could take now
             assert len(Counting.made) == 3
-        finally:
-            listener.close()
-            await listener.wait_closed()
-            for client in clients:
-                client.close()
 
     run(main())
 
 
 def test_with_room_at_the_door_nothing_is_paced(run: Any) -> None:
     async def main() -> None:
-        listener = await _listener(lambda: False, rate=1e-6, burst=1)
-        clients = await _connect(listener.address(), 40)
-        try:
+        async with _serving(lambda: False, rate=1e-6, burst=1, clients=40) as listener:
             await _until(lambda: len(Counting.made) == 40)
             assert listener.paced == 0
-        finally:
-            listener.close()
-            await listener.wait_closed()
-            for client in clients:
-                client.close()
 
     run(main())
 
@@ -89,17 +93,10 @@ def test_with_room_at_the_door_nothing_is_paced(run: Any) -> None:
 def test_the_queued_are_taken_once_the_door_has_room_again(run: Any) -> None:
     async def main() -> None:
         door = {"full": True}
-        listener = await _listener(lambda: door["full"], rate=50.0, burst=1)
-        clients = await _connect(listener.address(), 6)
-        try:
+        async with _serving(lambda: door["full"], rate=50.0, burst=1, clients=6) as listener:
             await _until(lambda: listener.paced >= 1)
             door["full"] = False  # the next token resumes reading; then no more pacing
             await _until(lambda: len(Counting.made) == 6)
-        finally:
-            listener.close()
-            await listener.wait_closed()
-            for client in clients:
-                client.close()
 
     run(main())
 
@@ -156,13 +153,10 @@ def test_a_bad_rate_or_burst_is_refused(rate: Any, burst: Any) -> None:
         AcceptPacer(rate, burst, 0.0)
 
 
-def test_pressure_is_a_full_door_or_as_many_failures_as_places_within_the_window(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_pressure_is_a_full_door_or_as_many_failures_as_places_within_the_window() -> None:
     clock = {"now": 100.0}
-    monkeypatch.setattr(listener_module.time, "monotonic", lambda: clock["now"])
     door: Door[int] = Door(2, lambda conn: None)
-    pressure = Pressure(door, window_s=1.0)
+    pressure = Pressure(door, window_s=1.0, clock=lambda: clock["now"])
     assert not pressure()
     door.enter(1)
     door.enter(2)

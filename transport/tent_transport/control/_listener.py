@@ -56,20 +56,23 @@ class Pressure:
     but fail at once (a wrong key, a replayed handshake, a forged bind), each reopened as
     soon as it is closed."""
 
-    def __init__(self, door: Door[Any], window_s: float = 1.0) -> None:
+    def __init__(
+        self, door: Door[Any], window_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._door = door
         self._window = window_s
+        self._clock = clock
         self._failed: collections.deque[float] = collections.deque(maxlen=door.limit)
 
     def failed(self) -> None:
         """A connection failed its handshake or bind just now."""
-        self._failed.append(time.monotonic())
+        self._failed.append(self._clock())
 
     def __call__(self) -> bool:
         door, failed = self._door, self._failed
         if len(door) >= door.limit:
             return True
-        return len(failed) == failed.maxlen and time.monotonic() - failed[0] < self._window
+        return len(failed) == failed.maxlen and self._clock() - failed[0] < self._window
 
 
 class AcceptPacer:
