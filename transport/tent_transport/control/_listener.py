@@ -3,12 +3,13 @@
 
 A flood of strangers is a reconnect loop: each connection the door evicts is reopened at
 once, so the receiver pays an accept, a protocol object and a close for as many connections
-as the kernel hands it (about 800 a second on loopback, most of a door flood's cost). While
-the door is full, :class:`PacedListener` takes at most ``rate`` connections a second (a token
-bucket of ``burst``) and leaves the rest in the kernel's accept queue, which is deep
-(``backlog``) so that no SYN is dropped: a newcomer's connection is queued at once and taken
-in its turn, within ``backlog / rate`` seconds however the flood behaves. While the door has
-room, accepts are not paced.
+as the kernel hands it (about 800 a second on loopback, most of a door flood's cost). Under
+:class:`Pressure` (the door full, or a burst of failed handshakes), :class:`PacedListener`
+takes at most ``rate`` connections a second (a token bucket of ``burst``) and leaves the rest
+in the kernel's accept queue, which is deep (``backlog``) so that no SYN is dropped: a
+newcomer's connection is queued at once and taken in its turn, within ``backlog / rate``
+seconds as long as the flood does not overflow the queue. Without pressure, accepts are not
+paced.
 
 asyncio's ``Server`` cannot pause its accepts (nor can uvloop's), so the listener runs its own
 accept loop: ``add_reader`` on the listening socket, ``connect_accepted_socket`` for each
@@ -39,8 +40,8 @@ __all__ = [
     "Pressure",
 ]
 
-# A receiver's listeners: 256 accepts a second while the door is full, 32 at once, over a
-# kernel queue of 256, so a newcomer queued behind a flood is taken within about one second.
+# A receiver's listeners: 128 accepts a second under pressure, 16 at once, over a kernel
+# queue of 128, so a newcomer queued behind a flood is taken within about one second.
 ACCEPT_RATE = 128.0
 ACCEPT_BURST = 16
 ACCEPT_BACKLOG = 128
