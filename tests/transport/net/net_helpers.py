@@ -57,3 +57,18 @@ def connect_exposed(rx: Any, tx: Any, size: int) -> tuple[int, bytearray, Any]:
     rx.expose(1, segment.segment_id, 0, len(memory))
     tx.wait_regions(peer, lambda d: bool(d.regions))
     return peer, memory, segment
+
+
+def write_request(peer: int, segment: int, offset: int, data: bytes) -> Any:
+    """A WRITE of ``data`` to ``segment`` at ``offset`` of ``peer`` (a ``TransferRequest``)."""
+    from tent_transport.devices import Opcode
+    from tent_transport.dispatch import TransferRequest
+
+    return TransferRequest(
+        opcode=Opcode.WRITE,
+        local=data,
+        peer=peer,
+        remote_segment=segment,
+        remote_offset=offset,
+        length=len(data),
+    )

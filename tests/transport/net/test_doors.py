@@ -14,13 +14,12 @@ import time
 
 import trustme
 from attackers import SilentFlood
-from net_helpers import data_server, run, until
+from net_helpers import data_server, run, until, write_request
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import ControlClient, ControlServer, PskIdentity, TlsIdentity
 from tent_transport.devices import Opcode, SliceRequest, SliceStatus
 from tent_transport.devices.tcp import TcpDataServer, TcpRail
-from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import EngineOptions, SyncEngine
 from tent_transport.segments import Access, SegmentTable
 from test_control import _Hooks, _SenderHooks, _tls
@@ -301,14 +300,7 @@ def test_an_engine_reconnects_and_transfers_through_floods_of_both_doors() -> No
         tx.wait_regions(peer, lambda d: d.session != first.session and bool(d.regions))
         for i in range(4):
             data = os.urandom(block)
-            request = TransferRequest(
-                opcode=Opcode.WRITE,
-                local=data,
-                peer=peer,
-                remote_segment=segment.segment_id,
-                remote_offset=i * block,
-                length=block,
-            )
+            request = write_request(peer, segment.segment_id, i * block, data)
             assert tx.submit([request]).result(30).status is TaskStatus.COMPLETED
             rx.release(rx.next_landed(10))
             assert memory[i * block : (i + 1) * block] == data

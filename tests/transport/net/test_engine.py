@@ -9,7 +9,7 @@ import urllib.request
 import attrs
 import memory_transport
 import pytest
-from net_helpers import data_server
+from net_helpers import data_server, write_request
 from procs import KEY, credit_config, free_ports
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
@@ -52,17 +52,6 @@ def _pair(mode: str, *, slots: int, metrics_port: int | None = None, device: str
     return rx, tx, peer
 
 
-def _write(peer: int, segment: int, offset: int, data: bytes) -> TransferRequest:
-    return TransferRequest(
-        opcode=Opcode.WRITE,
-        local=data,
-        peer=peer,
-        remote_segment=segment,
-        remote_offset=offset,
-        length=len(data),
-    )
-
-
 @DEVICES
 def test_credit_stall_keeps_handles_pending_with_backpressure_until_release(device: str) -> None:
     rx, tx, peer = _pair("required", slots=2, device=device)
@@ -73,7 +62,7 @@ def test_credit_stall_keeps_handles_pending_with_backpressure_until_release(devi
         tx.wait_regions(peer, lambda d: bool(d.regions))
         blocks = [os.urandom(BLOCK) for _ in range(4)]
         handles = [
-            tx.submit_nowait([_write(peer, segment.segment_id, i * BLOCK, b)])
+            tx.submit_nowait([write_request(peer, segment.segment_id, i * BLOCK, b)])
             for i, b in enumerate(blocks)
         ]
         landed = [rx.next_landed(10), rx.next_landed(10)]  # the receiver's two slots
@@ -123,7 +112,7 @@ def test_read_and_a_write_outside_the_exposure_fail_typed() -> None:
         )
         assert tx.submit([read]).result(10).status is TaskStatus.COMPLETED
         assert local == memory[BLOCK : 2 * BLOCK]
-        outside = _write(peer, segment.segment_id, 3 * BLOCK, b"x" * BLOCK)
+        outside = write_request(peer, segment.segment_id, 3 * BLOCK, b"x" * BLOCK)
         with pytest.raises(TransferFailed) as failure:
             tx.submit([outside]).result(10)
         assert failure.value.status == "failed"
@@ -144,10 +133,10 @@ def test_a_write_outside_the_exposure_or_past_credit_fails_typed_and_quarantines
         rx.expose(1, segment.segment_id, 0, 2 * BLOCK)
         tx.wait_regions(peer, lambda d: bool(d.regions))
         inside = os.urandom(BLOCK)
-        tx.submit([_write(peer, segment.segment_id, 0, inside)]).result(10)
+        tx.submit([write_request(peer, segment.segment_id, 0, inside)]).result(10)
         assert rx.release(rx.next_landed(10))
         assert memory[:BLOCK] == inside
-        outside = _write(peer, segment.segment_id, 3 * BLOCK, b"x" * BLOCK)
+        outside = write_request(peer, segment.segment_id, 3 * BLOCK, b"x" * BLOCK)
         with pytest.raises(TransferFailed):
             tx.submit([outside]).result(10)
         assert rx.engine.quarantined() == (1,)
@@ -238,7 +227,7 @@ def test_misuse_of_the_facade_is_refused_typed_and_a_closed_engine_says_so(devic
         segment = rx.register(memory)
         rx.expose(1, segment.segment_id, 0, len(memory))
         tx.wait_regions(peer, lambda d: bool(d.regions))
-        one = _write(peer, segment.segment_id, 0, b"x" * 64)
+        one = write_request(peer, segment.segment_id, 0, b"x" * 64)
         with pytest.raises(InvalidArgument):
             tx.submit(one)  # type: ignore[arg-type]  # a request, not a batch
         with pytest.raises(InvalidArgument):
@@ -276,7 +265,7 @@ def test_a_staged_write_to_a_receiver_without_a_staging_pool_waits_and_nobody_is
         rx.expose(1, segment.segment_id, 0, len(memory))
         tx.wait_regions(peer, lambda d: bool(d.regions))
         staged = attrs.evolve(
-            _write(peer, segment.segment_id, 0, os.urandom(4096)), plan=TransferPlan.STAGED
+            write_request(peer, segment.segment_id, 0, os.urandom(4096)), plan=TransferPlan.STAGED
         )
         handle = tx.submit([staged])
         state = handle.wait(1)
@@ -287,7 +276,7 @@ def test_a_staged_write_to_a_receiver_without_a_staging_pool_waits_and_nobody_is
         assert rx.engine.receiver.statistics().quarantined == ()
         # the sender was not punished: once the staged write is withdrawn, a direct one lands
         assert handle.cancel()
-        tx.submit([_write(peer, segment.segment_id, 0, b"ok" * 32)]).result(10)
+        tx.submit([write_request(peer, segment.segment_id, 0, b"ok" * 32)]).result(10)
         assert memory[:64] == b"ok" * 32
     finally:
         tx.close()
@@ -301,7 +290,7 @@ def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:
         segment = rx.register(memory)
         rx.expose(1, segment.segment_id, 0, len(memory))
         first = tx.wait_regions(peer, lambda d: bool(d.regions))
-        tx.submit([_write(peer, segment.segment_id, 0, b"a" * BLOCK)]).result(10)
+        tx.submit([write_request(peer, segment.segment_id, 0, b"a" * BLOCK)]).result(10)
         rx.release(rx.next_landed(10))
         # the network drops the data connection (the control connection stays up)
         tx._call(tx.engine.rails[0]._peers[peer].close)
@@ -318,7 +307,7 @@ def test_a_lost_data_connection_restarts_the_session_and_work_goes_on() -> None:
         tx.wait_regions(peer, lambda d: d.session != first.session and bool(d.regions))
         data = os.urandom(BLOCK)
         assert (
-            tx.submit([_write(peer, segment.segment_id, BLOCK, data)]).result(10).status
+            tx.submit([write_request(peer, segment.segment_id, BLOCK, data)]).result(10).status
             is TaskStatus.COMPLETED
         )
         assert memory[BLOCK : 2 * BLOCK] == data
@@ -365,7 +354,7 @@ def test_a_new_session_whose_data_connection_fails_ends_submits_typed_then_recov
         segment = rx.register(memory)
         rx.expose(1, segment.segment_id, 0, len(memory))
         first = tx.wait_regions(peer, lambda d: bool(d.regions))
-        assert tx.submit([_write(peer, segment.segment_id, 0, b"a" * BLOCK)]).result(10)
+        assert tx.submit([write_request(peer, segment.segment_id, 0, b"a" * BLOCK)]).result(10)
         server = data_server(rx.engine)
         host, port = server.address
 
@@ -381,7 +370,7 @@ def test_a_new_session_whose_data_connection_fails_ends_submits_typed_then_recov
             return ps is not None and ps.session != first.session
 
         _until("a new control session", lambda: rx._call(new_session))
-        state = tx.submit([_write(peer, segment.segment_id, BLOCK, b"b" * BLOCK)]).wait(20)
+        state = tx.submit([write_request(peer, segment.segment_id, BLOCK, b"b" * BLOCK)]).wait(20)
         assert state.status is TaskStatus.FAILED, state  # typed, never pending forever
 
         async def listen_again() -> None:
@@ -397,7 +386,7 @@ def test_a_new_session_whose_data_connection_fails_ends_submits_typed_then_recov
                 continue
             rx.expose(1, segment.segment_id, 0, len(memory))
             tx.wait_regions(peer, lambda d, s=ps.session: d.session == s and bool(d.regions))
-            state = tx.submit([_write(peer, segment.segment_id, 2 * BLOCK, data)]).wait(20)
+            state = tx.submit([write_request(peer, segment.segment_id, 2 * BLOCK, data)]).wait(20)
             if state.status is TaskStatus.COMPLETED:
                 break
         assert state.status is TaskStatus.COMPLETED, state
@@ -425,8 +414,8 @@ def test_work_queued_behind_the_fixed_window_fails_with_its_session_not_on_the_n
         _until("the sender to see it", lambda: not tx._call(lambda: tx.engine.connected(peer)))
         # while it is away: one transfer takes the window (its slice waits for a connection),
         # the next queues behind it; both name the old session's region
-        dispatched = tx.submit([_write(peer, sid, 0, b"a" * BLOCK)])
-        queued = tx.submit([_write(peer, sid, BLOCK, b"b" * BLOCK)])
+        dispatched = tx.submit([write_request(peer, sid, 0, b"a" * BLOCK)])
+        queued = tx.submit([write_request(peer, sid, BLOCK, b"b" * BLOCK)])
         rx = SyncEngine(
             load_engine_config(credit_config("disabled")),
             EngineOptions(
@@ -453,7 +442,7 @@ def test_work_queued_behind_the_fixed_window_fails_with_its_session_not_on_the_n
         rx.expose(1, sid, 0, len(memory))
         tx.wait_regions(peer, lambda d: d.session == ps.session and bool(d.regions))
         data = os.urandom(BLOCK)
-        state = tx.submit([_write(peer, sid, 2 * BLOCK, data)]).wait(20)
+        state = tx.submit([write_request(peer, sid, 2 * BLOCK, data)]).wait(20)
         assert state.status is TaskStatus.COMPLETED, state  # new work proceeds
         assert memory[2 * BLOCK : 3 * BLOCK] == data
     finally:
@@ -490,12 +479,14 @@ def test_a_dead_peers_work_ends_failed_and_new_submits_to_it_are_refused() -> No
         rx.close()
         rx_open = False
         _until("the sender to see it", lambda: not tx._call(lambda: tx.engine.connected(peer)))
-        handles = [tx.submit([_write(peer, segment.segment_id, 0, b"a" * BLOCK)]) for _ in "ab"]
+        handles = [
+            tx.submit([write_request(peer, segment.segment_id, 0, b"a" * BLOCK)]) for _ in "ab"
+        ]
         states = [h.wait(20) for h in handles]  # one dispatched, one queued behind window 1
         assert [s.status for s in states] == [TaskStatus.FAILED] * 2, states
         assert all(s.detail == "peer unreachable" for s in states), states
         with pytest.raises(LocalProtocolError, match="unreachable"):
-            tx.submit([_write(peer, segment.segment_id, 0, b"c" * BLOCK)])
+            tx.submit([write_request(peer, segment.segment_id, 0, b"c" * BLOCK)])
     finally:
         tx.close()
         if rx_open:

@@ -13,7 +13,7 @@ import types
 import pytest
 import trustme
 from attackers import Liar, RawControl, RawData, write_header
-from net_helpers import data_server, run, until
+from net_helpers import data_server, run, until, write_request
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import (
@@ -21,7 +21,6 @@ from tent_transport.control import (
     FrameKind,
     PskIdentity,
 )
-from tent_transport.devices import Opcode
 from tent_transport.devices.tcp import (
     Ack,
     AckStatus,
@@ -31,7 +30,6 @@ from tent_transport.devices.tcp import (
     WireOpcode,
     checksum,
 )
-from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import EngineOptions, SyncEngine
 from tent_transport.engine._receiving import ReceiverSide
 from tent_transport.segments import Access, SegmentTable
@@ -152,17 +150,6 @@ def _engine_pair(slots: int = 4) -> tuple[SyncEngine, SyncEngine, int]:
     return rx, tx, tx.connect(host, port)
 
 
-def _write(peer: int, segment: int, offset: int, data: bytes) -> TransferRequest:
-    return TransferRequest(
-        opcode=Opcode.WRITE,
-        local=data,
-        peer=peer,
-        remote_segment=segment,
-        remote_offset=offset,
-        length=len(data),
-    )
-
-
 def test_a_region_ends_exactly_where_it_was_exposed_end_to_end() -> None:
     """One byte past the exposed region is refused before it is read; up to its last byte
     lands (the segment table's bound, off by one, is what this would catch)."""
@@ -174,12 +161,16 @@ def test_a_region_ends_exactly_where_it_was_exposed_end_to_end() -> None:
         tx.wait_regions(peer, lambda d: bool(d.regions))
         fits = os.urandom(BLOCK // 2)
         end = 2 * BLOCK
-        state = tx.submit([_write(peer, segment.segment_id, end - len(fits), fits)]).result(30)
+        state = tx.submit([write_request(peer, segment.segment_id, end - len(fits), fits)]).result(
+            30
+        )
         assert state.status is TaskStatus.COMPLETED
         assert memory[end - len(fits) : end] == fits
         rx.release(rx.next_landed(10))
         past = os.urandom(BLOCK // 2)
-        state = tx.submit_nowait([_write(peer, segment.segment_id, end - len(past) + 1, past)])
+        state = tx.submit_nowait(
+            [write_request(peer, segment.segment_id, end - len(past) + 1, past)]
+        )
         assert state.wait(30).status is TaskStatus.FAILED
         assert memory[end:] == bytes(len(memory) - end)  # not one byte past the region
         assert rx._call(lambda: rx.engine.receiver.statistics().quarantined) == (1,)
@@ -200,7 +191,9 @@ def test_a_quarantined_peers_reconnect_ends_at_its_hello_before_any_mac() -> Non
         segment = rx.register(memory)
         rx.expose(1, segment.segment_id, 0, BLOCK)
         tx.wait_regions(peer, lambda d: bool(d.regions))
-        past = tx.submit_nowait([_write(peer, segment.segment_id, BLOCK // 2, os.urandom(BLOCK))])
+        past = tx.submit_nowait(
+            [write_request(peer, segment.segment_id, BLOCK // 2, os.urandom(BLOCK))]
+        )
         assert past.wait(30).status is TaskStatus.FAILED  # one byte past the region: a lie
         assert rx._call(lambda: rx.engine.receiver.statistics().quarantined) == (1,)
         raw = RawControl(port, claim=1)
@@ -251,7 +244,7 @@ def test_a_forged_bind_to_an_engine_is_closed_before_any_header_is_read() -> Non
         assert data_server(rx.engine).statistics().binds_refused == 1
         assert rx._call(lambda: rx.engine.receiver.statistics().quarantined) == ()
         data = os.urandom(BLOCK)  # the honest sender it named goes on
-        assert tx.submit([_write(peer, segment.segment_id, 0, data)]).result(30).status is (
+        assert tx.submit([write_request(peer, segment.segment_id, 0, data)]).result(30).status is (
             TaskStatus.COMPLETED
         )
         assert memory == data
@@ -341,11 +334,11 @@ def test_a_failed_transfer_gives_its_window_slot_back_end_to_end(
         tx.wait_regions(peer, lambda d: bool(d.regions))
         good = sender_module.checksum
         monkeypatch.setattr(sender_module, "checksum", lambda data: good(data) ^ 1)
-        bad = tx.submit_nowait([_write(peer, segment.segment_id, 0, b"x" * BLOCK)])
+        bad = tx.submit_nowait([write_request(peer, segment.segment_id, 0, b"x" * BLOCK)])
         assert bad.wait(30).status is TaskStatus.FAILED
         monkeypatch.setattr(sender_module, "checksum", good)
         data = os.urandom(BLOCK)
-        state = tx.submit_nowait([_write(peer, segment.segment_id, BLOCK, data)]).wait(10)
+        state = tx.submit_nowait([write_request(peer, segment.segment_id, BLOCK, data)]).wait(10)
         assert state.status is TaskStatus.COMPLETED, state
         assert memory[BLOCK:] == data
     finally:

@@ -11,16 +11,14 @@ import threading
 from typing import Any
 
 import pytest
-from net_helpers import connect_exposed
+from net_helpers import connect_exposed, write_request
 from procs import KEY, credit_config
 from raw_helpers import Recorder, drain, read_in_thread, run, tcp_pair
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
-from tent_transport.devices import Opcode
 from tent_transport.devices.tcp._raw import INLINE_BYTES, RawSocketTransport
 from tent_transport.devices.tcp._send_thread import send_thread_by_default
 from tent_transport.devices.tcp._sender import TcpRail
-from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import EngineOptions, SyncEngine
 from tent_transport.errors import InvalidArgument
 
@@ -182,14 +180,7 @@ def test_the_engine_moves_payloads_with_and_without_the_send_thread(send_thread:
         peer, memory, segment = connect_exposed(rx, tx, 4 * block)
         blocks = [os.urandom(block) for _ in range(4)]
         requests = [
-            TransferRequest(
-                opcode=Opcode.WRITE,
-                local=data,
-                peer=peer,
-                remote_segment=segment.segment_id,
-                remote_offset=i * block,
-                length=block,
-            )
+            write_request(peer, segment.segment_id, i * block, data)
             for i, data in enumerate(blocks)
         ]
         handles = [tx.submit_nowait([request]) for request in requests]

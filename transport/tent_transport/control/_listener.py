@@ -1,4 +1,4 @@
-"""A listening socket that paces its accepts while its door is full (issue 27, docs/abuse.md
+"""A listening socket that paces its accepts under pressure (issue 27, docs/abuse.md
 "The doors").
 
 A flood of strangers is a reconnect loop: each connection the door evicts is reopened at

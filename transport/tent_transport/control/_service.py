@@ -254,23 +254,24 @@ class ControlServer:
             )
         except (HandshakeFailed, TimeoutError, ConnectionError, OSError, ssl.SSLError):
             # rule 3: closed before any frame of it is decoded
-            self._counters.handshakes_failed += 1
-            self._pressure.failed()
+            self._handshake_failed()
             raw.close()
             return
         finally:
             self._door.leave(raw)
         if raw.is_closing():  # evicted (or lost) as the handshake completed
-            self._counters.handshakes_failed += 1
-            self._pressure.failed()
+            self._handshake_failed()
             return
         if not self._hooks.admit_peer(auth.peer):
-            self._counters.handshakes_failed += 1
-            self._pressure.failed()
+            self._handshake_failed()
             writer.close()
             return
         self._counters.accepted += 1
         self._open(reader, writer, auth)
+
+    def _handshake_failed(self) -> None:
+        self._counters.handshakes_failed += 1
+        self._pressure.failed()  # enough of them pace the listener (_listener.Pressure)
 
     async def _handshake(
         self, raw: asyncio.Transport, early: bytearray

@@ -230,8 +230,7 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         try:
             peer, rail, mac = parse_bind(raw)
         except HandshakeFailed:
-            server._stats.binds_refused += 1
-            server.pressure.failed()
+            server.bind_refused()
             self._fail("not a data bind")
             return
         bound = server.plane.bound_session(peer)
@@ -244,8 +243,7 @@ class _ServerProtocol(asyncio.BufferedProtocol):
             # overlaps its predecessor's close, not a flood of bound sockets
             or server.connections(peer, bound[0]) >= server.max_session_connections
         ):
-            server._stats.binds_refused += 1
-            server.pressure.failed()
+            server.bind_refused()
             self._fail("bind refused")
             return
         if self._deadline is not None:
@@ -433,6 +431,10 @@ class TcpDataServer:
         )
         self.address = self._server.address()
         return self.address
+
+    def bind_refused(self) -> None:
+        self._stats.binds_refused += 1
+        self.pressure.failed()  # enough of them pace the listener (control/_listener.Pressure)
 
     @property
     def unbound(self) -> int:
