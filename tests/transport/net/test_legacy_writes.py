@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from net_helpers import write_request
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
 from tent_transport.engine import EngineOptions, ReceiverStatistics, SyncEngine
 from tent_transport.errors import TransferFailed
-from test_engine import _write
 
 from tent_sched import TaskStatus
 
@@ -76,7 +76,7 @@ def test_a_required_receiver_refuses_a_legacy_peers_write_without_quarantining_i
         first = tx.regions(peer)
         assert first is not None
         with pytest.raises(TransferFailed):
-            tx.submit([_write(peer, segment, 0, _block(0))]).result(10)
+            tx.submit([write_request(peer, segment, 0, _block(0))]).result(10)
         assert memory == bytearray(8 * BLOCK)  # nothing landed
         stats = _refusals(rx, 1)
         assert stats.legacy_refused == 1 and stats.landed == 0
@@ -84,7 +84,7 @@ def test_a_required_receiver_refuses_a_legacy_peers_write_without_quarantining_i
         # it is not shut out: its next session is served, and refused the same way
         _next_session(rx, tx, peer, segment, first.session)
         with pytest.raises(TransferFailed):
-            tx.submit([_write(peer, segment, BLOCK, _block(BLOCK))]).result(10)
+            tx.submit([write_request(peer, segment, BLOCK, _block(BLOCK))]).result(10)
         stats = _refusals(rx, 2)
         assert stats.legacy_refused == 2 and stats.quarantined == () and stats.landed == 0
         registry = rx.engine.registry  # what an operator sees
@@ -109,7 +109,9 @@ def test_the_explicit_fallback_or_optional_mode_admits_a_legacy_peers_writes(
     try:
         memory, segment = _exposed(rx, tx, peer)
         for i in range(3):
-            state = tx.submit([_write(peer, segment, i * BLOCK, _block(i * BLOCK))]).result(10)
+            state = tx.submit([write_request(peer, segment, i * BLOCK, _block(i * BLOCK))]).result(
+                10
+            )
             assert state.status is TaskStatus.COMPLETED
         assert memory[: 3 * BLOCK] == b"".join(bytes([i + 1]) * BLOCK for i in range(3))
         assert rx.engine.receiver.statistics().legacy_refused == 0
