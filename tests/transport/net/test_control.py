@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import gc
 import ssl
@@ -244,7 +245,9 @@ def test_garbage_before_the_handshake_is_closed_undecoded() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         # a well-formed credit frame where the hello belongs: never decoded as a frame
         writer.write(encode_frame(FrameKind.CREDIT, b"\x80" * 60))
-        assert await reader.read() == b""
+        # closed with the rest of the frame unread: the kernel resets rather than ends it
+        with contextlib.suppress(ConnectionResetError):
+            assert await reader.read() == b""
         assert hooks.opened == []
         assert server.statistics().handshakes_failed == 1
         writer.close()

@@ -43,9 +43,12 @@ from ._errors import HandshakeFailed
 __all__ = [
     "BIND",
     "CHALLENGE_BYTES",
+    "HELLO_BYTES",
+    "PROOF_BYTES",
     "AuthenticatedPeer",
     "HandshakeMode",
     "PskIdentity",
+    "PskServerSteps",
     "TlsIdentity",
     "client_handshake",
     "data_bind_proof",
@@ -58,6 +61,10 @@ _MAGIC = b"TENT"
 _HELLO = struct.Struct("!4sHBQ32s")
 _PROOF_BYTES = 32
 CHALLENGE_BYTES = 32
+HELLO_BYTES = _HELLO.size
+"""The client's hello, what :meth:`PskServerSteps.hello` takes."""
+PROOF_BYTES = _PROOF_BYTES
+"""The client's proof, what :meth:`PskServerSteps.proof` takes."""
 BIND = struct.Struct("!4sQH32s")
 _BIND_MAGIC = b"TDAT"
 _LABEL_CLIENT = b"tent-control-v1 client proof"
@@ -209,6 +216,58 @@ async def client_handshake(
     return AuthenticatedPeer(peer=peer, data_key=data_key)
 
 
+class PskServerSteps:
+    """The server side of the PSK handshake without I/O: feed it the client's hello
+    (:data:`HELLO_BYTES`), send the reply it returns, feed it the client's proof
+    (:data:`PROOF_BYTES`). :func:`server_handshake` drives it over asyncio streams; a
+    listener may drive it from the raw socket (``_preauth``) so that a stranger costs no
+    transport. Each step raises :class:`HandshakeFailed` (the caller closes the connection).
+
+    ``admit`` and ``on_hello`` as :func:`server_handshake`."""
+
+    def __init__(
+        self,
+        identity: PskIdentity,
+        *,
+        on_hello: Callable[[], None] | None = None,
+        admit: Callable[[int], bool] | None = None,
+    ) -> None:
+        self._identity = identity
+        self._on_hello = on_hello
+        self._admit = admit
+        self._hello: tuple[int, bytes, bytes, bytes] | None = None  # peer, key, hello_c, hello_s
+
+    @property
+    def greeted(self) -> bool:
+        """Whether :meth:`hello` took the client's hello (the proof comes next)."""
+        return self._hello is not None
+
+    def hello(self, hello_c: bytes) -> bytes:
+        """The client's hello in, the server's hello and proof out."""
+        if self._hello is not None:
+            raise HandshakeFailed("a second hello")
+        peer = _parse_hello(hello_c, self._identity)
+        if self._admit is not None and not self._admit(peer):
+            raise HandshakeFailed(f"peer {peer} may not open a session (quarantined)")
+        key = self._identity.keys.get(peer)
+        if key is None:
+            raise HandshakeFailed(f"unknown peer {peer}")
+        hello_s = _hello(self._identity, os.urandom(32))
+        if self._on_hello is not None:
+            self._on_hello()
+        self._hello = (peer, key, hello_c, hello_s)
+        return hello_s + _mac(key, _LABEL_SERVER, hello_c, hello_s)
+
+    def proof(self, proof_c: bytes) -> AuthenticatedPeer:
+        """The client's proof in; the authenticated peer out."""
+        if self._hello is None:
+            raise HandshakeFailed("a proof before the hello")
+        peer, key, hello_c, hello_s = self._hello
+        if not hmac.compare_digest(proof_c, _mac(key, _LABEL_CLIENT, hello_c, hello_s)):
+            raise HandshakeFailed(f"peer {peer} failed to prove its key")
+        return AuthenticatedPeer(peer=peer, data_key=_mac(key, _LABEL_DATA, hello_c, hello_s))
+
+
 async def server_handshake(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
@@ -227,31 +286,23 @@ async def server_handshake(
     hold a key for; TLS: one its certificate names): progress, which puts this connection
     back at the end of the listener's door (``_door``)."""
     hello_c = await _read(reader, _HELLO.size)
+    if isinstance(identity, PskIdentity):
+        steps = PskServerSteps(identity, on_hello=on_hello, admit=admit)
+        writer.write(steps.hello(hello_c))
+        await writer.drain()
+        return steps.proof(await _read(reader, _PROOF_BYTES))
     peer = _parse_hello(hello_c, identity)
     if admit is not None and not admit(peer):
         raise HandshakeFailed(f"peer {peer} may not open a session (quarantined)")
     hello_s = _hello(identity, os.urandom(32))
-    if isinstance(identity, PskIdentity):
-        key = identity.keys.get(peer)
-        if key is None:
-            raise HandshakeFailed(f"unknown peer {peer}")
-        if on_hello is not None:
-            on_hello()
-        writer.write(hello_s + _mac(key, _LABEL_SERVER, hello_c, hello_s))
-        await writer.drain()
-        proof_c = await _read(reader, _PROOF_BYTES)
-        if not hmac.compare_digest(proof_c, _mac(key, _LABEL_CLIENT, hello_c, hello_s)):
-            raise HandshakeFailed(f"peer {peer} failed to prove its key")
-        data_key = _mac(key, _LABEL_DATA, hello_c, hello_s)
-    else:
-        _check_tls_peer(identity, writer, peer)
-        if on_hello is not None:
-            on_hello()
-        secret_s = os.urandom(_PROOF_BYTES)
-        writer.write(hello_s + secret_s)
-        await writer.drain()
-        secret_c = await _read(reader, _PROOF_BYTES)
-        data_key = _mac(secret_s + secret_c, _LABEL_DATA, hello_c, hello_s)
+    _check_tls_peer(identity, writer, peer)
+    if on_hello is not None:
+        on_hello()
+    secret_s = os.urandom(_PROOF_BYTES)
+    writer.write(hello_s + secret_s)
+    await writer.drain()
+    secret_c = await _read(reader, _PROOF_BYTES)
+    data_key = _mac(secret_s + secret_c, _LABEL_DATA, hello_c, hello_s)
     return AuthenticatedPeer(peer=peer, data_key=data_key)
 
 

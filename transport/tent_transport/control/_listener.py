@@ -107,8 +107,10 @@ class AcceptPacer:
 class PacedListener:
     """One listening socket served by its own accept loop (module docstring).
 
-    ``full()`` says whether the listener's door is full (then accepts are paced). Build it with
-    :meth:`listen`; :meth:`close` stops accepting and closes the socket.
+    ``full()`` says whether the listener's door is full (then accepts are paced). Each
+    connection taken gets a transport and a ``factory()`` protocol, or with ``raw`` is handed
+    to ``raw(sock)`` as a non-blocking socket (``_preauth``: a stranger costs no transport).
+    Build it with :meth:`listen`; :meth:`close` stops accepting and closes the socket.
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class PacedListener:
         sock: socket.socket,
         factory: Callable[[], asyncio.BaseProtocol],
         *,
+        raw: Callable[[socket.socket], None] | None = None,
         full: Callable[[], bool],
         pacer: AcceptPacer,
         tls: ssl.SSLContext | None,
@@ -123,6 +126,7 @@ class PacedListener:
     ) -> None:
         self._sock = sock
         self._factory = factory
+        self._raw = raw
         self._full = full
         self._pacer = pacer
         self._tls = tls
@@ -148,6 +152,7 @@ class PacedListener:
         backlog: int,
         tls: ssl.SSLContext | None = None,
         tls_timeout: float | None = None,
+        raw: Callable[[socket.socket], None] | None = None,
     ) -> PacedListener:
         """Bind ``host:port`` (the first address it resolves to) and start accepting.
 
@@ -168,7 +173,7 @@ class PacedListener:
         except OSError:
             sock.close()
             raise
-        return cls(sock, factory, full=full, pacer=pacer, tls=tls, tls_timeout=tls_timeout)
+        return cls(sock, factory, raw=raw, full=full, pacer=pacer, tls=tls, tls_timeout=tls_timeout)
 
     def address(self) -> tuple[str, int]:
         name = self._sock.getsockname()
@@ -192,6 +197,9 @@ class PacedListener:
             if paced:  # spent only on a connection taken
                 self._pacer.take()
             conn.setblocking(False)
+            if self._raw is not None:
+                self._raw(conn)
+                continue
             task = self._loop.create_task(self._serve(conn))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -46,8 +47,17 @@ from ._connection import ControlConnection
 from ._door import Door, reads_before_connection_made
 from ._errors import HandshakeFailed
 from ._frames import FrameKind
-from ._handshake import AuthenticatedPeer, TlsIdentity, server_handshake
+from ._handshake import (
+    HELLO_BYTES,
+    PROOF_BYTES,
+    AuthenticatedPeer,
+    PskIdentity,
+    PskServerSteps,
+    TlsIdentity,
+    server_handshake,
+)
 from ._listener import ACCEPT_BACKLOG, ACCEPT_BURST, ACCEPT_RATE, PacedListener, Pressure
+from ._preauth import More, RawPreAuth
 from ._rate import ControlRate
 from ._repeats import RepeatHold
 
@@ -69,8 +79,12 @@ def _frames_of(ps: PeerSession) -> tuple[int, int]:
 # --------------------------------------------------------------------------- receiver side
 
 
-def _close(raw: asyncio.Transport) -> None:
-    raw.close()  # its handshake then fails on the closed stream
+_Waiting = asyncio.Transport | RawPreAuth[AuthenticatedPeer]
+"""A connection at the control listener's door: a transport (TLS) or a raw socket (PSK)."""
+
+
+def _close(raw: _Waiting) -> None:
+    raw.close()  # its handshake then fails (a transport's on the closed stream) and is counted
 
 
 class _Accepted(asyncio.Protocol):
@@ -169,7 +183,7 @@ class ControlServer:
         self._control_rate = control_rate
         self._throttled = 0  # of sessions no longer in _sessions
         # strangers wait here until their handshake succeeds: bounded, oldest evicted (_door)
-        self._door: Door[asyncio.Transport] = Door(max_pending_handshakes, _close)
+        self._door: Door[_Waiting] = Door(max_pending_handshakes, _close)
         self._pressure = Pressure(self._door)  # a full door, or many failed handshakes
         self._clock = clock
         self._sessions: dict[int, PeerSession] = {}
@@ -200,6 +214,7 @@ class ControlServer:
             backlog=ACCEPT_BACKLOG,
             tls=self._tls if early_tls else None,
             tls_timeout=self._timeout if early_tls else None,
+            raw=self._take if isinstance(self._identity, PskIdentity) else None,
         )
         return self._server.address()
 
@@ -243,6 +258,46 @@ class ControlServer:
 
     def _accepted(self, raw: asyncio.Transport, early: bytearray) -> None:
         self._spawn(self._on_connect(raw, early))
+
+    def _take(self, sock: socket.socket) -> None:
+        # PSK: the handshake runs on the raw socket (_preauth), the same steps as
+        # server_handshake's; a transport is built only for a peer that proved its key
+        steps = PskServerSteps(
+            cast(PskIdentity, self._identity),
+            on_hello=lambda: self._door.advance(conn),
+            admit=self._hooks.admit_peer,
+        )
+
+        def step(data: bytes) -> More | AuthenticatedPeer:
+            return steps.proof(data) if steps.greeted else More(steps.hello(data), PROOF_BYTES)
+
+        conn = RawPreAuth(
+            sock, first=b"", need=HELLO_BYTES, step=step, done=self._taken, deadline_s=self._timeout
+        )
+        self._door.enter(conn)  # at most max_pending_handshakes wait, as on the TLS path
+
+    def _taken(self, conn: RawPreAuth[AuthenticatedPeer], auth: AuthenticatedPeer | None) -> None:
+        self._door.leave(conn)
+        if auth is None or not self._hooks.admit_peer(auth.peer):
+            if auth is not None:  # else closed already
+                conn.sock.close()
+            self._handshake_failed()
+            return
+        self._spawn(self._upgrade(conn.sock, auth))
+
+    async def _upgrade(self, sock: socket.socket, auth: AuthenticatedPeer) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        try:
+            transport, protocol = await loop.connect_accepted_socket(
+                lambda: asyncio.StreamReaderProtocol(reader), sock
+            )
+        except OSError:
+            sock.close()
+            self._handshake_failed()
+            return
+        self._counters.accepted += 1
+        self._open(reader, asyncio.StreamWriter(transport, protocol, reader, loop), auth)
 
     async def _on_connect(self, raw: asyncio.Transport, early: bytearray) -> None:
         # at most max_pending_handshakes wait; a newcomer past it evicts the one that made
@@ -464,6 +519,8 @@ class ControlServer:
             self._server.close()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
+        for conn in self._door:  # those still proving nothing
+            conn.close()
         for ps in list(self._sessions.values()):
             ps.connection.close("server closing")
         for task in list(self._tasks):

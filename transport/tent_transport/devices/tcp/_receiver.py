@@ -6,7 +6,8 @@ docs/transport_design.md#transport-rule-3 and docs/transport_design.md#transport
 1. **Bind.** The listener sends a fresh challenge; the first ``BIND.size`` bytes must prove the
    connection belongs to the sender's live, authenticated control session
    (:func:`~tent_transport.control.check_bind`). Anything else closes it before a single header
-   is parsed. A quarantined peer cannot bind.
+   is parsed. A quarantined peer cannot bind. Without TLS the bind is read from the raw
+   socket, and a transport is built only once it is proven (``control/_preauth``).
 2. **Header.** Exactly ``REQUEST.size`` bytes are read into a header buffer (``get_buffer``
    never offers more, so no payload byte is ever read into it). A malformed header, a length
    above ``max_write_bytes`` or a session other than the bound one closes the connection.
@@ -38,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import socket
 import ssl
 from typing import cast
 
@@ -53,6 +55,7 @@ from ...control._listener import (
     PacedListener,
     Pressure,
 )
+from ...control._preauth import RawPreAuth
 from ...segments import Access, Exposure, SegmentTable
 from .._halves import DataPlane, DataServerStatistics
 from .._writes import REQUEST, Flags, Request, WireOpcode, checksum
@@ -84,15 +87,17 @@ class _Reply:
 
 
 class _ServerProtocol(asyncio.BufferedProtocol):
-    def __init__(self, server: TcpDataServer) -> None:
+    """One data connection; ``bound``: its bind was proven on the raw socket already
+    (``TcpDataServer._take``), it starts at its first header."""
+
+    def __init__(self, server: TcpDataServer, bound: tuple[int, int] | None = None) -> None:
         self._server = server
-        self._state = _BIND
+        self._state = _BIND if bound is None else _HEADER
         self._small = bytearray(max(BIND.size, REQUEST.size))
         self._filled = 0
         self._challenge = os.urandom(CHALLENGE_BYTES)
         self._transport: asyncio.Transport | None = None
-        self.peer = -1
-        self.session = -1
+        self.peer, self.session = (-1, -1) if bound is None else bound
         self._request: Request | None = None
         self._dest: memoryview | None = None
         self._slot: int | None = None  # the staging slot of the write being received
@@ -111,6 +116,16 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         # subclasses, yet offer the same methods
         self._transport = cast(asyncio.Transport, transport)
         server = self._server
+        if self._state == _HEADER:  # bound on the raw socket
+            tune_socket(self._transport, 0)
+            # the session may have been retired (or the peer quarantined, or its places
+            # taken) while this transport was built
+            if not server.may_bind(self.peer, self.session):
+                server.bind_refused()
+                self._fail("bind refused")
+                return
+            server._bound(self)
+            return
         # at most max_unbound wait for their bind; past it the oldest waiting one is evicted
         # (control/_door), so a flood of idle connections never locks out an honest bind
         server._door.enter(self)
@@ -226,31 +241,15 @@ class _ServerProtocol(asyncio.BufferedProtocol):
             self._transport.close()
 
     def _on_bind(self, raw: bytes) -> None:
-        server = self._server
         try:
-            peer, rail, mac = parse_bind(raw)
+            self.peer, self.session = self._server.check_bind(self._challenge, raw)
         except HandshakeFailed:
-            server.bind_refused()
-            self._fail("not a data bind")
-            return
-        bound = server.plane.bound_session(peer)
-        if (
-            bound is None
-            or rail != server.rail
-            or server.plane.quarantined(peer)
-            or not check_bind(bound[1], self._challenge, peer, rail, mac)
-            # a sender needs one data connection per rail; a few more cover a reconnect that
-            # overlaps its predecessor's close, not a flood of bound sockets
-            or server.connections(peer, bound[0]) >= server.max_session_connections
-        ):
-            server.bind_refused()
             self._fail("bind refused")
             return
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
-        self.peer, self.session = peer, bound[0]
-        server._bound(self)
+        self._server._bound(self)
         self._state = _HEADER
 
     def _refuse(self, request: Request | None, status: AckStatus, reason: str) -> None:
@@ -367,8 +366,12 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         self._fail("closed locally")
 
 
-def _evict(protocol: _ServerProtocol) -> None:
-    protocol._fail("evicted by a newer unbound connection")
+_Unbound = _ServerProtocol | RawPreAuth[tuple[int, int]]
+"""A connection at the data listener's door: a protocol (TLS) or a raw socket."""
+
+
+def _evict(conn: _Unbound) -> None:
+    conn.close()  # evicted by a newer unbound connection
 
 
 class TcpDataServer:
@@ -406,7 +409,8 @@ class TcpDataServer:
         self._ssl = ssl_context
         self._start_tls = False  # set by listen: TLS on the accepted socket
         self._server: PacedListener | None = None
-        self._door: Door[_ServerProtocol] = Door(max_unbound, _evict)
+        self._door: Door[_Unbound] = Door(max_unbound, _evict)
+        self._upgrades: set[asyncio.Task[None]] = set()
         self.pressure = Pressure(self._door)  # a full door, or many refused binds
         self._sessions: dict[tuple[int, int], set[_ServerProtocol]] = {}
         self._stats = _Stats()
@@ -428,9 +432,72 @@ class TcpDataServer:
             backlog=ACCEPT_BACKLOG,
             tls=self._ssl if early_tls else None,
             tls_timeout=self.bind_timeout_s if early_tls else None,
+            raw=self._take if self._ssl is None else None,
         )
         self.address = self._server.address()
         return self.address
+
+    def _take(self, sock: socket.socket) -> None:
+        # without TLS the bind runs on the raw socket (control/_preauth): a stranger costs no
+        # transport; one is built only for a connection that proved its bind
+        challenge = os.urandom(CHALLENGE_BYTES)
+        self._stats.connections += 1
+        conn = RawPreAuth(
+            sock,
+            first=challenge,
+            need=BIND.size,
+            step=lambda raw: self.check_bind(challenge, raw),
+            done=self._taken,
+            deadline_s=self.bind_timeout_s,
+        )
+        self._door.enter(conn)  # at most max_unbound wait; a newer one evicts the oldest
+
+    def _taken(self, conn: RawPreAuth[tuple[int, int]], bound: tuple[int, int] | None) -> None:
+        self._door.leave(conn)
+        if bound is not None:
+            task = asyncio.ensure_future(self._upgrade(conn.sock, bound))
+            self._upgrades.add(task)
+            task.add_done_callback(self._upgrades.discard)
+
+    async def _upgrade(self, sock: socket.socket, bound: tuple[int, int]) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: _ServerProtocol(self, bound), sock
+            )
+        except (OSError, asyncio.CancelledError):
+            sock.close()  # lost before its protocol ran, or the listener closing
+
+    def check_bind(self, challenge: bytes, raw: bytes) -> tuple[int, int]:
+        """``(peer, session)`` of the live control session a bind answer ``raw`` to
+        ``challenge`` proves. Raises :class:`HandshakeFailed` (counted as a refused bind)."""
+        try:
+            peer, rail, mac = parse_bind(raw)
+        except HandshakeFailed:
+            self.bind_refused()
+            raise
+        bound = self.plane.bound_session(peer)
+        if (
+            bound is None
+            or rail != self.rail
+            or not self.may_bind(peer, bound[0])  # before the MAC: a quarantined peer is cheap
+            or not check_bind(bound[1], challenge, peer, rail, mac)
+        ):
+            self.bind_refused()
+            raise HandshakeFailed("bind refused")
+        return peer, bound[0]
+
+    def may_bind(self, peer: int, session: int) -> bool:
+        """Whether ``(peer, session)`` may bind one more data connection: its session is the
+        peer's live one, the peer is not quarantined, and it holds fewer than
+        ``max_session_connections`` here (one per rail; a few more cover a reconnect that
+        overlaps its predecessor's close, not a flood of bound sockets)."""
+        bound = self.plane.bound_session(peer)
+        return (
+            bound is not None
+            and bound[0] == session
+            and not self.plane.quarantined(peer)
+            and self.connections(peer, session) < self.max_session_connections
+        )
 
     def bind_refused(self) -> None:
         self._stats.binds_refused += 1
@@ -485,9 +552,12 @@ class TcpDataServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        for task in list(self._upgrades):
+            task.cancel()
         protocols = [*self._door, *(p for held in self._sessions.values() for p in held)]
-        for protocol in protocols:
-            protocol.close()
+        for conn in protocols:
+            conn.close()
+        protocols = [p for p in protocols if isinstance(p, _ServerProtocol)]  # the raw: closed
         if protocols:  # waited for, never canceled (see retire)
             await asyncio.wait([p.closed for p in protocols], timeout=5.0)
 
