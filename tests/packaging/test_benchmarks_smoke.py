@@ -25,6 +25,7 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
         "--ceiling-states", "--deadline", "--json",
     ),
     "credit_ops.py": ("--quick",),
+    "door_cost.py": ("--seconds", "--rounds", "--flood"),
     "fuzz_wire.py": ("--inputs", "--seed", "--atheris-runs", "--quick"),
     "sched.py": ("--quick", "--seed"),
     "soak.py": ("--rounds", "--ticks-per-round", "--warmup-rounds", "--seed"),
