@@ -186,14 +186,25 @@ def test_transport_reports_rounds_uvloop_checksum_ceiling_and_both_processes_cpu
         assert row["bare_mib_s"] > 0 and row["bare_verified_mib_s"] > 0
         assert row["ratio"] == pytest.approx(row["engine"]["throughput_mib_s"] / row["bare_mib_s"])
         assert row["engine_uvloop"]["throughput_mib_s"] > 0  # the transport extra has uvloop
-        for engine in (row["engine"], row["engine_uvloop"]):
+        for engine in (row["engine"], row["engine_uvloop"], row["engine_no_credit"]):
             assert engine["sender_cpu_us_per_transfer"] > 0
             assert engine["receiver_cpu_us_per_transfer"] > 0
+        # credit against none, same round: only the credited run exchanges control messages
+        assert row["credit_ratio"] == pytest.approx(
+            row["engine"]["throughput_mib_s"] / row["engine_no_credit"]["throughput_mib_s"]
+        )
+        assert row["engine"]["control_messages_per_transfer"] > 0
+        assert row["engine_no_credit"]["control_messages_per_transfer"] == 0
     assert data["ratio"] in [row["ratio"] for row in rounds]  # the median round's
+    assert data["credit_ratio"] > 0
     assert data["uvloop_ratio"] > 0 and data["checksum_ceiling"] > 0
     assert "engine_tls" not in data
     assert data["overhead"]["engine_us_per_4kib"] > 0
     assert data["overhead"]["uvloop_us_per_4kib"] > 0  # beside the default loop
+    assert data["overhead"]["no_credit_us_per_4kib"] > 0  # and without credit
+    assert data["overhead"]["no_credit_ratio"] == pytest.approx(
+        data["overhead"]["no_credit_us_per_4kib"] / data["bare"]["us_per_4kib"]
+    )
 
 
 @pytest.mark.slow

@@ -16,8 +16,11 @@ Two processes, one sender and one receiver, every figure measured in the same ru
   ``ratio`` against the bare loop (goal ≥ 0.9), credit stalls and control messages per
   transfer; ``uvloop_ratio``, the same with both processes on uvloop (when installed); and
   ``engine_tls``, the same with the data connections under TLS;
+* ``engine_no_credit``: the same engine with credit disabled at both ends (no gate, no
+  control frame): ``credit_ratio`` = engine / engine_no_credit, what credit itself costs on
+  this path (the RFC's claim: nothing material);
 * ``overhead``: 4 KiB writes submitted one at a time, submit → completion, µs per transfer
-  against the bare ping-pong (on uvloop too, beside it).
+  against the bare ping-pong (on uvloop too, beside it), and without credit beside it.
 
 Every throughput run moves at least ``--seconds`` of data at the bare loop's rate (its block
 count is raised after a first, shorter bare run), so start-up weighs little on any figure.
@@ -56,7 +59,9 @@ KEY = b"benchmark-shared-key-0123456789!"
 SPAWN = multiprocessing.get_context("spawn")
 
 
-def engine_config(slots: int, block: int) -> dict[str, Any]:
+def engine_config(slots: int, block: int, credit: bool = True) -> dict[str, Any]:
+    if not credit:
+        return {"enable_runtime_queue": True, "receiver_credit": {"enabled": False}}
     return {
         "enable_runtime_queue": True,
         "receiver_credit": {
@@ -195,6 +200,8 @@ def engine_receiver(
     block: int,
     tls: dict[str, str] | None,
     use_uvloop: bool = False,
+    *,
+    credit: bool = True,
 ) -> None:
     async def run() -> None:
         options = EngineOptions(
@@ -203,7 +210,7 @@ def engine_receiver(
             release_on_landing=True,
             data_tls=tls is not None,
         )
-        engine = Engine(load_engine_config(engine_config(slots, block)), options)
+        engine = Engine(load_engine_config(engine_config(slots, block, credit)), options)
         address = await engine.start()
         segment = engine.register(bytearray(slots * block * 2))
         conn.send((address, segment.segment_id))
@@ -227,9 +234,10 @@ async def _engine_sender(
     tls: dict[str, str] | None,
     *,
     sequential: bool,
+    credit: bool = True,
 ) -> dict[str, float]:
     options = EngineOptions(peer_id=1, identity=_identity(1, 2, tls), data_tls=tls is not None)
-    engine = Engine(load_engine_config(engine_config(8, block)), options)
+    engine = Engine(load_engine_config(engine_config(8, block, credit)), options)
     await engine.start()
     peer = await engine.connect(*address)
     await engine.wait_regions(peer, lambda d: bool(d.regions), timeout=30)
@@ -286,17 +294,25 @@ def engine_run(
     tls: dict[str, str] | None = None,
     sequential: bool = False,
     use_uvloop: bool = False,
+    credit: bool = True,
 ) -> dict[str, float]:
     """One engine run: a receiver process and this process as the sender, both on the same
-    event loop implementation (asyncio's, or uvloop's with ``use_uvloop``)."""
+    event loop implementation (asyncio's, or uvloop's with ``use_uvloop``), with credit at
+    both ends or (``credit=False``) at neither."""
     parent, child = SPAWN.Pipe()
-    process = SPAWN.Process(target=engine_receiver, args=(child, 8, block, tls, use_uvloop))
+    process = SPAWN.Process(
+        target=engine_receiver,
+        args=(child, 8, block, tls, use_uvloop),
+        kwargs={"credit": credit},
+    )
     process.start()
     address, segment = parent.recv()
     try:
         with _runner(use_uvloop) as runner:
             out = runner.run(
-                _engine_sender(tuple(address), segment, count, block, tls, sequential=sequential)
+                _engine_sender(
+                    tuple(address), segment, count, block, tls, sequential=sequential, credit=credit
+                )
             )
     finally:
         parent.send("exit")
@@ -344,6 +360,7 @@ def run(
         blocks, plain = _long_enough(blocks, seconds)
         verified = bare(blocks, 0, verify=True)["throughput_mib_s"]
         engine = engine_run(blocks, BLOCK)
+        plain_engine = engine_run(blocks, BLOCK, credit=False)
         row: dict[str, Any] = {
             "bare_mib_s": plain["throughput_mib_s"],
             "bare_sender_cpu_us_per_block": plain["sender_cpu_us_per_block"],
@@ -352,6 +369,8 @@ def run(
             "engine": engine,
             "ratio": engine["throughput_mib_s"] / plain["throughput_mib_s"],
             "checksum_ceiling": verified / plain["throughput_mib_s"],
+            "engine_no_credit": plain_engine,
+            "credit_ratio": engine["throughput_mib_s"] / plain_engine["throughput_mib_s"],
         }
         if uvloop_on:
             fast = engine_run(blocks, BLOCK, use_uvloop=True)
@@ -378,6 +397,9 @@ def run(
         "goal_ratio": 0.9,
         # what the bare loop keeps when it also checksums every block at both ends
         "checksum_ceiling": statistics.median(r["checksum_ceiling"] for r in rows),
+        "engine_no_credit": middle["engine_no_credit"],
+        # credit at both ends against none, same path, same round (RFC criterion 7's claim)
+        "credit_ratio": statistics.median(r["credit_ratio"] for r in rows),
     }
     if uvloop_on:
         out["uvloop_ratio"] = statistics.median(r["uvloop_ratio"] for r in rows)
@@ -389,6 +411,7 @@ def run(
         out["engine_tls"] = secured
         out["tls_ratio"] = secured["throughput_mib_s"] / middle["bare_mib_s"]
     overhead = engine_run(small, SMALL, sequential=True)
+    plain_overhead = engine_run(small, SMALL, sequential=True, credit=False)
     out["overhead"] = {
         "engine_us_per_4kib": overhead["us_per_transfer"],
         "bare_us_per_4kib": ping["us_per_4kib"],
@@ -397,6 +420,12 @@ def run(
         "sender_cpu_us_per_transfer": overhead["sender_cpu_us_per_transfer"],
         "receiver_cpu_us_per_transfer": overhead.get("receiver_cpu_us_per_transfer", 0.0),
         "control_messages_per_transfer": overhead["control_messages_per_transfer"],
+        "no_credit_us_per_4kib": plain_overhead["us_per_transfer"],
+        "no_credit_ratio": plain_overhead["us_per_transfer"] / ping["us_per_4kib"],
+        "no_credit_sender_cpu_us_per_transfer": plain_overhead["sender_cpu_us_per_transfer"],
+        "no_credit_receiver_cpu_us_per_transfer": plain_overhead.get(
+            "receiver_cpu_us_per_transfer", 0.0
+        ),
     }
     if uvloop_on:
         fast = engine_run(small, SMALL, sequential=True, use_uvloop=True)
