@@ -1,51 +1,20 @@
-"""The receiver side of the TCP data path: bind, admit, land straight into the segment.
+"""The receiver side of the TCP data path: one rail's listener (:class:`TcpDataServer`).
 
-Per data connection, in order (docs/transport_design.md#transport-rule-2,
-docs/transport_design.md#transport-rule-3 and docs/transport_design.md#transport-rule-4):
-
-1. **Bind.** The listener sends a fresh challenge; the first ``BIND.size`` bytes must prove the
-   connection belongs to the sender's live, authenticated control session
-   (:func:`~tent_transport.control.check_bind`). Anything else closes it before a single header
-   is parsed. A quarantined peer cannot bind. Without TLS the bind is read from the raw
-   socket, and a transport is built only once it is proven (``control/_preauth``).
-2. **Header.** Exactly ``REQUEST.size`` bytes are read into a header buffer (``get_buffer``
-   never offers more, so no payload byte is ever read into it). A malformed header, a length
-   above ``max_write_bytes`` or a session other than the bound one closes the connection.
-3. **Admission, before memory is touched.** The segment table must find the range inside a
-   region exposed to this (peer, session) with the needed access, and a CREDITED write must be
-   admitted by the credit core (:meth:`DataPlane.admit`). A refusal quarantines the sender,
-   then is answered (best effort) and the connection closed; its payload is never read.
-4. **Payload.** ``get_buffer`` hands asyncio the destination slice of the registered segment
-   itself, so the payload lands with no intermediate copy.
-5. **Verify, acknowledge.** CRC32C of the landed bytes against the header's; a mismatch fails
-   the write (INTEGRITY ack, its charge released by the transport since no consumer will see
-   it; :meth:`DataPlane.integrity_failed` quarantines a sender that keeps at it). Success is
-   acknowledged and reported to :meth:`DataPlane.landed`.
-
-6. **Flow control.** A peer that does not read its answers (a READ's payload, the
-   acknowledgements) stops being read once the transport's buffer passes its high-water mark,
-   until it drains: what one connection can make the receiver buffer stays bounded by one
-   answer (at most ``max_write_bytes``) past the mark.
-
-A header begun must be whole within ``bind_timeout_s`` of its first byte (slowloris after the
-bind: a connection of a session may otherwise stall mid-header for ever).
-
-A connection lost in the middle of a payload reports :meth:`DataPlane.aborted` for that write
-(its bytes may be partial: never announced as landed).
+It accepts (paced under pressure, ``control/_listener``), keeps the connections that have not
+bound yet at its door (``control/_door``: a newer one evicts the oldest), proves a bind on the
+raw socket before any transport is built (``control/_preauth``; under TLS, on the transport),
+holds each session's bound connections and retires them. What one connection does, from its
+bind to its acknowledgements, is ``_connection.DataConnection``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import os
 import socket
 import ssl
-from typing import cast
 
-import attrs
-
-from ...control import BIND, CHALLENGE_BYTES, PeerSession, check_bind, parse_bind, tune_socket
+from ...control import BIND, CHALLENGE_BYTES, PeerSession, check_bind, parse_bind
 from ...control._door import Door, reads_before_connection_made
 from ...control._errors import HandshakeFailed
 from ...control._listener import (
@@ -56,318 +25,16 @@ from ...control._listener import (
     Pressure,
 )
 from ...control._preauth import RawPreAuth
-from ...segments import Access, Exposure, SegmentTable
+from ...segments import Exposure, SegmentTable
 from .._halves import DataPlane, DataServerStatistics
-from .._writes import REQUEST, Flags, Request, WireOpcode, checksum
-from ._wire import Ack, AckStatus
+from ._connection import DataConnection, ServerStats
 
 __all__ = ["DataPlane", "DataServerStatistics", "TcpDataServer"]
 
 
-class _Stats:
-    def __init__(self) -> None:
-        self.connections = 0
-        self.binds_refused = 0
-        self.landed = 0
-        self.refused = 0
-        self.integrity = 0
-        self.reads = 0
-        self.bytes = 0
-
-
-_BIND, _HEADER, _PAYLOAD, _DEAD = range(4)
-
-
-@attrs.define
-class _Reply:
-    """One acknowledgement in request order (``ack`` ``None``: a staged write still moving)."""
-
-    ack: Ack | None = None
-    payload: memoryview | None = None
-
-
-class _ServerProtocol(asyncio.BufferedProtocol):
-    """One data connection; ``bound``: its bind was proven on the raw socket already
-    (``TcpDataServer._take``), it starts at its first header."""
-
-    def __init__(self, server: TcpDataServer, bound: tuple[int, int] | None = None) -> None:
-        self._server = server
-        self._state = _BIND if bound is None else _HEADER
-        self._small = bytearray(max(BIND.size, REQUEST.size))
-        self._filled = 0
-        self._challenge = os.urandom(CHALLENGE_BYTES)
-        self._transport: asyncio.Transport | None = None
-        self.peer, self.session = (-1, -1) if bound is None else bound
-        self._request: Request | None = None
-        self._dest: memoryview | None = None
-        self._slot: int | None = None  # the staging slot of the write being received
-        # acknowledgements leave in request order; a staged write's waits for its inner move
-        self._acks: collections.deque[_Reply] = collections.deque()
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._deadline: asyncio.TimerHandle | None = None  # of the bind, then of a header begun
-        self._tls: asyncio.Future[None] | None = None
-        self.reading_paused = False
-        """Reading stopped because the peer is not taking its answers (flow control)."""
-
-    # --------------------------------------------------------------- asyncio callbacks
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # a cast, not an isinstance check: uvloop's transports are not asyncio.Transport
-        # subclasses, yet offer the same methods
-        self._transport = cast(asyncio.Transport, transport)
-        server = self._server
-        if self._state == _HEADER:  # bound on the raw socket
-            tune_socket(self._transport, 0)
-            # the session may have been retired (or the peer quarantined, or its places
-            # taken) while this transport was built
-            if not server.may_bind(self.peer, self.session):
-                server.bind_refused()
-                self._fail("bind refused")
-                return
-            server._bound(self)
-            return
-        # at most max_unbound wait for their bind; past it the oldest waiting one is evicted
-        # (control/_door), so a flood of idle connections never locks out an honest bind
-        server._door.enter(self)
-        tune_socket(self._transport, 0)
-        server._stats.connections += 1
-        # the deadline covers TLS's own handshake too: it starts at the TCP accept
-        self._deadline = asyncio.get_running_loop().call_later(
-            self._server.bind_timeout_s, self._fail, "bind timed out"
-        )
-        if server._ssl is None or not server._start_tls:
-            self._transport.write(self._challenge)
-        else:
-            self._transport.pause_reading()  # the client hello is for TLS, not for get_buffer
-            self._tls = asyncio.ensure_future(self._start_tls(server._ssl))
-
-    async def _start_tls(self, context: ssl.SSLContext) -> None:
-        raw = self._transport
-        assert raw is not None
-        try:
-            tls = await asyncio.get_running_loop().start_tls(raw, self, context, server_side=True)
-        except (OSError, ssl.SSLError, ConnectionError):
-            tls = None
-        if tls is None or tls.is_closing() or self._state == _DEAD:
-            # failed, timed out or evicted mid-handshake: asyncio does not call
-            # connection_lost for a connection whose TLS never came up
-            raw.close()
-            self.connection_lost(None)
-            return
-        self._transport = tls
-        self._server._door.advance(self)  # it holds a certificate of our CA
-        self._transport.write(self._challenge)
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self._state == _PAYLOAD:
-            assert self._dest is not None
-            return self._dest[self._filled :]
-        need = BIND.size if self._state == _BIND else REQUEST.size
-        if self._state == _DEAD:
-            need = len(self._small)  # drained and ignored after a failure
-            self._filled = 0
-        return memoryview(self._small)[self._filled : need]
-
-    def buffer_updated(self, nbytes: int) -> None:
-        if self._state == _DEAD:
-            return
-        self._filled += nbytes
-        if self._state == _BIND and self._filled == BIND.size:
-            self._filled = 0
-            self._on_bind(bytes(self._small[: BIND.size]))
-        elif self._state == _HEADER:
-            if self._filled == REQUEST.size:
-                self._filled = 0
-                if self._deadline is not None:
-                    self._deadline.cancel()
-                    self._deadline = None
-                self._on_header(bytes(self._small[: REQUEST.size]))
-            elif self._deadline is None:  # a header begun: whole within the deadline
-                self._deadline = asyncio.get_running_loop().call_later(
-                    self._server.bind_timeout_s, self._fail, "partial header timed out"
-                )
-        elif self._state == _PAYLOAD:
-            assert self._dest is not None
-            if self._filled == len(self._dest):
-                self._filled = 0
-                self._on_payload()
-
-    def pause_writing(self) -> None:
-        # The peer is not reading its answers (a READ's payload, acknowledgements): stop
-        # reading its requests until it does. Otherwise every READ header would copy up to
-        # max_write_bytes into the transport's buffer, and a peer that never reads could fill
-        # the receiver's memory; paused, the buffer holds at most one answer past the mark.
-        self.reading_paused = True
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        self.reading_paused = False
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.resume_reading()
-
-    def eof_received(self) -> bool | None:
-        return None  # close
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.closed.done():
-            return  # already finished (a TLS handshake that never came up)
-        if self._deadline is not None:
-            self._deadline.cancel()
-        # an admitted write whose payload never came whole, whoever closed the connection
-        # (the peer, or we: a retirement, a quarantine; _fail leaves _request set). Only the
-        # state was checked once, and _fail sets it _DEAD: a write cut off by its session's
-        # retirement kept its charge for good (each reconnect of a liar pinned one)
-        if self._request is not None:
-            request, self._request = self._request, None
-            self._server.plane.aborted(
-                self.peer, self.session, request, "connection lost mid-payload"
-            )
-            if self._slot is not None:
-                self._server.plane.staging_free(self._slot)
-                self._slot = None
-        self._state = _DEAD
-        self._dest = None
-        self._server._forget(self)
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-    # --------------------------------------------------------------- steps
-
-    def _fail(self, reason: str) -> None:
-        self._state = _DEAD
-        self._dest = None
-        if self._transport is not None:
-            self._transport.close()
-
-    def _on_bind(self, raw: bytes) -> None:
-        try:
-            self.peer, self.session = self._server.check_bind(self._challenge, raw)
-        except HandshakeFailed:
-            self._fail("bind refused")
-            return
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-        self._server._bound(self)
-        self._state = _HEADER
-
-    def _refuse(self, request: Request | None, status: AckStatus, reason: str) -> None:
-        # rule 2: quarantined, answered, closed; the payload is never read. The quarantine is
-        # recorded before the answer is written, so a sender that hears the refusal finds it in
-        # place (its session's retirement, which closes this connection, is a later task)
-        self._server._stats.refused += 1
-        self._server.plane.refused(self.peer, self.session, request, reason)
-        if request is not None and self._transport is not None:
-            self._transport.write(
-                Ack(status=status, checksum=0, request=request.request, length=0).pack()
-            )
-        self._fail(reason)
-
-    def _on_header(self, raw: bytes) -> None:
-        server = self._server
-        request = Request.unpack(raw)
-        if request is None:
-            self._refuse(None, AckStatus.MALFORMED, "malformed data header")
-            return
-        if request.length == 0 or request.length > server.max_write_bytes:
-            self._refuse(request, AckStatus.MALFORMED, f"length {request.length} out of bounds")
-            return
-        if request.session != self.session:
-            self._refuse(request, AckStatus.ACCESS, f"header names session {request.session}")
-            return
-        access = Access.WRITE if request.opcode == WireOpcode.WRITE else Access.READ
-        view = server.segments.check(
-            self.peer,
-            self.session,
-            segment_id=request.segment,
-            offset=request.offset,
-            length=request.length,
-            access=access,
-        )
-        if view is None:
-            self._refuse(request, AckStatus.ACCESS, "outside every region exposed to the peer")
-            return
-        if request.opcode == WireOpcode.READ:
-            self._serve_read(request, view)
-            return
-        reason = server.plane.admit(self.peer, self.session, request)
-        if reason is not None:
-            self._refuse(request, AckStatus.REFUSED, reason)
-            return
-        if request.flags & Flags.STAGED:
-            # the target was checked above; the bytes land in a staging slot first
-            slot = server.plane.staging_slot(request)
-            if slot is None:
-                server.plane.aborted(self.peer, self.session, request, "no staging slot")
-                self._refuse(request, AckStatus.REFUSED, "no staging pool slot for it")
-                return
-            self._slot, view = slot
-        self._request = request
-        self._dest = view
-        self._state = _PAYLOAD
-
-    def _on_payload(self) -> None:
-        request, dest = self._request, self._dest
-        assert request is not None and dest is not None
-        self._request = None
-        self._dest = None
-        self._state = _HEADER
-        server = self._server
-        slot, self._slot = self._slot, None
-        if checksum(dest) != request.checksum:
-            server._stats.integrity += 1
-            self._ack(request, AckStatus.INTEGRITY)
-            server.plane.integrity_failed(self.peer, self.session, request)
-            if slot is not None:
-                server.plane.staging_free(slot)
-            return
-        server._stats.landed += 1
-        server._stats.bytes += request.length
-        if slot is not None:
-            entry = _Reply()
-            self._acks.append(entry)
-
-            def finish(ok: bool) -> None:
-                status = AckStatus.OK if ok else AckStatus.ACCESS
-                entry.ack = Ack(status=status, checksum=0, request=request.request, length=0)
-                self._flush_acks()
-
-            server.plane.staged(self.peer, self.session, request, slot, finish)
-            return
-        # the consumer hears of it before the sender's acknowledgement leaves
-        server.plane.landed(self.peer, self.session, request)
-        self._ack(request, AckStatus.OK)
-
-    def _ack(self, request: Request, status: AckStatus, payload: memoryview | None = None) -> None:
-        ack = Ack(
-            status=status,
-            checksum=0 if payload is None else checksum(payload),
-            request=request.request,
-            length=0 if payload is None else len(payload),
-        )
-        self._acks.append(_Reply(ack=ack, payload=payload))
-        self._flush_acks()
-
-    def _flush_acks(self) -> None:
-        while self._acks and self._acks[0].ack is not None:
-            reply = self._acks.popleft()
-            assert reply.ack is not None
-            if self._transport is not None and not self._transport.is_closing():
-                self._transport.write(reply.ack.pack())
-                if reply.payload is not None:
-                    self._transport.write(reply.payload)
-
-    def _serve_read(self, request: Request, view: memoryview) -> None:
-        self._server._stats.reads += 1
-        self._ack(request, AckStatus.OK, view)  # in order, also behind a staged write
-
-    def close(self) -> None:
-        self._fail("closed locally")
-
-
-_Unbound = _ServerProtocol | RawPreAuth[tuple[int, int]]
-"""A connection at the data listener's door: a protocol (TLS) or a raw socket."""
+_Unbound = DataConnection | RawPreAuth[tuple[int, int]]
+"""A connection at the data listener's door: a protocol (TLS) or a raw socket (the same union
+as ``DataServerSide.door``'s)."""
 
 
 def _evict(conn: _Unbound) -> None:
@@ -406,33 +73,33 @@ class TcpDataServer:
         self.plane = plane
         self.max_write_bytes = max_write_bytes
         self.bind_timeout_s = bind_timeout_s
-        self._ssl = ssl_context
-        self._start_tls = False  # set by listen: TLS on the accepted socket
+        self.ssl_context = ssl_context
+        self.start_tls = False  # set by listen: TLS on the accepted socket
         self._server: PacedListener | None = None
-        self._door: Door[_Unbound] = Door(max_unbound, _evict)
+        self.door: Door[_Unbound] = Door(max_unbound, _evict)
         self._upgrades: set[asyncio.Task[None]] = set()
-        self.pressure = Pressure(self._door)  # a full door, or many refused binds
-        self._sessions: dict[tuple[int, int], set[_ServerProtocol]] = {}
-        self._stats = _Stats()
+        self.pressure = Pressure(self.door)  # a full door, or many refused binds
+        self._sessions: dict[tuple[int, int], set[DataConnection]] = {}
+        self.stats = ServerStats()
         self.address: tuple[str, int] = ("", 0)
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
         # TLS starts in connection_made, at the door and within the deadline; on a loop that
         # reads before connection_made (uvloop) asyncio runs it first, within the deadline only
-        early_tls = self._ssl is not None and reads_before_connection_made(loop)
-        self._start_tls = self._ssl is not None and not early_tls
+        early_tls = self.ssl_context is not None and reads_before_connection_made(loop)
+        self.start_tls = self.ssl_context is not None and not early_tls
         self._server = await PacedListener.listen(
-            lambda: _ServerProtocol(self),
+            lambda: DataConnection(self),
             host,
             port,
             full=self.pressure,  # then accepts are paced (control/_listener)
             rate=ACCEPT_RATE,
             burst=ACCEPT_BURST,
             backlog=ACCEPT_BACKLOG,
-            tls=self._ssl if early_tls else None,
+            tls=self.ssl_context if early_tls else None,
             tls_timeout=self.bind_timeout_s if early_tls else None,
-            raw=self._take if self._ssl is None else None,
+            raw=self._take if self.ssl_context is None else None,
         )
         self.address = self._server.address()
         return self.address
@@ -441,7 +108,7 @@ class TcpDataServer:
         # without TLS the bind runs on the raw socket (control/_preauth): a stranger costs no
         # transport; one is built only for a connection that proved its bind
         challenge = os.urandom(CHALLENGE_BYTES)
-        self._stats.connections += 1
+        self.stats.connections += 1
         conn = RawPreAuth(
             sock,
             first=challenge,
@@ -450,10 +117,10 @@ class TcpDataServer:
             done=self._taken,
             deadline_s=self.bind_timeout_s,
         )
-        self._door.enter(conn)  # at most max_unbound wait; a newer one evicts the oldest
+        self.door.enter(conn)  # at most max_unbound wait; a newer one evicts the oldest
 
     def _taken(self, conn: RawPreAuth[tuple[int, int]], bound: tuple[int, int] | None) -> None:
-        self._door.leave(conn)
+        self.door.leave(conn)
         if bound is not None:
             task = asyncio.ensure_future(self._upgrade(conn.sock, bound))
             self._upgrades.add(task)
@@ -462,7 +129,7 @@ class TcpDataServer:
     async def _upgrade(self, sock: socket.socket, bound: tuple[int, int]) -> None:
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
-                lambda: _ServerProtocol(self, bound), sock
+                lambda: DataConnection(self, bound), sock
             )
         except (OSError, asyncio.CancelledError):
             sock.close()  # lost before its protocol ran, or the listener closing
@@ -500,20 +167,20 @@ class TcpDataServer:
         )
 
     def bind_refused(self) -> None:
-        self._stats.binds_refused += 1
+        self.stats.binds_refused += 1
         self.pressure.failed()  # enough of them pace the listener (control/_listener.Pressure)
 
     @property
     def unbound(self) -> int:
         """Data connections waiting for their bind (at most ``max_unbound``)."""
-        return len(self._door)
+        return len(self.door)
 
-    def _bound(self, protocol: _ServerProtocol) -> None:
-        self._door.leave(protocol)
+    def bound(self, protocol: DataConnection) -> None:
+        self.door.leave(protocol)
         self._sessions.setdefault((protocol.peer, protocol.session), set()).add(protocol)
 
-    def _forget(self, protocol: _ServerProtocol) -> None:
-        self._door.leave(protocol)
+    def forget(self, protocol: DataConnection) -> None:
+        self.door.leave(protocol)
         held = self._sessions.get((protocol.peer, protocol.session))
         if held is not None:
             held.discard(protocol)
@@ -536,11 +203,11 @@ class TcpDataServer:
             await asyncio.wait([p.closed for p in held])
 
     def statistics(self) -> DataServerStatistics:
-        s = self._stats
+        s = self.stats
         return DataServerStatistics(
             connections=s.connections,
             binds_refused=s.binds_refused,
-            binds_evicted=self._door.evicted,
+            binds_evicted=self.door.evicted,
             writes_landed=s.landed,
             writes_refused=s.refused,
             integrity_errors=s.integrity,
@@ -554,10 +221,10 @@ class TcpDataServer:
             await self._server.wait_closed()
         for task in list(self._upgrades):
             task.cancel()
-        protocols = [*self._door, *(p for held in self._sessions.values() for p in held)]
+        protocols = [*self.door, *(p for held in self._sessions.values() for p in held)]
         for conn in protocols:
             conn.close()
-        protocols = [p for p in protocols if isinstance(p, _ServerProtocol)]  # the raw: closed
+        protocols = [p for p in protocols if isinstance(p, DataConnection)]  # the raw: closed
         if protocols:  # waited for, never canceled (see retire)
             await asyncio.wait([p.closed for p in protocols], timeout=5.0)
 
