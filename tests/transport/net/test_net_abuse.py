@@ -72,3 +72,27 @@ def test_the_short_abuse_campaign_finds_nothing_written_outside_a_grant_and_no_l
         )
     finally:
         bench.close()
+
+
+def test_repeated_runs_are_summarized_by_their_medians_and_their_worst() -> None:
+    def row(fair: float | None, idle: float, outside: int, newcomer: float | None) -> dict:
+        return {
+            "fair_ratio": fair,
+            "ratio": idle,
+            "bytes_outside_grant": outside,
+            "newcomer_handshake_s": newcomer,
+            "honest_session_kept": outside == 0,
+            "fds_left": {"socket": 1} if outside else {},
+        }
+
+    runs = [row(0.84, 0.99, 0, 0.5), row(0.95, 0.90, 0, 0.6), row(0.93, 1.02, 0, 0.4)]
+    summary = net_abuse.summarize(runs)
+    assert summary["runs"] == 3
+    assert summary["median_fair_ratio"] == 0.93 and summary["median_ratio"] == 0.99
+    assert summary["bytes_outside_grant"] == 0 and summary["slowest_newcomer_s"] == 0.6
+    assert summary["honest_session_kept"] and summary["fds_left"] == []
+    # one bad run is never hidden by the medians: what must hold in every run is the worst
+    worst = net_abuse.summarize([*runs, row(None, 0.95, 12, None)])
+    assert worst["bytes_outside_grant"] == 12 and worst["slowest_newcomer_s"] is None
+    assert not worst["honest_session_kept"] and worst["fds_left"] == [{"socket": 1}]
+    assert worst["fair_ratios"] == [0.84, 0.95, 0.93]  # a run without a fair baseline
