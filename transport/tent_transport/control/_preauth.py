@@ -1,10 +1,11 @@
 """A stranger's connection served from its raw socket until it proves something (issue 27,
-docs/abuse.md "What a stranger costs").
+docs/abuse.md#raw-preauth).
 
 A connection that never authenticates is what a door flood is made of, and what it costs the
 receiver is what each such connection costs, times the accept rate. Built as an asyncio
 connection, each took a transport, a protocol, two tasks and about eight turns of the event
-loop before it was evicted (about 0.4-0.5 ms of the receiver's CPU on this project's machine).
+loop before it was evicted: 0.4-0.8 ms of the receiver's CPU each on this project's machine,
+against 0.3-0.5 ms now (``benchmarks/door_cost.py``; a bare Python listener pays 0.2-0.3).
 :class:`RawPreAuth` instead watches the accepted socket with ``add_reader``, reads exactly the
 bytes the next step of the handshake needs, answers with one ``send`` and closes the socket on
 failure, eviction or deadline: no transport, no task. Only a connection that authenticated is

@@ -292,6 +292,9 @@ class ControlServer:
             transport, protocol = await loop.connect_accepted_socket(
                 lambda: asyncio.StreamReaderProtocol(reader), sock
             )
+        except asyncio.CancelledError:
+            sock.close()  # the server closing
+            raise
         except OSError:
             sock.close()
             self._handshake_failed()
