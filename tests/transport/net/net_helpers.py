@@ -59,8 +59,9 @@ def connect_exposed(rx: Any, tx: Any, size: int) -> tuple[int, bytearray, Any]:
     return peer, memory, segment
 
 
-def write_request(peer: int, segment: int, offset: int, data: bytes) -> Any:
-    """A WRITE of ``data`` to ``segment`` at ``offset`` of ``peer`` (a ``TransferRequest``)."""
+def write_request(peer: int, segment: int, offset: int, data: bytes, **fields: Any) -> Any:
+    """A WRITE of ``data`` to ``segment`` at ``offset`` of ``peer`` (a ``TransferRequest``;
+    ``fields``: its other fields, e.g. ``plan``)."""
     from tent_transport.devices import Opcode
     from tent_transport.dispatch import TransferRequest
 
@@ -71,4 +72,5 @@ def write_request(peer: int, segment: int, offset: int, data: bytes) -> Any:
         remote_segment=segment,
         remote_offset=offset,
         length=len(data),
+        **fields,
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 import pytest
-from net_helpers import run, until, verbs_receiver
+from net_helpers import run, until, verbs_receiver, write_request
 from procs import credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import FrameKind, PskIdentity
@@ -29,7 +29,7 @@ from tent_transport.dispatch import TransferPlan, TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 from tent_transport.errors import LocalProtocolError
 from tent_transport.segments import Access
-from verbs_engine import BLOCK, connected, engines, fabric, move, write
+from verbs_engine import BLOCK, connected, engines, fabric, move
 
 from tent_credit import CreditResource
 from tent_sched import TaskStatus
@@ -170,7 +170,9 @@ def test_a_failed_qp_restarts_the_session_and_later_writes_complete() -> None:
             await tx.wait_regions(peer, lambda d: bool(d.regions))
             await move(rx, tx, peer, segment.segment_id, memory, n=1)
             rx.revoke(exposure)  # its MR is deregistered: the sender still holds the rkey
-            state = await tx.submit([write(peer, segment.segment_id, 0, bytes(BLOCK))]).wait(10)
+            state = await tx.submit(
+                [write_request(peer, segment.segment_id, 0, bytes(BLOCK))]
+            ).wait(10)
             assert state.status is TaskStatus.FAILED
             assert "REM_ACCESS" in state.detail or "remote" in state.detail.lower(), state.detail
             assert rx.receiver.statistics().landed == 1  # nothing of it was announced
@@ -278,7 +280,7 @@ def test_a_staged_write_is_refused_at_submit_over_verbs() -> None:
         await tx.start()
         try:
             peer = await tx.connect(host, port)
-            request = attrs.evolve(write(peer, 1, 0, bytes(BLOCK)), plan=TransferPlan.STAGED)
+            request = write_request(peer, 1, 0, bytes(BLOCK), plan=TransferPlan.STAGED)
             with pytest.raises(LocalProtocolError, match="staged"):
                 tx.submit([request])
             assert tx.core.statistics().submitted_total == 0  # nothing was submitted

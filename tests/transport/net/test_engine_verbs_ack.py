@@ -12,13 +12,13 @@ import os
 from pathlib import Path
 
 import pytest
-from net_helpers import run, until, verbs_receiver
+from net_helpers import run, until, verbs_receiver, write_request
 from tent_transport.devices import SliceCompletion, SliceStatus
 from tent_transport.devices.verbs import AckOutcome, VerbsAck, VerbsDeviceConfig, soft_backend
 from tent_transport.devices.verbs import _receiver as _verbs_receiver
 from tent_transport.devices.verbs._rail import VerbsRail, _Link
 from tent_transport.errors import LocalProtocolError
-from verbs_engine import BLOCK, connected, engines, fabric, pause_admission, write
+from verbs_engine import BLOCK, connected, engines, fabric, pause_admission
 
 from tent_sched import TaskStatus
 
@@ -38,7 +38,7 @@ def test_a_write_the_receiver_never_admitted_ends_fenced_never_completed() -> No
             peer, segment, _ = await connected(rx, tx, 4 * BLOCK)
             rail = tx.rails[0]
             pause_admission(rx)  # for good: the fence's own drain finds the arrival
-            handle = tx.submit([write(peer, segment, 0, os.urandom(BLOCK))])
+            handle = tx.submit([write_request(peer, segment, 0, os.urandom(BLOCK))])
             # the HCA completed the write: the rail holds it for its acknowledgement
             await until(lambda: len(rail._links[peer].held) == 1, what="the HCA's completion")
             assert handle.status().pending  # landed in memory, not admitted: not complete
@@ -72,7 +72,7 @@ def test_a_completed_write_was_admitted_first() -> None:
             rail = tx.rails[0]
             resume = pause_admission(rx)
             data = os.urandom(BLOCK)
-            handle = tx.submit([write(peer, segment, BLOCK, data)])
+            handle = tx.submit([write_request(peer, segment, BLOCK, data)])
             await until(lambda: len(rail._links[peer].held) == 1, what="the HCA's completion")
             assert handle.status().pending and rx.receiver.statistics().landed == 0
             resume()
@@ -102,8 +102,8 @@ def test_an_overwritten_write_is_superseded_not_a_lie() -> None:
             rail = tx.rails[0]
             resume = pause_admission(rx)
             first, second = os.urandom(BLOCK), os.urandom(BLOCK)
-            h1 = tx.submit([write(peer, segment, 0, first)])
-            h2 = tx.submit([write(peer, segment, BLOCK // 2, second)])  # overlaps the first
+            h1 = tx.submit([write_request(peer, segment, 0, first)])
+            h2 = tx.submit([write_request(peer, segment, BLOCK // 2, second)])  # overlaps the first
             await until(lambda: len(rail._links[peer].held) == 2, what="both HCA completions")
             resume()
             s1, s2 = await h1.wait(10), await h2.wait(10)
@@ -143,7 +143,7 @@ def test_a_receiver_that_cannot_acknowledge_is_refused_not_trusted(
             assert verbs is not None and verbs._sessions[1].schema == 1
             assert not tx.rails[0].device.post_budget(peer)  # no QP at RTS on our side
             with pytest.raises(LocalProtocolError, match="schema 1"):
-                tx.submit([write(peer, 1, 0, bytes(BLOCK))])
+                tx.submit([write_request(peer, 1, 0, bytes(BLOCK))])
             assert tx.core.statistics().submitted_total == 0
         finally:
             await tx.close()

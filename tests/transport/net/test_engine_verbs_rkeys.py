@@ -11,10 +11,10 @@ import os
 from typing import Any
 
 import pytest
-from net_helpers import run, until, verbs_receiver
+from net_helpers import run, until, verbs_receiver, write_request
 from tent_transport.devices import Opcode, SliceRequest, SliceStatus
 from tent_transport.engine import _engine
-from verbs_engine import BLOCK, connected, engines, fabric, move, write
+from verbs_engine import BLOCK, connected, engines, fabric, move
 
 from tent_credit import NegotiationState, SenderEndpoint
 from tent_sched import TaskStatus
@@ -27,6 +27,7 @@ def test_a_sender_that_gets_no_grant_never_holds_an_rkey(monkeypatch: pytest.Mon
     anything. It learns its regions (the descriptors, rkey 0) but never an rkey: the receiver
     keeps deferring the VerbsRegion frames, the sender's rail never becomes ready, and its
     write fails explicitly (required mode) without a byte leaving."""
+
     def no_common_version(**kwargs: Any) -> SenderEndpoint:
         # the engine passes its configured versions; this sender offers one nobody speaks
         return SenderEndpoint(**{**kwargs, "versions": (0xFFFE,)})
@@ -65,9 +66,9 @@ def test_a_sender_that_gets_no_grant_never_holds_an_rkey(monkeypatch: pytest.Mon
             state = tx.rails[0].device._peers[peer]
             assert state.regions == {}  # the sender holds no rkey at all
             assert not tx.rails[0].ready(peer)
-            outcome = await tx.submit([write(peer, segment.segment_id, 0, os.urandom(BLOCK))]).wait(
-                10
-            )
+            outcome = await tx.submit(
+                [write_request(peer, segment.segment_id, 0, os.urandom(BLOCK))]
+            ).wait(10)
             assert outcome.status is TaskStatus.FAILED and "credit" in outcome.detail, outcome
             assert tx.rails[0].statistics().posted == 0 and rx.receiver.statistics().landed == 0
             assert bytes(memory) == bytes(4 * BLOCK)
@@ -96,8 +97,10 @@ def test_a_fenced_sessions_rkey_fails_at_the_hca_and_writes_nothing() -> None:
             tx._links[peer].client.drop_connection()
             await until(lambda: tx._links[peer].sessions_started == 2, what="the new session")
             await until(
-                lambda: verbs._sessions.get(1) is not None
-                and verbs._sessions[1].ps.session != old_session,
+                lambda: (
+                    verbs._sessions.get(1) is not None
+                    and verbs._sessions[1].ps.session != old_session
+                ),
                 what="the receiver's new session",
             )
             assert verbs.device.exposures.regions(1, old_session) == ()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from net_helpers import run, until
+from net_helpers import run, until, write_request
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
@@ -18,7 +18,7 @@ from tent_transport.devices.verbs import _transport as devices_module
 from tent_transport.devices.verbs import soft, soft_backend
 from tent_transport.engine import Engine, EngineOptions
 from tent_transport.errors import NotSupported
-from verbs_engine import BLOCK, connected, fabric, write
+from verbs_engine import BLOCK, connected, fabric
 
 from tent_sched import TaskStatus
 
@@ -43,14 +43,14 @@ def test_a_post_the_device_refuses_gives_its_credit_back() -> None:
         rx, tx = _pair(credit_config("required", slots=1, block=BLOCK, batch=1), "softverbs")
         try:
             peer, segment, memory = await connected(rx, tx, 4 * BLOCK)
-            refused = tx.submit([write(peer, segment, 8 * BLOCK, os.urandom(BLOCK))])
+            refused = tx.submit([write_request(peer, segment, 8 * BLOCK, os.urandom(BLOCK))])
             state = await refused.wait(10)
             assert state.status is TaskStatus.FAILED and "post refused" in state.detail
             assert tx.gate is not None
             route = tx.gate.statistics().routes[0]
             assert (route.rolled_back, route.committed) == (1, 0)
             block = os.urandom(BLOCK)
-            good = tx.submit([write(peer, segment, 0, block)])
+            good = tx.submit([write_request(peer, segment, 0, block)])
             event = await rx.landed()
             assert bytes(memory[:BLOCK]) == block
             rx.release(event)
@@ -86,7 +86,7 @@ def test_the_queue_drains_without_the_caller_polling_on_a_rail_that_never_wakes(
             rx.expose(1, segment.segment_id, 0, BLOCK)
             await tx.wait_regions(peer, lambda d: bool(d.regions))
             block = os.urandom(BLOCK)
-            handle = tx.submit([write(peer, segment.segment_id, 0, block)])
+            handle = tx.submit([write_request(peer, segment.segment_id, 0, block)])
             state = await handle.wait(10)  # only waits: nothing else wakes the sender
             assert state.status is TaskStatus.COMPLETED, state
             assert bytes(memory) == block
@@ -115,8 +115,12 @@ def test_merged_requests_are_one_owner_and_one_post_and_the_receiver_sees_each()
             pages = bytearray(os.urandom(4 * BLOCK))
             view = memoryview(pages)
             handle = tx.submit(
-                [write(peer, segment.segment_id, i * BLOCK, view[i * BLOCK : (i + 1) * BLOCK])
-                 for i in range(4)]
+                [
+                    write_request(
+                        peer, segment.segment_id, i * BLOCK, view[i * BLOCK : (i + 1) * BLOCK]
+                    )
+                    for i in range(4)
+                ]
             )
             landed = [await rx.landed() for _ in range(4)]
             assert sorted((e.offset, e.length) for e in landed) == [
@@ -126,7 +130,9 @@ def test_merged_requests_are_one_owner_and_one_post_and_the_receiver_sees_each()
                 rx.release(event)
             state = await handle.wait(10)
             assert (state.status, state.ended, state.moved_bytes) == (
-                TaskStatus.COMPLETED, 4, 4 * BLOCK
+                TaskStatus.COMPLETED,
+                4,
+                4 * BLOCK,
             )
             assert bytes(memory) == bytes(pages)
             queue = tx.core.queue
@@ -155,7 +161,7 @@ def test_cancel_of_work_posted_on_a_rail_that_cannot_cancel_is_not_supported(
         try:
             peer, segment, memory = await connected(rx, tx, BLOCK)
             block = os.urandom(BLOCK)
-            handle = tx.submit([write(peer, segment, 0, block)])
+            handle = tx.submit([write_request(peer, segment, 0, block)])
             await until(lambda: handle.status().in_flight_slices > 0, what="the posted write")
             with pytest.raises(NotSupported):
                 handle.cancel()

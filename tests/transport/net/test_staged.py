@@ -6,11 +6,10 @@ import os
 import time
 
 import pytest
-from net_helpers import connect_exposed
+from net_helpers import connect_exposed, write_request
 from procs import KEY
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
-from tent_transport.devices import Opcode
 from tent_transport.dispatch import TransferPlan, TransferRequest
 from tent_transport.engine import EngineOptions, SyncEngine
 from tent_transport.errors import LocalProtocolError
@@ -77,15 +76,7 @@ def _pair(reserve_blocks: int) -> tuple[SyncEngine, SyncEngine, int]:
 
 
 def _staged(peer: int, segment: int, offset: int, data: bytes) -> TransferRequest:
-    return TransferRequest(
-        opcode=Opcode.WRITE,
-        local=data,
-        peer=peer,
-        remote_segment=segment,
-        remote_offset=offset,
-        length=len(data),
-        plan=TransferPlan.STAGED,
-    )
+    return write_request(peer, segment, offset, data, plan=TransferPlan.STAGED)
 
 
 def test_inner_transfers_complete_while_the_user_class_is_full() -> None:
@@ -155,14 +146,7 @@ def test_a_mixed_submit_without_credit_bypasses_the_queue_as_the_seed_says() -> 
     try:
         peer, memory, segment = connect_exposed(rx, tx, 2 * BLOCK)
         direct, staged = os.urandom(BLOCK), os.urandom(BLOCK)
-        direct_request = TransferRequest(
-            opcode=Opcode.WRITE,
-            local=direct,
-            peer=peer,
-            remote_segment=segment.segment_id,
-            remote_offset=0,
-            length=BLOCK,
-        )
+        direct_request = write_request(peer, segment.segment_id, 0, direct)
         handle = tx.submit([direct_request, _staged(peer, segment.segment_id, BLOCK, staged)])
         assert handle.result(10).status is TaskStatus.COMPLETED
         assert memory == direct + staged

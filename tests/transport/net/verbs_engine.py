@@ -10,17 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from net_helpers import until, verbs_receiver
+from net_helpers import until, verbs_receiver, write_request
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
-from tent_transport.devices import Opcode
-from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 
 from tent_sched import TaskStatus
 
 BLOCK = 64 << 10
+
 
 @pytest.fixture(autouse=True)
 def fabric(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -48,20 +47,11 @@ def engines(mode: str = "required") -> tuple[Engine, Engine]:
     return rx, tx
 
 
-def write(peer: int, segment: int, offset: int, data: bytes) -> TransferRequest:
-    return TransferRequest(
-        opcode=Opcode.WRITE,
-        local=data,
-        peer=peer,
-        remote_segment=segment,
-        remote_offset=offset,
-        length=len(data),
-    )
-
-
 async def move(rx: Engine, tx: Engine, peer: int, segment: int, memory: Any, *, n: int) -> None:
     blocks = [os.urandom(BLOCK) for _ in range(n)]
-    handles = [tx.submit([write(peer, segment, i * BLOCK, b)]) for i, b in enumerate(blocks)]
+    handles = [
+        tx.submit([write_request(peer, segment, i * BLOCK, b)]) for i, b in enumerate(blocks)
+    ]
     for _ in range(n):
         event = await rx.landed()
         assert event.sender == 1 and event.length == BLOCK
