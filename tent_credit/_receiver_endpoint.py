@@ -33,7 +33,17 @@ from ._types import CreditResource, SessionId
 from ._wire import decode, encode
 from .errors import DecodeError, InvalidArgument, LocalProtocolError, RemoteProtocolError
 
-__all__ = ["OwningReceiver", "ReceiverEndpoint", "ReceiverEndpointStatistics"]
+__all__ = [
+    "HEARTBEAT_ANSWER_NS",
+    "OwningReceiver",
+    "ReceiverEndpoint",
+    "ReceiverEndpointStatistics",
+]
+
+HEARTBEAT_ANSWER_NS = 10_000_000
+"""A heartbeat is answered with a refresh only if no update went to its key within this long
+(10 ms, or a quarter of the freshness TTL if that is shorter): at most 100 answers a second per
+key, whatever the peer sends within its control rate."""
 
 
 class OwningReceiver(Protocol):
@@ -89,6 +99,9 @@ class ReceiverEndpointStatistics:
     updates_repeated: int = 0
     """Updates that carried the same grants and retry hint as the previous one sent (version
     2: only refreshes and answers to a repeated report)."""
+    heartbeats_unanswered: int = 0
+    """Heartbeats not answered with a refresh: one was already due, or an update went to the
+    key within :data:`HEARTBEAT_ANSWER_NS` (docs/credit_protocol.md, push rule 3)."""
 
 
 class ReceiverEndpoint:
@@ -150,6 +163,7 @@ class ReceiverEndpoint:
         self._last_sent: tuple[object, ...] | None = None
         self._news_due = False  # the grants or the retry hint may have moved since
         self._repeated = 0
+        self._heartbeats_unanswered = 0
 
     @property
     def sender_peer(self) -> int:
@@ -274,10 +288,24 @@ class ReceiverEndpoint:
             ):
                 return [EndpointEvent(kind="update_ignored", detail="other session or epoch")]
             if isinstance(message, Heartbeat):
-                self._due(push=True)  # answer with a refresh of the full vector
+                self._on_heartbeat(now_ns)
                 return []
             return self._on_usage(message)
         return [self._violation(f"a sender does not send {type(message).__name__}")]
+
+    def _on_heartbeat(self, now_ns: int) -> None:
+        # Answered with a refresh of the full vector, unless one is already due or an update
+        # went to the key moments ago (it crossed the heartbeat, or was lost: the sender's
+        # next heartbeat, half a TTL later, is answered). An honest sender heartbeats once per
+        # half TTL; a peer that sends 1,500 a second (within its control rate) made the
+        # receiver encode and send 1,500 refreshes a second, about 6 % of a core here.
+        last = self._last_push_ns
+        ttl_ms = self._receiver.freshness_ttl_ms
+        interval = min(HEARTBEAT_ANSWER_NS, ttl_ms * 250_000) if ttl_ms else HEARTBEAT_ANSWER_NS
+        if self._push_due or (last is not None and now_ns - last < interval):
+            self._heartbeats_unanswered += 1
+            return
+        self._due(push=True)
 
     def _on_offer(self, offer: CapabilityOffer) -> list[EndpointEvent]:
         if offer.qos_class != self._qos_class:
@@ -560,4 +588,5 @@ class ReceiverEndpoint:
             protocol_violations=self._violations,
             stalled=self.stalled,
             updates_repeated=self._repeated,
+            heartbeats_unanswered=self._heartbeats_unanswered,
         )
