@@ -29,6 +29,8 @@ receiver and the honest sender share this process (their own event-loop threads;
 ``python benchmarks/net_abuse.py [--seconds 2] [--attack NAME ...] [--repeat N] > out.json``
 (the document goes to stdout; with ``--repeat N`` the campaign runs N times in a row, each
 on a receiver and honest sender of its own, and ``summary`` holds each attack's medians).
+``--spend`` measures instead what each attack makes the receiver's event loop spend (CPU
+seconds per second, no honest stream beside it; :func:`spend`).
 Timing figures need a quiet machine (``flock -x /work/.bench.lock`` on the shared one).
 """
 
@@ -337,6 +339,38 @@ def run_attack(bench: Bench, name: str, seconds: float, baseline: float) -> dict
 _BEFORE_PAYLOAD = ("forged_bind", "outside_region", "past_credit", "fenced_session")
 
 
+def spend(bench: Bench, names: list[str], seconds: float) -> dict[str, Any]:
+    """What each attack makes the receiver spend: the CPU seconds its event-loop thread used
+    per second while the attack ran, with no honest stream (so nothing else runs there), beside
+    the idle figure and the honest stream's own (for scale). A per-thread CPU clock is far less
+    noisy on a shared machine than a throughput ratio, and it is the attack's whole cost to the
+    receiver: its share of the loop is what the honest peers lose."""
+
+    def per_second(run: Any) -> float:
+        cpu, start = bench.loop_cpu(), time.monotonic()
+        run()
+        return round((bench.loop_cpu() - cpu) / (time.monotonic() - start), 4)
+
+    out: dict[str, Any] = {"idle": per_second(lambda: time.sleep(seconds))}
+    for name in names:
+        fds = _fds()
+        bench.expose_liars(name in DATA_ATTACKS)
+        target = {"control": bench.control_port, "data": bench.data_port, **bench.layout()}
+        proc, halt, out_pipe = _child(_attack, name, target, seconds + 10)
+        time.sleep(0.5)  # the attack builds up, as in run_attack
+        spent = per_second(lambda: time.sleep(seconds))
+        attacker = _join(proc, halt, out_pipe, 30)
+        bench.expose_liars(False)
+        out[name] = {"loop_cpu_per_s": spent, "attacker_cpu_s": attacker.get("cpu_s")}
+        settle_end = time.monotonic() + SETTLE_S
+        while time.monotonic() < settle_end and _fds() > fds:  # bounded
+            time.sleep(0.1)  # what the attack left behind is gone before the next row
+    mib_s: list[float] = []
+    honest = per_second(lambda: mib_s.append(bench.stream(seconds)))
+    out["honest_stream"] = {"loop_cpu_per_s": honest, "mib_s": round(mib_s[0], 1)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="per measurement (0.2-30)")
@@ -347,12 +381,27 @@ def main(argv: list[str] | None = None) -> None:
         default=1,
         help="campaigns in a row, each on a fresh receiver (1-10); medians in 'summary'",
     )
+    parser.add_argument(
+        "--spend",
+        action="store_true",
+        help="instead of the campaign: the receiver loop's CPU per second of each attack",
+    )
     args = parser.parse_args(argv)
     if not 0.2 <= args.seconds <= 30:
         parser.error("--seconds must be within 0.2 and 30")
     if not 1 <= args.repeat <= 10:
         parser.error("--repeat must be within 1 and 10")
     names = args.attack or ATTACKS
+    if args.spend:
+        bench = Bench()
+        try:
+            bench.stream(min(args.seconds, 1.0))  # warm up
+            figures = spend(bench, names, args.seconds)
+        finally:
+            bench.close()
+        doc = {"benchmark": "net_abuse_spend", "seconds": args.seconds, "spend": figures}
+        print(json.dumps({**doc, "cpus": os.cpu_count(), "load": list(os.getloadavg())}, indent=2))
+        return
     rows: list[dict[str, Any]] = []
     baselines: list[tuple[float, float]] = []
     for repeat in range(args.repeat):

@@ -251,6 +251,11 @@ class Bench:
 
         return self.rx._call(count)
 
+    def loop_cpu(self) -> float:
+        """CPU seconds the receiver's event-loop thread has used (``time.thread_time`` read on
+        that thread): what the receiver spends, apart from this process's other threads."""
+        return self.rx._call(time.thread_time)
+
     def counters(self) -> dict[str, Any]:
         engine = self.rx.engine
         control = self.rx._call(engine.control.statistics)

@@ -96,3 +96,18 @@ def test_repeated_runs_are_summarized_by_their_medians_and_their_worst() -> None
     assert worst["bytes_outside_grant"] == 12 and worst["slowest_newcomer_s"] is None
     assert not worst["honest_session_kept"] and worst["fds_left"] == [{"socket": 1}]
     assert worst["fair_ratios"] == [0.84, 0.95, 0.93]  # a run without a fair baseline
+
+
+def test_spend_reports_what_each_attack_made_the_receivers_loop_spend() -> None:
+    bench = net_abuse.Bench()
+    try:
+        bench.stream(SECONDS)  # warm up, as the benchmark does
+        figures = net_abuse.spend(bench, ["no_credentials"], SECONDS)
+    finally:
+        bench.close()
+    assert set(figures) == {"idle", "no_credentials", "honest_stream"}
+    assert figures["idle"] >= 0
+    flood = figures["no_credentials"]
+    # the flood's accepts, reads and closes ran on the receiver's loop thread, and were counted
+    assert flood["loop_cpu_per_s"] > 0 and flood["attacker_cpu_s"] > 0, figures
+    assert figures["honest_stream"]["mib_s"] > 0 and figures["honest_stream"]["loop_cpu_per_s"] > 0
