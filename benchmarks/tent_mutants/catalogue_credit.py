@@ -223,8 +223,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "issue 10 item 1: a bignum wider than any field is refused before it is built",
         D.UNTRUSTED_FORMATTING,
         _WIRE,
-        "if bignum_bytes and argument > _MAX_BIGNUM_BYTES:",
-        "if False and bignum_bytes and argument > _MAX_BIGNUM_BYTES:",
+        "if argument > _MAX_BIGNUM_BYTES:",
+        "if False and argument > _MAX_BIGNUM_BYTES:",
+    ),
+    one(
+        "bignum_small_value_accepted",
+        "wire decode 2: a bignum for a value below 2**64 is NON_CANONICAL (no round trip)",
+        D.BOUNDARY_FLIP,
+        _WIRE,
+        "if argument <= 8:",
+        "if argument < 8:",
     ),
     one(
         "nesting_bound_off_by_one",

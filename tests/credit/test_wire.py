@@ -14,7 +14,7 @@ from typing import Any
 import cbor2
 import pytest
 from cddl_subset import CddlError, Schema, load_cbor
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from strategies import (
     capability_activations,
@@ -549,3 +549,25 @@ def test_wire_error_codes_are_stable_numbers() -> None:
         "TOO_DEEP": 6,
         "NON_CANONICAL": 7,
     }
+
+
+@given(value=st.integers(1, U128_MAX), width=st.integers(1, 16))
+@example(value=U64_MAX, width=8)  # the widest value a header holds: never a bignum
+@example(value=1 << 64, width=9)  # the narrowest canonical bignum
+@example(value=1 << 64, width=10)  # the same with a leading zero byte
+def test_a_session_id_as_a_bignum_is_accepted_exactly_when_it_is_canonical(
+    value: int, width: int
+) -> None:
+    # The pre-scan alone decides canonical form (no re-encoding): a bignum's bytes must have
+    # no leading zero, and a value below 2**64 must not be a bignum at all.
+    if value.bit_length() > 8 * width:
+        return
+    bignum = bytes([0xC2, 0x40 | width]) + value.to_bytes(width, "big")
+    data = bytes([0x85, 0x06, 0x01]) + bignum + bytes([0x04, 0x00])  # a heartbeat
+    outcome = decode_outcome(data)
+    canonical = value >= 1 << 64 and width == (value.bit_length() + 7) // 8
+    if canonical:
+        assert isinstance(outcome, Heartbeat) and outcome.receiver_session_id.value == value
+        assert encode(outcome) == data == dumps([6, 1, value, 4, 0])
+    else:
+        assert isinstance(outcome, DecodeError) and outcome.code is WireErrorCode.NON_CANONICAL
