@@ -100,8 +100,9 @@ class ReceiverEndpointStatistics:
     """Updates that carried the same grants and retry hint as the previous one sent (version
     2: only refreshes and answers to a repeated report)."""
     heartbeats_unanswered: int = 0
-    """Heartbeats not answered with a refresh: one was already due, or an update went to the
-    key within :data:`HEARTBEAT_ANSWER_NS` (docs/credit_protocol.md, push rule 3)."""
+    """Heartbeats not answered with a refresh, because an update went to the key within
+    :data:`HEARTBEAT_ANSWER_NS` (docs/credit_protocol.md, push rule 3). Those that arrive while
+    a refresh is already due are answered by it and not counted."""
 
 
 class ReceiverEndpoint:
@@ -299,10 +300,12 @@ class ReceiverEndpoint:
         # next heartbeat, half a TTL later, is answered). An honest sender heartbeats once per
         # half TTL; a peer that sends 1,500 a second (within its control rate) made the
         # receiver encode and send 1,500 refreshes a second, about 6 % of a core here.
+        if self._push_due:
+            return  # the refresh already due answers it too
         last = self._last_push_ns
         ttl_ms = self._receiver.freshness_ttl_ms
         interval = min(HEARTBEAT_ANSWER_NS, ttl_ms * 250_000) if ttl_ms else HEARTBEAT_ANSWER_NS
-        if self._push_due or (last is not None and now_ns - last < interval):
+        if last is not None and now_ns - last < interval:
             self._heartbeats_unanswered += 1
             return
         self._due(push=True)
