@@ -45,6 +45,7 @@ import socket
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -262,6 +263,13 @@ def _join(proc: Any, halt: Any, out: Any, timeout: float) -> dict[str, Any]:
     return result
 
 
+def _settle(fds: int) -> None:
+    """Wait (at most ``SETTLE_S``) until the receiver's descriptors are back to ``fds``."""
+    end = time.monotonic() + SETTLE_S
+    while time.monotonic() < end and _fds() > fds:  # bounded
+        time.sleep(0.1)
+
+
 def run_attack(bench: Bench, name: str, seconds: float, baseline: float) -> dict[str, Any]:
     before = {"rss_kb": _rss_kb(), "py_blocks": _py_blocks(), "fds": _fds(), **bench.counters()}
     targets = _fd_targets()
@@ -286,9 +294,7 @@ def run_attack(bench: Bench, name: str, seconds: float, baseline: float) -> dict
     time.sleep(0.25)
     fair = bench.stream(seconds)
     burn = _join(burner, burn_halt, burn_out, 10)
-    settle_end = time.monotonic() + SETTLE_S
-    while time.monotonic() < settle_end and _fds() > before["fds"]:  # bounded
-        time.sleep(0.1)
+    _settle(before["fds"])
     after = {"rss_kb": _rss_kb(), "py_blocks": _py_blocks(), "fds": _fds(), **bench.counters()}
     still = bench.rx._call(lambda: bench.rx.engine.control.session_of(HONEST))
     lies = attacker.get("lies", {})
@@ -339,14 +345,14 @@ def run_attack(bench: Bench, name: str, seconds: float, baseline: float) -> dict
 _BEFORE_PAYLOAD = ("forged_bind", "outside_region", "past_credit", "fenced_session")
 
 
-def spend(bench: Bench, names: list[str], seconds: float) -> dict[str, Any]:
+def spend(bench: Bench, names: Sequence[str], seconds: float) -> dict[str, Any]:
     """What each attack makes the receiver spend: the CPU seconds its event-loop thread used
     per second while the attack ran, with no honest stream (so nothing else runs there), beside
     the idle figure and the honest stream's own (for scale). A per-thread CPU clock is far less
     noisy on a shared machine than a throughput ratio, and it is the attack's whole cost to the
     receiver: its share of the loop is what the honest peers lose."""
 
-    def per_second(run: Any) -> float:
+    def per_second(run: Callable[[], object]) -> float:
         cpu, start = bench.loop_cpu(), time.monotonic()
         run()
         return round((bench.loop_cpu() - cpu) / (time.monotonic() - start), 4)
@@ -362,9 +368,7 @@ def spend(bench: Bench, names: list[str], seconds: float) -> dict[str, Any]:
         attacker = _join(proc, halt, out_pipe, 30)
         bench.expose_liars(False)
         out[name] = {"loop_cpu_per_s": spent, "attacker_cpu_s": attacker.get("cpu_s")}
-        settle_end = time.monotonic() + SETTLE_S
-        while time.monotonic() < settle_end and _fds() > fds:  # bounded
-            time.sleep(0.1)  # what the attack left behind is gone before the next row
+        _settle(fds)  # what the attack left behind is gone before the next row
     mib_s: list[float] = []
     honest = per_second(lambda: mib_s.append(bench.stream(seconds)))
     out["honest_stream"] = {"loop_cpu_per_s": honest, "mib_s": round(mib_s[0], 1)}
