@@ -36,8 +36,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-import attrs
-
 from ._allocator_admission import _WriteAdmission
 from ._allocator_config import (
     AllocationClass,
@@ -210,6 +208,7 @@ class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
             self._keys[key] = _KeyState(current_epoch=1, allocation_class=allocation_class)
             self._key_outstanding[key] = dict.fromkeys(self._resources, 0)
             self._records[(*key, 1)] = _fresh_record(allocation_class, self._resources)
+            self._books += 1
             return 1
         if allocation_class is not state.allocation_class:
             raise InvalidArgument(
@@ -232,9 +231,10 @@ class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
         self._live_demand.pop(key, None)
         if old is not None and old.state is EpochState.ACTIVE:
             # RFC "New epoch": do not reuse old resources until old in-flight work is fenced.
-            self._commit(old_ident, attrs.evolve(old, state=_next_state(old, _Event.FENCE)))
+            self._commit(old_ident, old.replace(state=_next_state(old, _Event.FENCE)))
         state.current_epoch = new_epoch
         self._records[(*key, new_epoch)] = _fresh_record(allocation_class, self._resources)
+        self._books += 1
         return new_epoch
 
     def fence(self, sender_peer: int, qos_class: int, epoch: int) -> None:
@@ -244,7 +244,7 @@ class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
         or IE (unknown record). A failure changes nothing.
         """
         ident, record = self._record(sender_peer, qos_class, epoch)
-        self._commit(ident, attrs.evolve(record, state=_next_state(record, _Event.FENCE)))
+        self._commit(ident, record.replace(state=_next_state(record, _Event.FENCE)))
         if epoch == self._keys[ident[:2]].current_epoch:
             self._live_demand.pop(ident[:2], None)
 
@@ -271,7 +271,7 @@ class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
         }
         self._commit(
             ident,
-            attrs.evolve(record, state=next_state, reclaimed_by_fence=reclaim),
+            record.replace(state=next_state, reclaimed_by_fence=reclaim),
         )
         for r, amount in reclaim.items():
             self._reclaimed_by_fence[r] += amount
@@ -332,8 +332,7 @@ class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
         }
         self._commit(
             ident,
-            attrs.evolve(
-                record,
+            record.replace(
                 state=next_state,
                 consumed_reported=new_consumed,
                 returned_reported=new_returned,
@@ -368,7 +367,7 @@ class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
                     f"data landed for {ident} exceeds its credit of {r.name}: landed {landed[r]}"
                     f" + returned {record.reclaimed_by_return[r]} > granted {record.granted[r]}"
                 )
-        self._commit(ident, attrs.evolve(record, state=next_state, landed=landed))
+        self._commit(ident, record.replace(state=next_state, landed=landed))
 
     def release(
         self, sender_peer: int, qos_class: int, epoch: int, amounts: Mapping[CreditResource, int]
@@ -392,7 +391,7 @@ class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
                     "landed and not yet released"
                 )
             released[r] = record.released[r] + amount
-        self._commit(ident, attrs.evolve(record, state=next_state, released=released))
+        self._commit(ident, record.replace(state=next_state, released=released))
         for r in self._resources:
             self._released[r] += amounts.get(r, 0)
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import attrs
-
 from ._admission import ACCEPTED, WriteAdmission, WriteRefusal, is_u64, parse_write_amounts, refused
 from ._allocator_config import EpochState, _frozen
 from ._allocator_state import _AllocatorState
@@ -87,7 +85,7 @@ class _WriteAdmission(_AllocatorState):
         # Within the grant, so within u64 and within capacity: the commit cannot refuse.
         self._commit(
             ident,
-            attrs.evolve(record, state=_next_state(record, _Event.LAND), landed=landed),
+            record.replace(state=_next_state(record, _Event.LAND), landed=landed),
         )
         return None
 
@@ -119,14 +117,13 @@ class _WriteAdmission(_AllocatorState):
         for ident in [i for i in self._records if i[:2] == key]:
             record = self._records[ident]
             if record.state is EpochState.ACTIVE:
-                record = attrs.evolve(record, state=_next_state(record, _Event.FENCE))
+                record = record.replace(state=_next_state(record, _Event.FENCE))
             if record.state is EpochState.FENCING:
                 reclaim = {
                     r: record.granted[r] - record.landed[r] - record.reclaimed_by_return[r]
                     for r in self._resources
                 }
-                record = attrs.evolve(
-                    record,
+                record = record.replace(
                     state=_next_state(record, _Event.COMPLETE_FENCE),
                     reclaimed_by_fence=reclaim,
                 )

@@ -16,16 +16,15 @@ import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
-import attrs
-
 from ._allocator_config import AllocationClass, GrantDecision, ResourceVector, _frozen
 from ._allocator_state import _AllocatorState
-from ._arith import checked_add
-from ._epoch_record import _check_qos, _check_sender, _Event, _next_state
+from ._arith import U64_MAX, checked_add
+from ._describe import describe
+from ._epoch_record import _check_qos, _check_sender, _EpochId, _Event, _next_state
 from ._fairness import GrantSplit, max_min_share
 from ._grant_plan import _plan_grant
 from ._types import CreditResource
-from .errors import KeyQuarantined
+from .errors import InvalidArgument, KeyQuarantined
 
 
 class _GrantPolicy(_AllocatorState):
@@ -76,7 +75,7 @@ class _GrantPolicy(_AllocatorState):
         free = self._grantable(ident[:2], record.allocation_class, demand, shape)
         offers, blocked = _plan_grant(free, demand, self._config.max_grant, self._config.min_grant)
         granted = {r: checked_add(record.granted[r], offers.get(r, 0)) for r in self._resources}
-        self._commit(ident, attrs.evolve(record, state=next_state, granted=granted))
+        self._commit(ident, record.replace(state=next_state, granted=granted))
         remaining = {r: w - offers.get(r, 0) for r, w in demand.items() if w > offers.get(r, 0)}
         if remaining:
             self._live_demand[ident[:2]] = remaining
@@ -109,21 +108,11 @@ class _GrantPolicy(_AllocatorState):
         registers no live demand (the fair split of version-1 keys does not see it). Raises like
         :meth:`grant` (IA, IE, :class:`KeyQuarantined`); a failure changes nothing.
         """
-        key = self._key(sender_peer, qos_class)
-        if (sender_peer, qos_class) in self._quarantined:
-            raise KeyQuarantined(f"key {(sender_peer, qos_class)} is quarantined: no grants")
-        ident, record = self._record(sender_peer, qos_class, key.current_epoch)
         amounts = self._amounts(amounts, "amounts")
-        next_state = _next_state(record, _Event.GRANT)
-        room = self._grantable(ident[:2], record.allocation_class, {}, None)
-        maximum = self._config.max_grant
-        if not any(amounts.values()) or any(
-            a > room[r] or a > maximum.get(r, 0) for r, a in amounts.items() if a
-        ):
+        ident = self._grant_exactly(sender_peer, qos_class, amounts)
+        if ident is None:
             return None
-        granted = {r: checked_add(record.granted[r], amounts.get(r, 0)) for r in self._resources}
-        self._commit(ident, attrs.evolve(record, state=next_state, granted=granted))
-        self._grants_issued += 1
+        granted = self._records[ident].granted
         return GrantDecision(
             sender_peer=ident[0],
             qos_class=ident[1],
@@ -133,6 +122,48 @@ class _GrantPolicy(_AllocatorState):
             retry_after_us=0,
             blocked=(),
         )
+
+    def top_up(
+        self, sender_peer: int, qos_class: int, amounts: Mapping[CreditResource, int]
+    ) -> bool:
+        """:meth:`grant_exact` for the grant-ahead loop (:mod:`._standing`), which asks on every
+        landing and reads the books, not a decision: the same checks and the same grant,
+        answered with whether it was made. IA for an amount that is not a u64 of a modelled
+        resource, the rest like :meth:`grant_exact`; a failure changes nothing."""
+        capacity = self._config.capacity
+        for r, a in amounts.items():
+            if r not in capacity or type(a) is not int or not 0 <= a <= U64_MAX:
+                raise InvalidArgument(f"amounts: {describe(r)} -> {describe(a)} is not a grant")
+        return self._grant_exactly(sender_peer, qos_class, amounts) is not None
+
+    def _grant_exactly(
+        self, sender_peer: int, qos_class: int, amounts: Mapping[CreditResource, int]
+    ) -> _EpochId | None:
+        key = self._key(sender_peer, qos_class)
+        if (sender_peer, qos_class) in self._quarantined:
+            raise KeyQuarantined(f"key {(sender_peer, qos_class)} is quarantined: no grants")
+        ident, record = self._record(sender_peer, qos_class, key.current_epoch)
+        next_state = _next_state(record, _Event.GRANT)
+        if not any(amounts.values()):
+            return None
+        config = self._config
+        if record.allocation_class is AllocationClass.USER:
+            room = self.user_free()
+        else:
+            room = {r: config.capacity[r] - self._outstanding[r] for r in self._resources}
+        held = self._key_outstanding[ident[:2]]
+        caps, maximum = config.max_key_outstanding, config.max_grant
+        for r, a in amounts.items():
+            if a and (
+                a > room[r]
+                or a > maximum.get(r, 0)
+                or (r in caps and a > max(0, caps[r] - held[r]))
+            ):
+                return None
+        granted = {r: checked_add(record.granted[r], amounts.get(r, 0)) for r in self._resources}
+        self._commit(ident, record.replace(state=next_state, granted=granted))
+        self._grants_issued += 1
+        return ident
 
     def ahead_inputs(
         self, sender_peer: int, qos_class: int, epoch: int

@@ -64,6 +64,9 @@ class _AllocatorState:
         self._live_demand: dict[tuple[int, int], dict[CreditResource, int]] = {}
         self._writes_admitted = 0
         self._writes_refused = 0
+        # what the USER class may hold of each resource (capacity − staging_reserve)
+        self._user_limit = {r: config.limit_for(r, AllocationClass.USER) for r in self._resources}
+        self._books = 0
 
     # -- what is committed and what is free --
 
@@ -91,8 +94,16 @@ class _AllocatorState:
 
     def user_free(self) -> dict[CreditResource, int]:
         """:meth:`free_for` of every modelled resource for the USER class."""
-        user = AllocationClass.USER
-        return {r: self.free_for(r, user) for r in self._resources}
+        capacity, total, user = self._config.capacity, self._outstanding, self._user_outstanding
+        limit = self._user_limit
+        return {r: min(capacity[r] - total[r], limit[r] - user[r]) for r in self._resources}
+
+    @property
+    def books(self) -> int:
+        """A number that changes whenever any record or total of the books changes (every
+        commit, every epoch opened): what was computed from the books at one value of it still
+        holds while it stays the same (the grant-ahead loop keeps its positions so)."""
+        return self._books
 
     # -- lookups and the commit every mutation goes through --
 
@@ -137,6 +148,7 @@ class _AllocatorState:
         docs/semantics.md#receiver-allocator.
         """
         old = self._records[ident]
+        self._books += 1  # even if refused below: a spurious change costs a cache miss, no more
         total, user = self._outstanding, self._user_outstanding
         capacity = self._config.capacity
         is_user = new.allocation_class is AllocationClass.USER
@@ -150,7 +162,7 @@ class _AllocatorState:
             if delta <= 0:
                 continue  # nothing grows: no bound can be crossed by this resource
             if total[r] + delta > capacity[r] or (
-                is_user and user[r] + delta > self._config.limit_for(r, AllocationClass.USER)
+                is_user and user[r] + delta > self._user_limit[r]
             ):
                 raise TooManyRequests(
                     f"{ident} would over-commit {r.name} (docs/semantics.md#receiver-allocator)"

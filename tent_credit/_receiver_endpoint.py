@@ -496,13 +496,14 @@ class ReceiverEndpoint:
         if self._pushable():
             self._grant_outstanding_demand()
 
-    def _news(self) -> tuple[object, ...]:
+    def _granted(self) -> Mapping[CreditResource, int]:
+        return self._receiver.allocator.granted(self._sender_peer, self._qos_class, self._epoch)
+
+    def _news(self, granted: Mapping[CreditResource, int]) -> tuple[object, ...]:
         # what makes an update news to its sender: the grant totals and whether to wait
-        granted = self._receiver.allocator.granted(self._sender_peer, self._qos_class, self._epoch)
         return (tuple(granted.values()), self._retry_after_us)
 
-    def _update(self) -> ReceiverCreditUpdate:
-        granted = self._receiver.allocator.granted(self._sender_peer, self._qos_class, self._epoch)
+    def _update(self, granted: Mapping[CreditResource, int]) -> ReceiverCreditUpdate:
         self._sequence += 1
         return ReceiverCreditUpdate(
             qos_class=self._qos_class,
@@ -533,16 +534,20 @@ class ReceiverEndpoint:
             self._pending_activation = None
         if refresh_due:
             self._push_due = True
+        granted = None  # read once: nothing below changes the books
         if self._version == GRANT_AHEAD_VERSION and not self._push_due and self._news_due:
             # version 2: no frame without news (the grants or the retry hint moved)
-            self._push_due = self._news() != self._last_sent
+            granted = self._granted()
+            self._push_due = self._news(granted) != self._last_sent
         self._news_due = False
         if self._version and self._push_due:
-            out.append(self._update())
+            if granted is None:
+                granted = self._granted()
+            out.append(self._update(granted))
             self._push_due = False
             self._last_push_ns = now_ns
             self._pushed += 1
-            news = self._news()
+            news = self._news(granted)
             self._repeated += news == self._last_sent
             self._last_sent = news
         self._sent += len(out)

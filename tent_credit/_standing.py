@@ -77,6 +77,9 @@ class StandingGrants:
         self._line: dict[Key, AheadEndpoint] = {}  # insertion order is the line's order
         # per key: the level it was computed from, the active count, and the shape
         self._shapes: dict[Key, tuple[Mapping[CreditResource, int], int, Shape]] = {}
+        # per key, its last position: the books value, epoch and shape it was computed from,
+        # the unlanded credit it read, and the position
+        self._inputs: dict[Key, tuple[int, int, Shape, dict[CreditResource, int], Standing]] = {}
         self._capped: set[Key] = set()
         self._active = 0
         self.top_ups = 0
@@ -112,6 +115,8 @@ class StandingGrants:
             del self._line[key]
         for key in [k for k in self._shapes if k not in live]:
             del self._shapes[key]
+        for key in [k for k in self._inputs if k not in live]:
+            del self._inputs[key]
         self._capped &= live
         self._recount()
         self._evaluate_all()
@@ -130,7 +135,7 @@ class StandingGrants:
             if not position.due:
                 self._leave(key, endpoint, position)
                 continue
-            unlanded = self._unlanded(endpoint)
+            unlanded = self._inputs[key][3]  # what _position just read
             free_units, max_units = self._grantable_units(position, unlanded)
             if not max_units:
                 # max_grant is below one charge of this key: it can never be granted ahead
@@ -145,10 +150,7 @@ class StandingGrants:
                 # blocks with one block free and a quantum of two waited for good).
                 return
             amounts = position.top_up(units, unlanded)
-            decision = self._allocator.grant_exact(
-                endpoint.sender_peer, endpoint.qos_class, amounts
-            )
-            if decision is None:
+            if not self._allocator.top_up(endpoint.sender_peer, endpoint.qos_class, amounts):
                 return
             self.top_ups += 1
             served.add(key)
@@ -178,9 +180,6 @@ class StandingGrants:
 
     # ---------------------------------------------------------------- positions
 
-    def _unlanded(self, endpoint: AheadEndpoint) -> dict[CreditResource, int]:
-        return self._allocator.unlanded(endpoint.sender_peer, endpoint.qos_class, endpoint.epoch)
-
     def _position(self, endpoint: AheadEndpoint) -> Standing:
         key = (endpoint.sender_peer, endpoint.qos_class)
         level, active = endpoint.level, max(1, self._active)
@@ -190,10 +189,18 @@ class StandingGrants:
             self._shapes[key] = (level, active, shape)
         else:
             shape = cached[2]
+        # A landing evaluates the key and then serves it: the same position twice, unless the
+        # books or the shape changed in between (the allocator's ``books`` counts every change)
+        books, epoch = self._allocator.books, endpoint.epoch
+        inputs = self._inputs.get(key)
+        if inputs is not None and inputs[0] == books and inputs[1] == epoch and inputs[2] is shape:
+            return inputs[4]
         unlanded, settled, room = self._allocator.ahead_inputs(
-            endpoint.sender_peer, endpoint.qos_class, endpoint.epoch
+            endpoint.sender_peer, endpoint.qos_class, epoch
         )
-        return position(shape, unlanded, settled=settled, cap_room=room)
+        standing = position(shape, unlanded, settled=settled, cap_room=room)
+        self._inputs[key] = (books, epoch, shape, unlanded, standing)
+        return standing
 
     def _recount(self) -> bool:
         active = sum(1 for ep in self._endpoints() if any(ep.level.values()))

@@ -14,7 +14,7 @@ from tent_credit import (
     SessionId,
     charge_for_plan,
 )
-from tent_credit._allocator import AllocatorConfig, ReceiverCreditAllocator
+from tent_credit._allocator import AllocatorConfig
 from tent_credit._backpressure import BackpressureInfo, BackpressureSource
 from tent_credit._endpoints import CreditReceiver, SenderEndpoint
 from tent_credit._ledger import ReservationToken, TokenState
@@ -443,13 +443,11 @@ def test_any_seed_keeps_capacity_and_recovers(seed: int, drop: float) -> None:
     assert_all_credit_usable(net)
 
 
-def test_the_incast_runs_fail_when_the_allocator_ignores_capacity(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.usefixtures("capacity_ignored")
+def test_the_incast_runs_fail_when_the_allocator_ignores_capacity() -> None:
     # Issue 10 item 20: with 3 x 2 of 8 slots ever wanted, the two incast tests above passed
     # without capacity enforcement. Now they contend: ignoring capacity must show, as an
     # over-commit the allocator's last check refuses or as a peak over capacity.
-    monkeypatch.setattr(ReceiverCreditAllocator, "free_for", lambda self, r, c: 1 << 40)
     rates = FaultRates(drop=0.1, duplicate=0.1, reorder=0.3, max_delay_ns=40_000)
     try:
         stats = run_incast(seed=11, rates=rates).statistics()
