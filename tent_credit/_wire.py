@@ -301,14 +301,28 @@ def _prescan(data: bytes) -> None:
             raise DecodeError("truncated CBOR item", WireErrorCode.MALFORMED)
         initial = data[pos]
         pos += 1
-        # The common item, an unsigned integer below 24 in its header byte (type tags,
-        # versions, resources, small amounts), needs no check of its own.
-        if initial >= 24 or expect_bignum_bytes:
-            pos, expect_bignum_bytes, opened = _item(
-                data, pos, initial, expect_bignum_bytes, open_counts
-            )
-            if opened:
+        # The common items are checked here, the rest by _item: an unsigned integer below 24
+        # in its header byte (type tags, versions, resources, small amounts) needs no check;
+        # a short array (1-23 items) nothing but what the walk checks (its items must follow);
+        # a longer unsigned integer (0x18-0x1b: sequences, totals) its truncation and size.
+        if expect_bignum_bytes or initial >= 24:
+            if 0x80 < initial < 0x98 and not expect_bignum_bytes:
+                open_counts.append(initial - 0x80)
                 continue
+            if initial < 0x1C and not expect_bignum_bytes:
+                size = 1 << (initial - 24)
+                if pos + size > end:
+                    raise DecodeError("truncated CBOR header", WireErrorCode.MALFORMED)
+                argument = int.from_bytes(data[pos : pos + size], "big")
+                pos += size
+                if argument < _MIN_FOR_ADDITIONAL_INFO[initial]:
+                    raise DecodeError("non-minimal integer encoding", WireErrorCode.NON_CANONICAL)
+            else:
+                pos, expect_bignum_bytes, opened = _item(
+                    data, pos, initial, expect_bignum_bytes, open_counts
+                )
+                if opened:
+                    continue
         # One item is complete: close every container it completes.
         while open_counts:
             open_counts[-1] -= 1
@@ -469,7 +483,7 @@ def _field_from_wire(kind: _Kind, item: Any) -> Any:
     if kind is _SESSION:
         return SessionId(item)
     if kind is _AMOUNTS:
-        return tuple(CreditAmount(resource=_RESOURCE_OF[r], amount=a) for r, a in item)
+        return tuple([CreditAmount(resource=_RESOURCE_OF[r], amount=a) for r, a in item])
     if kind is _VERSIONS:
         return tuple(item)
     return item
