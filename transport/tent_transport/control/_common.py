@@ -25,28 +25,34 @@ class _Timer:
     def __init__(self, fire: Callable[[], None]) -> None:
         self._fire = fire
         self._handle: asyncio.TimerHandle | None = None
-        self._when: int | None = None
+        self._when_armed = 0  # when the armed handle fires (meaningful while there is one)
 
     def arm(self, when_ns: int | None, now_ns: int) -> None:
-        if when_ns == self._when and self._handle is not None:
+        """Fire at ``when_ns`` (``None``: nothing is due), or earlier.
+
+        A timer already armed for no later than ``when_ns`` is kept: ``fire`` then runs early,
+        finds nothing due and arms again (the endpoints' ``handle_timer`` acts only on what is
+        due). A sender's deadlines move later at nearly every flush (the idle-credit hold
+        restarts with each completion, the staleness deadline with each update): re-arming
+        each time cost a cancelled handle and a new one, about four per 4 KiB transfer, where
+        keeping the timer costs one early run per hold period."""
+        if self._handle is not None and (when_ns is None or self._when_armed <= when_ns):
             return
         self.cancel()
         if when_ns is None:
             return
-        self._when = when_ns
+        self._when_armed = when_ns
         delay = max(0.0, (when_ns - now_ns) / 1e9)
         self._handle = asyncio.get_running_loop().call_later(delay, self._run)
 
     def _run(self) -> None:
         self._handle = None
-        self._when = None
         self._fire()
 
     def cancel(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
         self._handle = None
-        self._when = None
 
 
 @attrs.frozen(kw_only=True)
