@@ -24,6 +24,7 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
         "--models", "--workers", "--rounds", "--max-states", "--baseline-src", "--ceiling",
         "--ceiling-states", "--deadline", "--json",
     ),
+    "control_read.py": ("--frames", "--rounds", "--payload"),
     "credit_ops.py": ("--quick",),
     "door_cost.py": ("--seconds", "--rounds", "--flood"),
     "fuzz_wire.py": ("--inputs", "--seed", "--atheris-runs", "--quick"),
@@ -85,6 +86,16 @@ def test_credit_ops_reports_each_hot_path_beside_its_baseline() -> None:
         assert isinstance(entry, dict)
         assert entry["ops_per_second"] > 0 and entry["baseline_ops_per_second"] > 0
         assert entry["ratio_to_baseline"] > 0
+
+
+def test_control_read_reports_both_read_sizes_per_round() -> None:
+    data = _run(str(BENCH / "control_read.py"), "--frames", "200", "--rounds", "2")
+    assert data["frames"] == 200
+    for key in ("bounded_us_per_frame", "default_us_per_frame"):
+        figures = data[key]
+        assert isinstance(figures, list) and len(figures) == 2
+        assert all(us > 0 for us in figures)
+    assert isinstance(data["ratio"], float) and data["ratio"] > 0
 
 
 @pytest.mark.slow
