@@ -617,3 +617,39 @@ def test_control_slots_survive_exhausted_data_capacity() -> None:
 def test_releasing_an_unheld_control_slot_is_a_local_protocol_error() -> None:
     alloc = make_allocator()
     assert_refused_unchanged(alloc, LocalProtocolError, alloc.release_control)
+
+
+@pytest.mark.parametrize("ask", ["grant_exact", "top_up"])
+def test_an_exact_grant_stays_within_the_key_cap_the_user_pool_and_max_grant(ask: str) -> None:
+    # The grant-ahead loop computes its amounts within these bounds already; the allocator
+    # checks them again (its last line before the commit), and so must a direct caller.
+    alloc = make_allocator(max_key_outstanding={Q: 3})
+    for peer in (1, 2, 3):
+        alloc.open_epoch(peer, 0)
+    grant = getattr(alloc, ask)
+    refused: object = None if ask == "grant_exact" else False
+
+    def granted(peer: int) -> int:
+        return alloc.key_totals(peer, 0, 1).granted.get(Q, 0)
+
+    assert grant(1, 0, {Q: 4}) == refused  # past the key's cap of 3
+    assert grant(1, 0, {Q: 3}) not in (None, False)
+    assert grant(1, 0, {Q: 1}) == refused  # the cap is reached
+    assert grant(2, 0, {Q: 3}) not in (None, False)
+    assert grant(3, 0, {Q: 3}) == refused  # the USER pool (10 - 2 reserved) has 2 left
+    assert grant(3, 0, {Q: 2}) not in (None, False)
+    assert grant(3, 0, {D: 401}) == refused  # past max_grant
+    assert (granted(1), granted(2), granted(3)) == (3, 3, 2)
+    assert grant(3, 0, {}) == refused  # nothing asked: nothing granted
+
+
+def test_top_up_refuses_what_is_not_a_grant_before_it_changes_anything() -> None:
+    alloc = make_allocator()
+    alloc.open_epoch(1, 0)
+    before = snapshot(alloc)
+    for amounts in ({S: 1}, {Q: -1}, {Q: U64_MAX + 1}, {Q: 1.0}, {"Q": 1}):
+        with pytest.raises(InvalidArgument):
+            alloc.top_up(1, 0, amounts)  # type: ignore[dict-item]
+    with pytest.raises(InvalidEntry):
+        alloc.top_up(9, 0, {Q: 1})  # no such key
+    assert snapshot(alloc) == before
