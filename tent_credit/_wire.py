@@ -310,13 +310,7 @@ def _prescan(data: bytes) -> None:
                 open_counts.append(initial - 0x80)
                 continue
             if initial < 0x1C and not expect_bignum_bytes:
-                size = 1 << (initial - 24)
-                if pos + size > end:
-                    raise DecodeError("truncated CBOR header", WireErrorCode.MALFORMED)
-                argument = int.from_bytes(data[pos : pos + size], "big")
-                pos += size
-                if argument < _MIN_FOR_ADDITIONAL_INFO[initial]:
-                    raise DecodeError("non-minimal integer encoding", WireErrorCode.NON_CANONICAL)
+                pos = _long_argument(data, pos, initial)[0]
             else:
                 pos, expect_bignum_bytes, opened = _item(
                     data, pos, initial, expect_bignum_bytes, open_counts
@@ -333,6 +327,19 @@ def _prescan(data: bytes) -> None:
             break
     if pos != end:
         raise DecodeError(f"{end - pos} trailing bytes after the message", WireErrorCode.MALFORMED)
+
+
+def _long_argument(data: bytes, pos: int, info: int) -> tuple[int, int]:
+    """The argument of a header whose additional information ``info`` (24-27) says it follows
+    in 1, 2, 4 or 8 bytes at ``pos``: the position after it, and the argument, which must
+    need that size (canonical: shortest)."""
+    size = 1 << (info - 24)
+    if pos + size > len(data):
+        raise DecodeError("truncated CBOR header", WireErrorCode.MALFORMED)
+    argument = int.from_bytes(data[pos : pos + size], "big")
+    if argument < _MIN_FOR_ADDITIONAL_INFO[info]:
+        raise DecodeError("non-minimal integer encoding", WireErrorCode.NON_CANONICAL)
+    return pos + size, argument
 
 
 def _item(
@@ -355,13 +362,7 @@ def _item(
     if info < 24:
         argument = info
     else:
-        size = 1 << (info - 24)
-        if pos + size > end:
-            raise DecodeError("truncated CBOR header", WireErrorCode.MALFORMED)
-        argument = int.from_bytes(data[pos : pos + size], "big")
-        pos += size
-        if argument < _MIN_FOR_ADDITIONAL_INFO[info]:
-            raise DecodeError("non-minimal integer encoding", WireErrorCode.NON_CANONICAL)
+        pos, argument = _long_argument(data, pos, info)
     if bignum_bytes and major != _MAJOR_BYTES:
         raise DecodeError("a bignum tag must wrap a byte string", WireErrorCode.MALFORMED)
     if major in (_MAJOR_BYTES, _MAJOR_TEXT):
