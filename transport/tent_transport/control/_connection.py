@@ -79,9 +79,9 @@ def _bound_reads(writer: asyncio.StreamWriter) -> None:
     message over a socket pair: 14.9 µs per send and receive against 2.4; 200 KiB still
     costs 2.4): the largest single cost of receiving a credit update in the sender's profile
     (py-spy, 4 KiB transfers one at a time). A TLS connection's transport has no such
-    attribute (asyncio's SSL protocol below it reads with a size of its own, not measured
-    here), nor has uvloop's (libuv reads into one buffer per loop); both are left as they
-    are."""
+    attribute (asyncio's SSL protocol below it reads into a buffer it keeps; bounding its
+    read size too changed nothing measurable), nor has uvloop's (libuv reads into one buffer
+    per loop); both are left as they are."""
     transport: object = getattr(writer, "transport", None)  # a test's stand-in has none
     if isinstance(getattr(type(transport), "max_size", None), int):
         transport.max_size = _READ_CHUNK  # type: ignore[attr-defined]
