@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import signal
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from verbs_rc import (
     post_recv,
     process_state,
     rts_attr,
+    stop_process,
     target_main,
     write_wr,
 )
@@ -52,11 +52,7 @@ def test_write_lands_in_a_stopped_target_process(fabric: Path) -> None:
         src = side.mr(length, e.IBV_ACCESS_LOCAL_WRITE)
         src.write(payload, length)
         assert proc.pid is not None
-        os.kill(proc.pid, signal.SIGSTOP)
-        deadline = time.monotonic() + POLL_TIMEOUT_S
-        while process_state(proc.pid) != "T" and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert process_state(proc.pid) == "T"
+        stop_process(proc.pid)
         side.qp.post_send(write_wr(backend, 9, src, length, rkey, addr))
         wcs = poll_until(side.scq, 1)
         assert [(w.wr_id, w.status) for w in wcs] == [(9, e.IBV_WC_SUCCESS)]
@@ -427,7 +423,7 @@ def test_incast_of_three_sender_processes_into_a_stopped_target(fabric: Path) ->
         t_parent.send([p.recv() for p in pipes])
         assert t_parent.recv() == "ready"
         assert target.pid is not None
-        os.kill(target.pid, signal.SIGSTOP)
+        stop_process(target.pid)  # stopped before any write is posted
         for pipe in pipes:
             pipe.send("go")
         results = [pipe.recv() for pipe in pipes]

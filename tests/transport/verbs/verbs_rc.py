@@ -6,6 +6,8 @@ side) unless a test spawns a target process with :func:`target_main`. Every wait
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -420,6 +422,19 @@ def process_state(pid: int) -> str:
     """The state letter of ``pid`` in ``/proc`` (``T`` = stopped)."""
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().rsplit(")", 1)[1].split()[0]
+
+
+def stop_process(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait (bounded) until ``/proc`` shows it stopped.
+
+    The stop is not immediate: a sleeping process stops only once the kernel runs it to take
+    the signal, which on a loaded machine can come after the writes a test means to land
+    while it is stopped (the incast test once asserted ``T`` before that happened)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + POLL_TIMEOUT_S
+    while process_state(pid) != "T" and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert process_state(pid) == "T", f"process {pid} did not stop"
 
 
 def target_main(conn: Any, fabric: str, length: int) -> None:
