@@ -146,20 +146,10 @@ class _GrantPolicy(_AllocatorState):
         next_state = _next_state(record, _Event.GRANT)
         if not any(amounts.values()):
             return None
-        config = self._config
-        if record.allocation_class is AllocationClass.USER:
-            room = self.user_free()
-        else:
-            room = {r: config.capacity[r] - self._outstanding[r] for r in self._resources}
-        held = self._key_outstanding[ident[:2]]
-        caps, maximum = config.max_key_outstanding, config.max_grant
-        for r, a in amounts.items():
-            if a and (
-                a > room[r]
-                or a > maximum.get(r, 0)
-                or (r in caps and a > max(0, caps[r] - held[r]))
-            ):
-                return None
+        room = self._grantable(ident[:2], record.allocation_class, {}, None)
+        maximum = self._config.max_grant
+        if any(a > room[r] or a > maximum.get(r, 0) for r, a in amounts.items() if a):
+            return None
         granted = {r: checked_add(record.granted[r], amounts.get(r, 0)) for r in self._resources}
         self._commit(ident, record.replace(state=next_state, granted=granted))
         self._grants_issued += 1
@@ -255,7 +245,7 @@ class _GrantPolicy(_AllocatorState):
         """
         config = self._config
         held = self._key_outstanding[key]
-        pools = {r: self.free_for(r, allocation_class) for r in self._resources}
+        pools = self._class_free(allocation_class)
         out: dict[CreditResource, int] = {}
         for r in self._resources:
             cap = config.max_key_outstanding.get(r)

@@ -98,6 +98,13 @@ class _AllocatorState:
         limit = self._user_limit
         return {r: min(capacity[r] - total[r], limit[r] - user[r]) for r in self._resources}
 
+    def _class_free(self, allocation_class: AllocationClass) -> dict[CreditResource, int]:
+        """:meth:`free_for` of every modelled resource for ``allocation_class`` (trusted)."""
+        if allocation_class is AllocationClass.USER:
+            return self.user_free()
+        capacity, total = self._config.capacity, self._outstanding
+        return {r: capacity[r] - total[r] for r in self._resources}
+
     @property
     def books(self) -> int:
         """A number that changes whenever any record or total of the books changes (every

@@ -34,7 +34,7 @@ class _Timer:
         finds nothing due and arms again (the endpoints' ``handle_timer`` acts only on what is
         due). A sender's deadlines move later at nearly every flush (the idle-credit hold
         restarts with each completion, the staleness deadline with each update): re-arming
-        each time cost a cancelled handle and a new one, about four per 4 KiB transfer, where
+        each time cost a cancelled handle and a new one, about two per 4 KiB transfer, where
         keeping the timer costs one early run per hold period."""
         if self._handle is not None and (when_ns is None or self._when_armed <= when_ns):
             return
