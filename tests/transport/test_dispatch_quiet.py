@@ -240,6 +240,35 @@ def test_a_pass_with_no_news_asks_the_gate_nothing_until_a_grant_comes() -> None
     assert side.core.status(second).phase is TransferPhase.DISPATCHED
 
 
+def test_a_completion_alone_does_not_repeat_a_pick_that_visited_every_owner() -> None:
+    # every queued owner was answered "blocked": the window did not stop that pick, and a
+    # completion only frees it, so the pick would decide the same way
+    side = Side(quiet=True)
+    first, second = side.core.submit([request(), request()], 10)  # credit for one
+    blocked = side.gate.statistics().routes[0].blocked
+    side.rail.finish()
+    assert [e.transfer_id for e in side.core.progress(20)] == [first]
+    assert side.core.statistics().window_owners == 0
+    assert side.gate.statistics().routes[0].blocked == blocked  # not asked again
+    assert side.core.statistics().quiet_refills_total == 1
+    assert side.core.status(second).phase is TransferPhase.QUEUED
+
+
+def test_a_completion_repeats_a_pick_the_window_stopped() -> None:
+    # a window of two writes and credit for three: the pick stopped at the window before the
+    # third owner, so the window the first completion frees is news
+    side = Side(quiet=True, config=WINDOW, blocks=3)
+    ids = side.core.submit([request(), request(), request()], 10)
+    assert [side.core.status(i).phase for i in ids] == [
+        TransferPhase.DISPATCHED,
+        TransferPhase.DISPATCHED,
+        TransferPhase.QUEUED,
+    ]
+    side.rail.finish()
+    side.core.progress(20)
+    assert side.core.status(ids[2]).phase is TransferPhase.DISPATCHED
+
+
 def test_a_full_gate_is_asked_at_every_pass() -> None:
     # the differential test's other side, shown asking: what the quiet side saves
     side = Side(quiet=False)

@@ -54,7 +54,7 @@ class _CorePass(_CoreCompletion):
         quiet, self._quiet = self._quiet, None
         if quiet is not None and gate is not None and (quiet[1] is None or now_ns < quiet[1]):
             stamp = gate.quiet_stamp()
-            if stamp is not None and quiet[0] == self._quiet_key(stamp[0]):
+            if stamp is not None and quiet[0] == self._quiet_key(stamp[0], quiet[2]):
                 # nothing the last (empty) pick read has changed and the clock cannot have
                 # changed its answers yet: this one would decide every owner the same way
                 self._quiet = quiet
@@ -105,19 +105,25 @@ class _CorePass(_CoreCompletion):
         ):
             # Every owner the pick visited and left queued was answered "blocked", and it
             # stopped short only at the window's budget, which the key holds: the same inputs
-            # give the same answers again.
+            # give the same answers again. When it visited every queued owner, the window did
+            # not stop it, and between refills the window only frees (only a pick fills it):
+            # the key leaves it out, so a completion alone does not repeat the pick.
             stamp = gate.quiet_stamp()
             if stamp is not None:
-                self._quiet = (self._quiet_key(stamp[0]), stamp[1])
+                stopped_by_window = len(result.blocked) != self._queued
+                key = self._quiet_key(stamp[0], stopped_by_window)
+                self._quiet = (key, stamp[1], stopped_by_window)
         if dropped and self._hooks:  # after the pick is settled, so a hook may call back in
             hooks = tuple(self._hooks.values())
             for transfer_id, mlu in dropped:
                 for hook in hooks:
                     hook(transfer_id, mlu)
 
-    def _quiet_key(self, gate_stamp: tuple[object, ...]) -> tuple[object, ...]:
+    def _quiet_key(self, gate_stamp: tuple[object, ...], with_window: bool) -> tuple[object, ...]:
         # what a pick reads besides the gate: the queue (every submit, every owner that left)
-        # and the free dispatch window
+        # and, when it stopped the pick, the free dispatch window
+        if not with_window:
+            return (self._submitted, self._queued, gate_stamp)
         return (
             self._submitted,
             self._queued,

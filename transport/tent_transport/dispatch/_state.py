@@ -112,7 +112,8 @@ class _CoreState:
         # A refill that dispatched, dropped and rejected nothing leaves what it read here
         # (``_pass.py``): the next refill with the same inputs, before the clock can matter,
         # is skipped (docs/gate.md#quiet-passes). ``_quiet_skips`` counts the skipped ones.
-        self._quiet: tuple[tuple[object, ...], int | None] | None = None
+        # (key, until_ns, whether the key holds the dispatch window)
+        self._quiet: tuple[tuple[object, ...], int | None, bool] | None = None
         self._quiet_skips = 0
         self._ended: dict[EndReason, int] = dict.fromkeys(EndReason, 0)
 
