@@ -18,13 +18,12 @@ from types import MappingProxyType
 
 from ._allocator_config import AllocationClass, GrantDecision, ResourceVector, _frozen
 from ._allocator_state import _AllocatorState
-from ._arith import U64_MAX, checked_add
-from ._describe import describe
+from ._arith import checked_add
 from ._epoch_record import _check_qos, _check_sender, _EpochId, _Event, _next_state
 from ._fairness import GrantSplit, max_min_share
 from ._grant_plan import _plan_grant
 from ._types import CreditResource
-from .errors import InvalidArgument, KeyQuarantined
+from .errors import KeyQuarantined
 
 
 class _GrantPolicy(_AllocatorState):
@@ -128,12 +127,9 @@ class _GrantPolicy(_AllocatorState):
     ) -> bool:
         """:meth:`grant_exact` for the grant-ahead loop (:mod:`._standing`), which asks on every
         landing and reads the books, not a decision: the same checks and the same grant,
-        answered with whether it was made. IA for an amount that is not a u64 of a modelled
-        resource, the rest like :meth:`grant_exact`; a failure changes nothing."""
-        capacity = self._config.capacity
-        for r, a in amounts.items():
-            if r not in capacity or type(a) is not int or not 0 <= a <= U64_MAX:
-                raise InvalidArgument(f"amounts: {describe(r)} -> {describe(a)} is not a grant")
+        answered with whether it was made. Raises like :meth:`grant_exact`; a failure changes
+        nothing."""
+        amounts = self._amounts(amounts, "amounts")
         return self._grant_exactly(sender_peer, qos_class, amounts) is not None
 
     def _grant_exactly(

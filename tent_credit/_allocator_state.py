@@ -86,24 +86,19 @@ class _AllocatorState:
         resource = self._check_resource(resource)
         if not isinstance(allocation_class, AllocationClass):
             raise InvalidArgument(f"unknown allocation class {describe(allocation_class)}")
-        free_total = self._config.capacity[resource] - self._outstanding[resource]
-        if allocation_class is AllocationClass.STAGING_INTERNAL:
-            return free_total
-        user_room = self._config.limit_for(resource, allocation_class)
-        return min(free_total, user_room - self._user_outstanding[resource])
+        return self._class_free(allocation_class)[resource]
 
     def user_free(self) -> dict[CreditResource, int]:
         """:meth:`free_for` of every modelled resource for the USER class."""
-        capacity, total, user = self._config.capacity, self._outstanding, self._user_outstanding
-        limit = self._user_limit
-        return {r: min(capacity[r] - total[r], limit[r] - user[r]) for r in self._resources}
+        return self._class_free(AllocationClass.USER)
 
     def _class_free(self, allocation_class: AllocationClass) -> dict[CreditResource, int]:
         """:meth:`free_for` of every modelled resource for ``allocation_class`` (trusted)."""
-        if allocation_class is AllocationClass.USER:
-            return self.user_free()
         capacity, total = self._config.capacity, self._outstanding
-        return {r: capacity[r] - total[r] for r in self._resources}
+        if allocation_class is AllocationClass.STAGING_INTERNAL:
+            return {r: capacity[r] - total[r] for r in self._resources}
+        user, limit = self._user_outstanding, self._user_limit
+        return {r: min(capacity[r] - total[r], limit[r] - user[r]) for r in self._resources}
 
     @property
     def books(self) -> int:
