@@ -121,11 +121,16 @@ class TransferHandle:
     async def wait(self, timeout: float | None = None) -> HandleState:
         """Wait until every transfer ended, or ``timeout`` seconds; return the state either way
         (PENDING on timeout: nothing was handed back, bytes may still move)."""
+        if self._done.is_set():
+            return self.status()
         if timeout is None:
             await self._done.wait()
         else:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for wraps the wait in a task of its
+            # own, a third of this call's cost per transfer (cProfile, 4 KiB one at a time)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._done.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._done.wait()
         return self.status()
 
     async def result(self, timeout: float | None = None) -> HandleState:
