@@ -76,6 +76,29 @@ def test_zero_length_and_unknown_kind_are_refused(header: bytes) -> None:
         FrameDecoder().feed(header + b"x")
 
 
+def test_take_decodes_at_most_its_limit_and_keeps_the_rest_as_bytes() -> None:
+    frame = encode_frame(FrameKind.CREDIT, b"\x80" * 8)
+    decoder = FrameDecoder()
+    decoder.append(frame * 40 + frame[:3])
+    assert decoder.take(16) == [(FrameKind.CREDIT, b"\x80" * 8)] * 16
+    assert decoder.buffered == 24 * len(frame) + 3  # undecoded, not 24 frame objects
+    assert len(decoder.take(16)) == 16 and len(decoder.take(16)) == 8
+    assert decoder.take(16) == [] and decoder.buffered == 3  # the frame begun
+    decoder.append(frame[3:])
+    assert decoder.take() == [(FrameKind.CREDIT, b"\x80" * 8)] and decoder.buffered == 0
+
+
+def test_frames_before_a_bad_header_come_out_in_order_then_the_decoder_is_poisoned() -> None:
+    good = encode_frame(FrameKind.SESSION, b"ok")
+    decoder = FrameDecoder()
+    # however the stream was cut, the frames before the bad header are handed out first
+    assert decoder.feed(good * 2 + struct.pack("!IB", 0, 1)) == [(FrameKind.SESSION, b"ok")] * 2
+    with pytest.raises(FrameError):
+        decoder.take()
+    with pytest.raises(FrameError):
+        decoder.append(good)
+
+
 def test_a_failing_frame_handler_closes_the_connection_instead_of_killing_its_reader() -> None:
     async def scenario() -> None:
         accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]]

@@ -4,6 +4,7 @@ its frame budget, then closed and quarantined; another peer's control traffic go
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 
@@ -87,6 +88,63 @@ def test_a_control_flood_is_held_to_its_rate_then_quarantined_and_others_are_ser
         stop.set()
         await flooder
         await honest.close()
+        await server.close()
+
+    run(scenario(), timeout=60)
+
+
+def _decoded_frames_held() -> int:
+    """The most decoded frames one live list holds (a reader's batch of ``(kind, payload)``)."""
+    most = 0
+    for obj in gc.get_objects():
+        head = obj[0] if type(obj) is list and obj else None
+        if type(head) is tuple and len(head) == 2 and type(head[0]) is FrameKind:
+            most = max(most, len(obj))
+    return most
+
+
+def test_a_peer_held_to_its_rate_costs_its_bytes_not_decoded_frames() -> None:
+    """While a flooder waits for its frame budget, the read loop holds what it read as bytes
+    and decodes one batch at a time: a 64 KiB read of heartbeats is about 5,000 frames, and
+    decoded at once they were about 1 MiB of Python objects per flooding peer."""
+
+    async def scenario() -> None:
+        hooks = _Hooks()
+        server = ControlServer(
+            PskIdentity(local_peer=2, keys={1: KEY}),
+            credit=None,
+            rails=lambda: [("127.0.0.1", 9)],
+            hooks=hooks,
+            control_rate=(RATE, BURST, 30.0),  # held back, not closed, for the whole test
+        )
+        _, port = await server.listen("127.0.0.1", 0)
+        frame = encode_frame(FrameKind.CREDIT, b"\x80" * 8)
+        stop = threading.Event()
+
+        def flood() -> None:
+            raw = RawControl(port, claim=1)
+            raw.hello()
+            raw.prove(KEY)
+            raw.sock.settimeout(1.0)
+            start = time.monotonic()
+            try:
+                while not stop.is_set() and time.monotonic() - start < 20:  # bounded
+                    raw.sock.sendall(frame * 5000)
+            except OSError:
+                pass
+            raw.close()
+
+        flooder = asyncio.ensure_future(asyncio.to_thread(flood))
+        await until(lambda: bool(hooks.opened), what="the flooder's session")
+        connection = hooks.opened[0].connection
+        rate = connection.rate
+        assert rate is not None
+        await until(lambda: rate.throttled >= 3, timeout=20, what="the flooder held back")
+        # the read loop is parked in its pause now: what it holds is one batch at most
+        assert not connection.closed
+        assert _decoded_frames_held() <= READ_BATCH
+        stop.set()
+        await flooder
         await server.close()
 
     run(scenario(), timeout=60)

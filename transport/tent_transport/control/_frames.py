@@ -60,9 +60,13 @@ def encode_frame(kind: FrameKind, payload: bytes) -> bytes:
 class FrameDecoder:
     """Cuts a byte stream into frames. Not thread-safe; one per connection.
 
-    :meth:`feed` returns the complete frames so far. A length of 0, an unknown kind or a length
-    over the kind's bound raises :class:`FrameError`; the decoder is then poisoned (every later
-    call raises too), because the stream position is lost and the connection must be closed.
+    :meth:`feed` returns the complete frames so far; :meth:`append` and :meth:`take` do the
+    same in steps, so that a reader can decode a few frames at a time and leave the rest as
+    bytes (a peer held to its frame rate then costs the receiver its bytes, not a decoded
+    frame per few bytes). A length of 0, an unknown kind or a length over the kind's bound
+    raises :class:`FrameError`; the decoder is then poisoned (every later call raises too),
+    because the stream position is lost and the connection must be closed. The frames before
+    the bad header are handed out first: :meth:`take` returns them and the next call raises.
     """
 
     def __init__(self) -> None:
@@ -71,16 +75,31 @@ class FrameDecoder:
         self._failed: str | None = None
 
     def feed(self, data: bytes) -> list[tuple[FrameKind, bytes]]:
+        self.append(data)
+        return self.take()
+
+    def append(self, data: bytes) -> None:
+        """Buffer ``data``; nothing is decoded until :meth:`take`."""
         if self._failed is not None:
             raise FrameError(self._failed)
         self._buffer += data
+
+    def take(self, limit: int | None = None) -> list[tuple[FrameKind, bytes]]:
+        """The next complete frames, at most ``limit`` of them (``None``: all)."""
+        if self._failed is not None:
+            raise FrameError(self._failed)
         frames: list[tuple[FrameKind, bytes]] = []
-        while True:
+        while limit is None or len(frames) < limit:
             if self._need is None:
                 if len(self._buffer) < _HEADER.size:
                     return frames
                 length, raw_kind = _HEADER.unpack_from(self._buffer)
-                self._need = self._check(length, raw_kind)
+                try:
+                    self._need = self._check(length, raw_kind)
+                except FrameError:
+                    if frames:
+                        return frames  # in stream order; the next call raises (poisoned)
+                    raise
                 del self._buffer[: _HEADER.size]
             kind, size = self._need
             if len(self._buffer) < size:
@@ -88,6 +107,7 @@ class FrameDecoder:
             frames.append((kind, bytes(self._buffer[:size])))
             del self._buffer[:size]
             self._need = None
+        return frames
 
     def _check(self, length: int, raw_kind: int) -> tuple[FrameKind, int]:
         try:
@@ -103,5 +123,6 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        """Bytes held for an incomplete frame (bounded by the largest kind bound + 5)."""
+        """Bytes held: of frames not taken yet, and of an incomplete one (once every complete
+        frame was taken, bounded by the largest kind bound + 5)."""
         return len(self._buffer)
