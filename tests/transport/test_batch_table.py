@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from tent_transport.devices import Opcode
-from tent_transport.dispatch import EndReason, TransferEvent
+from tent_transport.dispatch import EndReason, TransferEvent, TransferIntent
 from tent_transport.engine import Request
 from tent_transport.engine._batches import BatchTable
 from tent_transport.errors import InvalidArgument, InvalidEntry, TooManyRequests
@@ -60,6 +60,25 @@ def test_segment_handles_are_stable_per_pair_and_requests_resolve_through_them()
         table.resolve([Request(Opcode.WRITE, b"x", handle + 5, 0, 1)])
     with pytest.raises(InvalidArgument):
         table.resolve(Request(Opcode.WRITE, b"x", handle, 0, 1))  # type: ignore[arg-type]
+
+
+def test_a_requests_intent_reaches_its_transfer_and_the_staged_paths_is_refused() -> None:
+    table = BatchTable()
+    handle = table.open_segment(5, 7)
+    plain, tagged = table.resolve(
+        [
+            Request(Opcode.WRITE, b"x", handle, 0, 1),
+            Request(Opcode.WRITE, b"x", handle, 1, 1, intent_type=TransferIntent.WEIGHT_LOADING),
+        ]
+    )
+    assert (plain.intent_type, tagged.intent_type) == (
+        TransferIntent.UNSPEC,
+        TransferIntent.WEIGHT_LOADING,
+    )
+    with pytest.raises(InvalidArgument, match="staged path"):
+        Request(Opcode.WRITE, b"x", handle, 0, 1, intent_type=TransferIntent.STAGING_INTERNAL)
+    with pytest.raises(InvalidArgument, match="intent_type"):
+        Request(Opcode.WRITE, b"x", handle, 0, 1, intent_type=3)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

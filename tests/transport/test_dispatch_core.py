@@ -11,6 +11,7 @@ from tent_transport.devices import Opcode, SliceStatus
 from tent_transport.dispatch import (
     DispatchCore,
     EndReason,
+    TransferIntent,
     TransferPhase,
     TransferPlan,
     TransferRequest,
@@ -74,6 +75,26 @@ def test_queue_off_goes_straight_to_the_rails_in_slices() -> None:
     assert nic.selection_samples == 3
     with pytest.raises(InvalidEntry):
         core.status(tid)  # reported once, then forgotten
+
+
+def test_a_request_says_what_it_is_for_and_its_event_reports_it() -> None:
+    """Deadline Scheduling "Request Fields": ``intent_type``, default ``INTENT_UNSPEC``; carried
+    and reported, not scheduled by."""
+    assert write(MIB).intent_type is TransferIntent.UNSPEC
+    with pytest.raises(InvalidArgument, match="intent_type"):
+        write(MIB, intent_type="migration")
+    with pytest.raises(InvalidArgument, match="STAGING_INTERNAL"):  # the staged path's own
+        write(MIB, intent_type=TransferIntent.STAGING_INTERNAL)
+    inner = write(MIB, kind=OwnerKind.STAGING_INTERNAL, intent_type=TransferIntent.STAGING_INTERNAL)
+    assert inner.intent_type is TransferIntent.STAGING_INTERNAL
+    rail = FakeDevice()
+    core = core_of(QUEUE, rail)
+    ids = core.submit(
+        [write(MIB, intent_type=TransferIntent.BACKGROUND_PREFETCH), write(MIB)], 100
+    )
+    rail.finish()
+    intents = {e.transfer_id: e.intent_type for e in core.progress(200)}
+    assert [intents[t] for t in ids] == [TransferIntent.BACKGROUND_PREFETCH, TransferIntent.UNSPEC]
 
 
 def test_the_seeds_three_requests_and_the_fourth() -> None:
@@ -406,6 +427,7 @@ def test_the_public_api_is_pinned() -> None:
         "EndReason",
         "RailStatistics",
         "TransferEvent",
+        "TransferIntent",
         "TransferPhase",
         "TransferPlan",
         "TransferRequest",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from tent_transport.config import load_engine_config
 from tent_transport.devices import Opcode, SliceStatus
-from tent_transport.dispatch import DispatchCore, TransferRequest
+from tent_transport.dispatch import DispatchCore, TransferIntent, TransferRequest
 from transport_fakes import FakeDevice
 
 from tent_credit import (
@@ -117,6 +118,35 @@ def test_a_gap_a_foreign_buffer_or_another_deadline_is_not_merged() -> None:
     assert rig.core.statistics().merged_total == 0
     assert rig.core.queue is not None and rig.core.queue.statistics().admitted_total == 4
     assert b.length == d.length
+
+
+def test_only_requests_of_one_intent_merge_and_each_event_reports_its_own() -> None:
+    rig = Rig(slots=8)
+    memory = bytearray(4 * 16 * KIB)
+    a, b, c, d = (
+        attrs.evolve(p, intent_type=intent)
+        for p, intent in zip(
+            pieces(memory, 4, 16 * KIB),
+            (
+                TransferIntent.FOREGROUND_GET,
+                TransferIntent.FOREGROUND_GET,
+                TransferIntent.MIGRATION,
+                TransferIntent.MIGRATION,
+            ),
+            strict=True,
+        )
+    )
+    ids = rig.core.submit([a, b, c, d], 10)
+    assert rig.core.statistics().merged_total == 2  # a+b and c+d, not all four
+    assert rig.core.queue is not None and rig.core.queue.statistics().admitted_total == 2
+    rig.rail.finish()
+    intents = {e.transfer_id: e.intent_type for e in rig.core.progress(20)}
+    assert [intents[t] for t in ids] == [
+        TransferIntent.FOREGROUND_GET,
+        TransferIntent.FOREGROUND_GET,
+        TransferIntent.MIGRATION,
+        TransferIntent.MIGRATION,
+    ]
 
 
 def test_a_merged_owner_waits_for_all_its_requests_credit_and_fails_as_one() -> None:

@@ -13,6 +13,7 @@ from ._records import RailStatistics
 from ._types import (
     EndReason,
     TransferEvent,
+    TransferIntent,
     TransferPhase,
     TransferPlan,
     TransferRequest,
@@ -26,6 +27,7 @@ __all__ = [
     "EndReason",
     "RailStatistics",
     "TransferEvent",
+    "TransferIntent",
     "TransferPhase",
     "TransferPlan",
     "TransferRequest",

@@ -115,6 +115,7 @@ class _CoreCompletion(_CoreState):
                 submit_ns=record.submit_ns,
                 end_ns=now_ns,
                 dropped_mlu=record.dropped_mlu,
+                intent_type=request.intent_type,
             )
             for (transfer_id, length), moved in zip(record.parts, record.part_moved, strict=True)
         )

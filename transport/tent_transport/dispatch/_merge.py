@@ -6,7 +6,7 @@ submit merge when, in remote-offset order:
 
 1. both are USER, DIRECT (a staged write must fit one slice) WRITEs or READs of the same
    opcode, to the same peer and remote segment, with the same QoS class (``None`` resolved to
-   the default), deadline and priority;
+   the default), deadline, priority and intent;
 2. the remote range of the second starts where the first's ends, and so does its local range,
    in the same exporter's memory (the same ``memoryview.obj``);
 3. their total stays within ``limit`` (the runtime queue's ``max_dispatch_bytes``: a longer
@@ -88,6 +88,7 @@ def _key(request: TransferRequest, default_qos: int) -> tuple[object, ...] | Non
         qos,
         request.deadline_ns,
         request.priority,
+        request.intent_type.value,  # a str: the keys are sorted
         id(request.local.obj),
     )
 

@@ -21,6 +21,7 @@ from ..errors import InvalidArgument
 __all__ = [
     "EndReason",
     "TransferEvent",
+    "TransferIntent",
     "TransferPhase",
     "TransferPlan",
     "TransferRequest",
@@ -37,6 +38,27 @@ class TransferPlan(enum.Enum):
 
     DIRECT = "direct"
     STAGED = "staged"
+
+
+class TransferIntent(enum.Enum):
+    """What a transfer is for: Deadline Scheduling's ``intent_type`` ("Request Fields"; the
+    reference's ``IntentType``, default ``INTENT_UNSPEC``).
+
+    Validated, carried through merging (only requests of one intent merge) and reported on
+    the transfer's :class:`TransferEvent`. Nothing here schedules by it: the deadline
+    scheduling the seed describes does not read it, and the reference's readers (the
+    transport selector's intent policies) have no counterpart in this project.
+    ``STAGING_INTERNAL`` is the staged path's own: only a request of kind
+    ``OwnerKind.STAGING_INTERNAL`` may carry it.
+    """
+
+    UNSPEC = "unspec"
+    FOREGROUND_GET = "foreground_get"
+    BACKGROUND_PREFETCH = "background_prefetch"
+    MIGRATION = "migration"
+    CHECKPOINT = "checkpoint"
+    WEIGHT_LOADING = "weight_loading"
+    STAGING_INTERNAL = "staging_internal"
 
 
 class TransferPhase(enum.Enum):
@@ -118,11 +140,13 @@ class TransferRequest:
        the caller must not reuse it before the transfer's terminal event.
     2. ``remote_offset + length`` must fit the u64 address space.
     3. ``deadline_ns`` is absolute, on the driver's clock (0 = none); ``priority`` is the QoS
-       tier (lower posts first; 0 is the highest).
+       tier (lower posts first; 0 is the highest); ``intent_type`` says what the transfer is
+       for (:class:`TransferIntent`; reported, not scheduled by).
     4. ``plan`` STAGED applies to WRITE only. ``qos_class`` ``None`` takes the configured
        ``receiver_credit/default_qos_class``.
     5. ``kind`` STAGING_INTERNAL marks the inner transfers of the staged path (they may use the
-       queue's staging reserve and are never drop-eligible).
+       queue's staging reserve and are never drop-eligible); only such a request may have the
+       intent ``TransferIntent.STAGING_INTERNAL``.
 
     Raises :class:`InvalidArgument` when any rule is broken.
     """
@@ -138,8 +162,16 @@ class TransferRequest:
     plan: TransferPlan = attrs.field(default=TransferPlan.DIRECT, validator=_enum(TransferPlan))
     qos_class: int | None = attrs.field(default=None, validator=_qos)
     kind: OwnerKind = attrs.field(default=OwnerKind.USER, validator=_enum(OwnerKind))
+    intent_type: TransferIntent = attrs.field(
+        default=TransferIntent.UNSPEC, validator=_enum(TransferIntent)
+    )
 
     def __attrs_post_init__(self) -> None:
+        if (
+            self.intent_type is TransferIntent.STAGING_INTERNAL
+            and self.kind is not OwnerKind.STAGING_INTERNAL
+        ):
+            raise InvalidArgument("intent STAGING_INTERNAL is for kind STAGING_INTERNAL only")
         if self.local.nbytes != self.length:
             raise InvalidArgument(
                 f"local buffer holds {self.local.nbytes} bytes, the transfer is {self.length}"
@@ -173,6 +205,7 @@ class TransferEvent:
     submit_ns: int
     end_ns: int
     dropped_mlu: float | None = None
+    intent_type: TransferIntent = TransferIntent.UNSPEC
 
 
 @attrs.frozen(kw_only=True)

@@ -25,7 +25,7 @@ from tent_credit import BackpressureInfo
 from tent_sched import TaskStatus
 
 from ..devices._base import U64_MAX, Opcode
-from ..dispatch import TransferEvent, TransferRequest, TransferState
+from ..dispatch import TransferEvent, TransferIntent, TransferRequest, TransferState
 from ..dispatch._types import _any_int, _as_memoryview, _enum, _u64
 from ..errors import InvalidArgument, InvalidEntry, TooManyRequests
 
@@ -35,12 +35,13 @@ __all__ = ["BatchTable", "Request", "TaskState"]
 @attrs.frozen
 class Request:
     """The seed's ``Request``: ``Request(opcode, source, target_id, target_offset, length,
-    deadline_ns=..., priority=...)``.
+    deadline_ns=..., priority=..., intent_type=...)``.
 
     ``source`` is any contiguous buffer of exactly ``length`` bytes (writable for a READ), not
     copied; ``target_id`` a segment handle (:meth:`Engine.open_segment`); ``deadline_ns`` is
     absolute on the engine's clock, ``time.monotonic_ns()`` (0 = none); ``priority`` the QoS
-    tier. Raises :class:`InvalidArgument` when a field is malformed.
+    tier; ``intent_type`` what the transfer is for (:class:`TransferIntent`, reported on its
+    event, not scheduled by). Raises :class:`InvalidArgument` when a field is malformed.
     """
 
     opcode: Opcode = attrs.field(validator=_enum(Opcode))
@@ -50,8 +51,13 @@ class Request:
     length: int = attrs.field(validator=_u64(1))
     deadline_ns: int = attrs.field(default=0, kw_only=True, validator=_u64())
     priority: int = attrs.field(default=0, kw_only=True, validator=_any_int)
+    intent_type: TransferIntent = attrs.field(
+        default=TransferIntent.UNSPEC, kw_only=True, validator=_enum(TransferIntent)
+    )
 
     def __attrs_post_init__(self) -> None:
+        if self.intent_type is TransferIntent.STAGING_INTERNAL:
+            raise InvalidArgument("intent STAGING_INTERNAL is the staged path's own")
         if self.source.nbytes != self.length:
             raise InvalidArgument(
                 f"source holds {self.source.nbytes} bytes, the request is {self.length}"
@@ -131,6 +137,7 @@ class BatchTable:
                     length=request.length,
                     deadline_ns=request.deadline_ns,
                     priority=request.priority,
+                    intent_type=request.intent_type,
                 )
             )
         return tuple(out)

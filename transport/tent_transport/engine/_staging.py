@@ -37,7 +37,7 @@ from tent_sched import OwnerKind, TaskStatus
 
 from ..config import EngineConfig
 from ..devices import Opcode, SliceCompletion, SliceRequest, SliceStatus
-from ..dispatch import DispatchCore, TransferRequest
+from ..dispatch import DispatchCore, TransferIntent, TransferRequest
 from ..errors import PostRefused
 from ..segments import SegmentError, SegmentTable
 
@@ -186,6 +186,7 @@ class StagingPath:
             remote_offset=offset,
             length=length,
             kind=OwnerKind.STAGING_INTERNAL,
+            intent_type=TransferIntent.STAGING_INTERNAL,
         )
         try:
             (tid,) = self.core.submit([request], time.monotonic_ns())
