@@ -45,9 +45,9 @@ class TransferIntent(enum.Enum):
     reference's ``IntentType``, default ``INTENT_UNSPEC``).
 
     Validated, carried through merging (only requests of one intent merge) and reported on
-    the transfer's :class:`TransferEvent`. Nothing here schedules by it: the deadline
-    scheduling the seed describes does not read it, and the reference's readers (the
-    transport selector's intent policies) have no counterpart in this project.
+    the transfer's :class:`TransferEvent`. Nothing here schedules by it: Deadline
+    Scheduling's own mechanisms do not read it, and its reader in the reference (the
+    transport selector's intent policies) has no counterpart in this project.
     ``STAGING_INTERNAL`` is the staged path's own: only a request of kind
     ``OwnerKind.STAGING_INTERNAL`` may carry it.
     """
