@@ -112,8 +112,10 @@ def test_two_processes_move_verified_bytes_in_each_credit_mode(
                 "phases": [{"blocks": blocks}],
             }
         )
-        statuses = {r["status"] for r in report["phases"][0]["results"]}
-        assert statuses == {outcome}
+        results = report["phases"][0]["results"]
+        statuses = {r["status"] for r in results}
+        # the first few others, with their detail: a flake's log must say why
+        assert statuses == {outcome}, [r for r in results if r["status"] != outcome][:3]
         _landed_stats(rx, len(blocks) if outcome == "COMPLETED" else 0)
         time.sleep(0.05)  # the last delayed releases
         stats = rx.ask("stats")[1]
