@@ -473,8 +473,11 @@ def test_verbs_lying_sender_is_bounded_by_its_region_and_quarantined(
         # region: the HCA refused it; overcredit (through the rail): it landed in the liar's
         # own region, and the rail reports the receiver's typed refusal (its REFUSED ack),
         # never SUCCESS; claim (posted on the device, behind the rail): the HCA's success
-        expected = {"region": "REMOTE_ACCESS_ERROR", "overcredit": "WRITE_REFUSED"}
-        assert outcome[0] == expected.get(how, "SUCCESS"), outcome
+        # claim's may also be FLUSHED: the receiver refuses it at the data's completion and
+        # quarantines the liar, and when the liar's QP is torn down before its own HCA reports
+        # the write, that write is not verifiably done (a loaded CI run saw it once)
+        expected = {"region": ("REMOTE_ACCESS_ERROR",), "overcredit": ("WRITE_REFUSED",)}
+        assert outcome[0] in expected.get(how, ("SUCCESS", "FLUSHED")), outcome
         for _ in range(500):  # the notice is admitted at the receiver's next poll (bounded)
             stats = rx.ask("stats")[1]
             if how == "region" or stats["quarantined"]:
