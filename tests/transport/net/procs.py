@@ -429,7 +429,12 @@ async def _liar(conn: Connection, spec: dict[str, Any]) -> None:
         outcome = [state.status.name, state.detail]
     else:
         endpoint = engine._links[peer].endpoint
-        assert endpoint is not None and endpoint.key is not None
+        assert endpoint is not None
+        for _ in range(500):  # bounded: the regions can arrive before the credit activation
+            if endpoint.key is not None:
+                break
+            await asyncio.sleep(0.01)
+        assert endpoint.key is not None
         for _ in range(500):
             if endpoint.state.name == "ACTIVE":
                 break
