@@ -143,7 +143,9 @@ def test_receiver_killed_mid_transfer_and_restarted_fences_the_old_session(devic
         "segment_bytes": 32 * BLOCK,
         "regions": {1: [0, 32 * BLOCK]},
         "release": "delay",
-        "release_delay_s": 0.02,  # a slow consumer: most of phase 1 waits for credit
+        # a slow consumer: most of phase 1 waits for credit, about 1 s in all, so that a poller
+        # stalled by load still kills the receiver mid-transfer (at 20 ms, 2 of 8 runs missed)
+        "release_delay_s": 0.1,
         "ports": [control_port, rail_port],
     }
     rx, address, segment = _start_receiver(receiver_spec)
