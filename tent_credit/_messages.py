@@ -2,7 +2,11 @@
 
 Every message carries ``schema_version``. Field ranges (u16/u32/u64, session ids) are validated on
 construction; protocol rules that depend on state (epoch match, sequence order, monotone totals)
-are checked by the ledger, allocator and endpoints that receive them.
+are checked by the ledger, allocator and endpoints that receive them. The two messages the RFC
+spells out as structs take its defaults: ``qos_class``, ``epoch`` and ``sequence`` 0 and empty
+amount vectors (``ReceiverCreditUpdateV1``, ``SenderCreditUsageV1``); only the session id has
+none. A message with the default epoch 0 constructs, but the ledger and the allocator refuse
+epoch 0, and the ledger an update of sequence 0 (both start at 1).
 
 Direction and purpose (docs/design.md#control-flow):
 
@@ -99,12 +103,12 @@ class ReceiverCreditUpdate:
 
     schema_version: int = attrs.field(default=SCHEMA_VERSION, validator=_schema)
     flags: int = attrs.field(default=0, validator=U16)
-    qos_class: int = attrs.field(validator=U32)
+    qos_class: int = attrs.field(default=0, validator=U32)
     receiver_session_id: SessionId = attrs.field(validator=_session)
-    epoch: int = attrs.field(validator=U64)
-    sequence: int = attrs.field(validator=U64)
+    epoch: int = attrs.field(default=0, validator=U64)
+    sequence: int = attrs.field(default=0, validator=U64)
     freshness_ttl_ms: int = attrs.field(default=0, validator=U32)
-    grants: tuple[CreditAmount, ...] = attrs.field(validator=_amounts)
+    grants: tuple[CreditAmount, ...] = attrs.field(default=(), validator=_amounts)
     retry_after_us: int = attrs.field(default=0, validator=U64)
 
 
@@ -114,9 +118,9 @@ class SenderCreditUsage:
 
     schema_version: int = attrs.field(default=SCHEMA_VERSION, validator=_schema)
     receiver_session_id: SessionId = attrs.field(validator=_session)
-    epoch: int = attrs.field(validator=U64)
-    sequence: int = attrs.field(validator=U64)
-    qos_class: int = attrs.field(validator=U32)
+    epoch: int = attrs.field(default=0, validator=U64)
+    sequence: int = attrs.field(default=0, validator=U64)
+    qos_class: int = attrs.field(default=0, validator=U32)
     consumed_totals: tuple[CreditAmount, ...] = attrs.field(default=(), validator=_amounts)
     returned_totals: tuple[CreditAmount, ...] = attrs.field(default=(), validator=_amounts)
     pending_demand: tuple[CreditAmount, ...] = attrs.field(default=(), validator=_amounts)

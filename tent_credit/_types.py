@@ -102,6 +102,11 @@ class CreditAmount:
     resource: CreditResource = attrs.field(validator=_resource)
     amount: int = attrs.field(validator=_u64("amount"))
 
+    @property
+    def grant_total(self) -> int:
+        """``amount`` under the RFC's name for it in an update (``CreditAmount.grant_total``)."""
+        return self.amount
+
 
 def normalise_charge_parts(
     items: list[tuple[CreditResource, int]],

@@ -179,6 +179,11 @@ def test_credit_amount_allows_zero_total() -> None:
     assert CreditAmount(resource=R.STAGING_SLOTS, amount=0).amount == 0
 
 
+def test_credit_amount_reads_as_the_rfc_grant_total() -> None:
+    # RFC ``struct CreditAmount { resource; grant_total; }``: the same value under its name
+    assert CreditAmount(resource=R.DATA_BYTES, amount=7).grant_total == 7
+
+
 # -- charge_for_plan ------------------------------------------------------------------------------
 
 

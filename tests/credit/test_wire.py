@@ -571,3 +571,19 @@ def test_a_session_id_as_a_bignum_is_accepted_exactly_when_it_is_canonical(
         assert encode(outcome) == data == dumps([6, 1, value, 4, 0])
     else:
         assert isinstance(outcome, DecodeError) and outcome.code is WireErrorCode.NON_CANONICAL
+
+
+def test_the_rfc_structs_defaults_construct_and_round_trip() -> None:
+    # RFC ``ReceiverCreditUpdateV1`` / ``SenderCreditUsageV1``: flags, qos_class, epoch, sequence
+    # and freshness_ttl_ms default to 0 and the vectors to empty; only the session id has none
+    session = SessionId(value=9)
+    update = ReceiverCreditUpdate(receiver_session_id=session)
+    assert (update.qos_class, update.epoch, update.sequence, update.grants) == (0, 0, 0, ())
+    assert (update.flags, update.freshness_ttl_ms, update.schema_version) == (0, 0, 1)
+    usage = SenderCreditUsage(receiver_session_id=session)
+    assert (usage.qos_class, usage.epoch, usage.sequence) == (0, 0, 0)
+    assert usage.consumed_totals == usage.pending_demand == ()
+    for message in (update, usage):
+        assert decode(encode(message)) == message
+    with pytest.raises(TypeError):
+        ReceiverCreditUpdate()  # type: ignore[call-arg]  # the session is never defaulted
