@@ -500,8 +500,16 @@ async def _claim_liar(engine: Engine, peer: int, spec: dict[str, Any], data: byt
 
     rail = engine.rails[0]
     link = rail._links[peer]  # type: ignore[union-attr]
-    for _ in range(500):
-        if rail.ready(peer):
+
+    def knows_region() -> bool:
+        # the rkeys travel after the credit activation, so the QP can be ready before them (a
+        # loaded run posted first and the device refused it: no region at that offset)
+        state = rail.device._peers.get(peer)  # type: ignore[union-attr]
+        regions = () if state is None else state.regions.get(spec["segment"], ())
+        return any(r.offset <= spec["offset"] < r.offset + r.length for r in regions)
+
+    for _ in range(1000):  # bounded: 10 s
+        if rail.ready(peer) and knows_region():
             break
         await asyncio.sleep(0.01)
     slots = link.ring.length // NOTICE.size
