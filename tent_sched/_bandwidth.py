@@ -21,9 +21,10 @@ Sans-IO: every timestamp is an argument; nothing here reads a clock. Bandwidths 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 _U64_MAX = (1 << 64) - 1
+_log = logging.getLogger(__name__)
 # docs/semantics.md#bandwidth-series: an aggregate sum <= 0 reads as -1 (no usable bandwidth)
 _NO_BANDWIDTH = -1.0
 
@@ -67,11 +69,35 @@ def _finite(value: float) -> bool:
         return False
 
 
+def clamp_rate(name: str, value: Any) -> Any:
+    """A learning rate as the series use it: a finite number outside [0, 1] is clamped into it
+    and the clamp logged, as the reference's ``setSchedulingParams`` does (a configuration it
+    accepts loads here too); anything else is returned for the validator to refuse. The
+    converters of the fields that hold one call it under the field's name."""
+    number = isinstance(value, int | float) and not isinstance(value, bool) and _finite(value)
+    if not number or 0.0 <= value <= 1.0:
+        return value
+    clamped = min(1.0, max(0.0, float(value)))
+    _log.warning("%s %r is outside [0, 1]: clamped to %s", name, value, clamped)
+    return clamped
+
+
+def _bandwidth_rate(value: Any) -> Any:
+    return clamp_rate("bandwidth_learning_rate", value)
+
+
+def _transmit_rate(value: Any) -> Any:
+    return clamp_rate("transmit_bandwidth_learning_rate", value)
+
+
 def _rate(_inst: object, attr: attrs.Attribute[float], value: float) -> None:
-    if type(value) not in (int, float) or not 0.0 <= value <= 1.0:
-        # The reference silently clamps learning rates into [0, 1]; we reject
-        # (docs/semantics.md#bandwidth-series).
-        raise ConfigError(f"{attr.name} must be a number in [0, 1], got {describe(value)}")
+    if type(value) not in (int, float) or not _finite(value):
+        raise ConfigError(f"{attr.name} must be a finite number, got {describe(value)}")
+
+
+def _interval(_inst: object, attr: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 0:
+        raise ConfigError(f"{attr.name} must be an int >= 0, got {describe(value)}")
 
 
 def _positive_real(_inst: object, attr: attrs.Attribute[float], value: float) -> None:
@@ -92,9 +118,11 @@ class MeterParams:
     Defaults are the reference's. Construction validates every field and raises
     :class:`~tent_sched.errors.ConfigError` (an ``InvalidArgument``) on:
 
-    1. a learning rate outside [0, 1] (α weights the *old* value: 0 = take the latest sample,
-       1 = never learn);
-    2. an interval that is not an int > 0;
+    1. a learning rate that is not a finite number (α weights the *old* value: 0 = take the
+       latest sample, 1 = never learn); one outside [0, 1] is clamped into it, and the clamp
+       logged, as the reference does;
+    2. ``transmit_meter_interval_ns`` not an int ≥ 0 (0: sample at every pass that asks, as the
+       reference's meter tests run it), ``transmit_meter_max_interval_ns`` not an int > 0;
     3. a multiplier or speed that is not a finite number > 0, ``ewma_min_bandwidth_multiplier >
        ewma_max_bandwidth_multiplier`` or ``min_bandwidth_gbps > max_bandwidth_gbps``.
 
@@ -102,9 +130,13 @@ class MeterParams:
     in the reference.
     """
 
-    bandwidth_learning_rate: float = attrs.field(default=0.01, validator=_rate)
-    transmit_bandwidth_learning_rate: float = attrs.field(default=0.9, validator=_rate)
-    transmit_meter_interval_ns: int = attrs.field(default=10_000_000, validator=_positive_int)
+    bandwidth_learning_rate: float = attrs.field(
+        default=0.01, converter=_bandwidth_rate, validator=_rate
+    )
+    transmit_bandwidth_learning_rate: float = attrs.field(
+        default=0.9, converter=_transmit_rate, validator=_rate
+    )
+    transmit_meter_interval_ns: int = attrs.field(default=10_000_000, validator=_interval)
     transmit_meter_max_interval_ns: int = attrs.field(default=50_000_000, validator=_positive_int)
     ewma_min_bandwidth_multiplier: float = attrs.field(default=0.1, validator=_positive_real)
     ewma_max_bandwidth_multiplier: float = attrs.field(default=10.0, validator=_positive_real)

@@ -16,15 +16,20 @@ Rules (every failure is a :class:`~tent_sched.errors.ConfigError` naming the key
    a whole engine configuration loads. Duplicate keys in JSON text are errors.
 3. Ranges: counts and byte limits are u64; the dispatch window (``max_dispatch_owners``,
    ``max_dispatch_bytes``) and the outstanding maxima must be > 0; a staging reserve may not
-   exceed its maximum; ``mlu_local_threshold`` is 0 (off) or ≥ 1.0, or in (0, 1) only with
-   ``allow_aggressive_threshold`` (our addition, docs/semantics.md#admission-queue); learning rates
-   lie in [0, 1] (the reference clamps, we reject); intervals, multipliers and bandwidths are > 0
+   exceed its maximum; ``mlu_local_threshold`` is any finite number (≤ 0: the drop is off;
+   below 1.0 the queue logs a warning unless ``allow_aggressive_threshold``, our addition,
+   acknowledges it: docs/semantics.md#admission-queue); learning rates outside [0, 1] are
+   clamped into it, and the clamp logged (as the reference does); ``transmit_meter_interval_ns``
+   may be 0 (sample at every pass); the other intervals, multipliers and bandwidths are > 0
    with min ≤ max.
 4. ``transmit_meter_max_interval_ns`` smaller than ``transmit_meter_interval_ns`` is raised to
    it (docs/semantics.md#bandwidth-series), not rejected.
 
-``runtime_queue`` is validated even while ``enable_runtime_queue`` is false: a broken setting
-fails at load, not on the day the queue is switched on.
+Deadline Scheduling "Configuration" says of ``enable_runtime_queue``: "Everything under
+``runtime_queue/`` is read only when this is on". With the queue off the section is not read at
+all (not even its key names): ``runtime_queue`` holds the defaults, so a configuration the
+reference accepts loads here too, and its queue settings are checked on the day the queue is
+switched on.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from ._bandwidth import clamp_rate
 from ._describe import describe
 from ._queue import U64_MAX, AdmissionQueue, QueueLimits
 from .errors import ConfigError
@@ -90,6 +96,14 @@ def _real(
     return check
 
 
+def _bandwidth_rate(value: Any) -> Any:
+    return clamp_rate(f"{_RDMA}/bandwidth_learning_rate", value)
+
+
+def _transmit_rate(value: Any) -> Any:
+    return clamp_rate(f"{_RDMA}/transmit_bandwidth_learning_rate", value)
+
+
 def _bool(section: str) -> _Validator:
     def check(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
         if type(value) is not bool:
@@ -106,9 +120,10 @@ _RDMA = "transports/rdma"
 class RuntimeQueueConfig:
     """The ``runtime_queue/*`` keys (Deadline Scheduling "Configuration → Admission Queue").
 
-    ``allow_aggressive_threshold`` is our addition: it is the explicit opt-in for an
-    ``mlu_local_threshold`` in (0, 1). Raises ConfigError (naming ``runtime_queue/<key>``) on
-    any invalid value; see the module docstring for the rules.
+    ``allow_aggressive_threshold`` is our addition: it acknowledges an ``mlu_local_threshold``
+    in (0, 1), which the queue otherwise accepts with a logged warning. Raises ConfigError
+    (naming ``runtime_queue/<key>``) on any invalid value; see the module docstring for the
+    rules.
     """
 
     max_outstanding_owners: int = attrs.field(default=1024, validator=_int(_RQ, 1))
@@ -119,7 +134,7 @@ class RuntimeQueueConfig:
     max_dispatch_bytes: int = attrs.field(default=64 << 20, validator=_int(_RQ, 1))
     deadline_aware: bool = attrs.field(default=False, validator=_bool(_RQ))
     promotion_slack_ns: int = attrs.field(default=0, validator=_int(_RQ))
-    mlu_local_threshold: float = attrs.field(default=0.0, validator=_real(_RQ, low=0.0))
+    mlu_local_threshold: float = attrs.field(default=0.0, validator=_real(_RQ, low=-math.inf))
     allow_aggressive_threshold: bool = attrs.field(default=False, validator=_bool(_RQ))
     progress_fallback_interval_us: int = attrs.field(default=50_000, validator=_int(_RQ))
 
@@ -133,11 +148,6 @@ class RuntimeQueueConfig:
             raise ConfigError(
                 f"{_RQ}/staging_byte_reserve {self.staging_byte_reserve} exceeds "
                 f"{_RQ}/max_outstanding_bytes {self.max_outstanding_bytes}"
-            )
-        if 0 < self.mlu_local_threshold < 1.0 and not self.allow_aggressive_threshold:
-            raise ConfigError(
-                f"{_RQ}/mlu_local_threshold {self.mlu_local_threshold} < 1.0 drops requests "
-                f"predicted to succeed; set {_RQ}/allow_aggressive_threshold to accept it"
             )
 
     def limits(self) -> QueueLimits:
@@ -160,12 +170,16 @@ class RdmaSchedulingConfig:
 
     deadline_bw_arbitration: bool = attrs.field(default=False, validator=_bool(_RDMA))
     transmit_bandwidth_learning_rate: float = attrs.field(
-        default=0.9, validator=_real(_RDMA, low=0.0, high=1.0)
+        default=0.9,
+        converter=_transmit_rate,
+        validator=_real(_RDMA, low=0.0, high=1.0),
     )
-    transmit_meter_interval_ns: int = attrs.field(default=10_000_000, validator=_int(_RDMA, 1))
+    transmit_meter_interval_ns: int = attrs.field(default=10_000_000, validator=_int(_RDMA))
     transmit_meter_max_interval_ns: int = attrs.field(default=50_000_000, validator=_int(_RDMA, 1))
     bandwidth_learning_rate: float = attrs.field(
-        default=0.01, validator=_real(_RDMA, low=0.0, high=1.0)
+        default=0.01,
+        converter=_bandwidth_rate,
+        validator=_real(_RDMA, low=0.0, high=1.0),
     )
     ewma_min_bandwidth_multiplier: float = attrs.field(
         default=0.1, validator=_real(_RDMA, low=0.0, low_open=True)
@@ -278,16 +292,20 @@ def load_config(data: Mapping[str, Any] | str | bytes) -> SchedulingConfig:
     if not isinstance(data, Mapping):
         raise ConfigError(f"configuration must be an object, got {type(data).__name__}")
 
-    queue_section = _section(data, "runtime_queue", _RQ)
-    for key in queue_section:
-        if key not in _RUNTIME_QUEUE_KEYS:
-            close = difflib.get_close_matches(str(key), sorted(_RUNTIME_QUEUE_KEYS), n=1)
-            hint = f"; did you mean {_RQ}/{close[0]}?" if close else ""
-            raise ConfigError(f"unknown key {_RQ}/{key}{hint}")
+    enabled = data.get("enable_runtime_queue", False)
+    queue = RuntimeQueueConfig()
+    if enabled is True:  # "Everything under runtime_queue/ is read only when this is on"
+        queue_section = _section(data, "runtime_queue", _RQ)
+        for key in queue_section:
+            if key not in _RUNTIME_QUEUE_KEYS:
+                close = difflib.get_close_matches(str(key), sorted(_RUNTIME_QUEUE_KEYS), n=1)
+                hint = f"; did you mean {_RQ}/{close[0]}?" if close else ""
+                raise ConfigError(f"unknown key {_RQ}/{key}{hint}")
+        queue = RuntimeQueueConfig(**queue_section)
     rdma_section = _section(_section(data, "transports", "transports"), "rdma", _RDMA)
 
     return SchedulingConfig(
-        enable_runtime_queue=data.get("enable_runtime_queue", False),
-        runtime_queue=RuntimeQueueConfig(**queue_section),
+        enable_runtime_queue=enabled,
+        runtime_queue=queue,
         rdma=RdmaSchedulingConfig(**{k: v for k, v in rdma_section.items() if k in _RDMA_KEYS}),
     )

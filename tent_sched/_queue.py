@@ -102,8 +102,10 @@ class AdmissionQueue(_QueueAdmission, _QueuePick, _QueueQueries):
        still-feasible urgent ones go first; with the drop on it is dropped anyway.
     3. A deadline of exactly ``2**64 - 1`` shares the no-deadline order key (as in the
        reference, it sorts FIFO among no-deadline owners) and is never promoted.
-    4. ``staging_*_reserve > max_*`` and an ``mlu_local_threshold`` in (0, 1) (unless
-       ``allow_aggressive_threshold``) are configuration errors; the reference accepts both.
+    4. ``staging_*_reserve > max_*`` is a configuration error when the limits are built (the
+       reference accepts the limits and refuses the submit). An ``mlu_local_threshold`` in
+       (0, 1) is accepted, as in the reference, and logged as a warning unless
+       ``allow_aggressive_threshold`` acknowledges it.
     5. Degradation hooks have a public registration API (:meth:`add_degradation_hook`). They
        run after the pick is committed, so a hook may call back into the queue.
     """

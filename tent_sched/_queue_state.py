@@ -12,6 +12,7 @@ so that each mixin reads only this base, never another mixin. The data structure
 
 from __future__ import annotations
 
+import logging
 import math
 from operator import attrgetter
 
@@ -45,6 +46,7 @@ class _Owner:
 
 
 _ORDER_KEY = attrgetter("key")
+_log = logging.getLogger(__name__)
 _COMPACT_MIN = 64  # below this many dead slots, compaction is not worth a pass
 
 
@@ -64,14 +66,16 @@ class _QueueState:
     ) -> None:
         """Create an empty queue.
 
-        ``mlu_local_threshold`` (θ): 0 disables the drop; θ ≥ 1.0 is accepted; 0 < θ < 1
-        needs ``allow_aggressive_threshold=True`` (it drops requests the predictor expects to
-        make their window). ``max_dispatch_bytes``: when given, a longer owner is refused at
+        ``mlu_local_threshold`` (θ): the drop acts only when θ is positive (0, the default, or
+        a negative θ: off); 0 < θ < 1 is accepted, as Deadline Scheduling "Known Limits" says
+        (it cancels requests the predictor expects to make their window), and logged as a
+        warning (``logging``, under ``tent_sched``) unless ``allow_aggressive_threshold=True``
+        acknowledges it. ``max_dispatch_bytes``: when given, a longer owner is refused at
         submit (it could never fit a dispatch window). Promotion and drop act only with
         ``deadline_aware``.
 
-        Raises ConfigError on any invalid argument (wrong type, negative or non-finite θ,
-        aggressive θ without the flag, zero ``max_dispatch_bytes``).
+        Raises ConfigError on any invalid argument (wrong type, non-finite θ, zero
+        ``max_dispatch_bytes``).
         """
         if not isinstance(limits, QueueLimits):
             raise ConfigError(f"limits must be QueueLimits, got {type(limits).__name__}")
@@ -86,20 +90,21 @@ class _QueueState:
                 f"promotion_slack_ns must be a u64 int, got {describe(promotion_slack_ns)}"
             )
         theta = mlu_local_threshold
-        if type(theta) not in (int, float) or not math.isfinite(theta) or theta < 0:
-            raise ConfigError(
-                f"mlu_local_threshold must be a finite number >= 0, got {describe(theta)}"
-            )
-        if 0 < theta < 1.0 and not allow_aggressive_threshold:
-            raise ConfigError(
-                f"mlu_local_threshold {theta} < 1.0 drops requests predicted to succeed; "
-                "set allow_aggressive_threshold to accept it"
-            )
+        if type(theta) not in (int, float) or not math.isfinite(theta):
+            raise ConfigError(f"mlu_local_threshold must be a finite number, got {describe(theta)}")
         if max_dispatch_bytes is not None and (
             type(max_dispatch_bytes) is not int or not 1 <= max_dispatch_bytes <= U64_MAX
         ):
             raise ConfigError(
                 f"max_dispatch_bytes must be a u64 int > 0, got {describe(max_dispatch_bytes)}"
+            )
+
+        if 0 < theta < 1.0 and not allow_aggressive_threshold:
+            _log.warning(
+                "mlu_local_threshold %s < 1.0 cancels requests the predictor expects to make "
+                "their deadline; 1.0 is the floor of the useful range (set "
+                "allow_aggressive_threshold to acknowledge it)",
+                theta,
             )
 
         self._limits = limits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any
 
@@ -46,10 +47,27 @@ def test_meter_params_defaults_are_the_reference_values() -> None:
 
 
 @pytest.mark.parametrize("field", ["bandwidth_learning_rate", "transmit_bandwidth_learning_rate"])
-@pytest.mark.parametrize("value", [-0.01, 1.01, float("nan"), True, "0.5"])
-def test_learning_rate_outside_unit_interval_is_rejected(field: str, value: object) -> None:
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), True, "0.5", None])
+def test_learning_rate_that_is_not_a_finite_number_is_rejected(field: str, value: object) -> None:
     with pytest.raises(ConfigError):
         MeterParams(**{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("value", "clamped"), [(-0.01, 0.0), (-5, 0.0), (1.01, 1.0), (2, 1.0)])
+@pytest.mark.parametrize("field", ["bandwidth_learning_rate", "transmit_bandwidth_learning_rate"])
+def test_learning_rate_outside_unit_interval_is_clamped_and_logged(
+    field: str, value: float, clamped: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the reference's setSchedulingParams clamps both rates into [0, 1]
+    with caplog.at_level(logging.WARNING, logger="tent_sched"):
+        assert getattr(MeterParams(**{field: value}), field) == clamped
+    assert f"{field} {value!r} is outside [0, 1]" in caplog.text
+
+
+def test_clamped_rates_learn_as_their_bounds() -> None:
+    # α 1.0 never learns, α 0.0 takes each sample outright (docs/semantics.md#bandwidth-series)
+    params = MeterParams(bandwidth_learning_rate=1.5, transmit_bandwidth_learning_rate=-0.5)
+    assert (params.bandwidth_learning_rate, params.transmit_bandwidth_learning_rate) == (1.0, 0.0)
 
 
 @pytest.mark.parametrize("value", [0.0, 1.0, 0, 1])
@@ -61,12 +79,22 @@ def test_learning_rate_bounds_are_accepted(value: float) -> None:
 
 def test_config_error_is_an_invalid_argument() -> None:
     with pytest.raises(InvalidArgument):
-        MeterParams(bandwidth_learning_rate=2.0)
+        MeterParams(bandwidth_learning_rate=float("nan"))
 
 
-@pytest.mark.parametrize("field", ["transmit_meter_interval_ns", "transmit_meter_max_interval_ns"])
-@pytest.mark.parametrize("value", [0, -1, 1.5, True])
-def test_intervals_must_be_positive_ints(field: str, value: object) -> None:
+def test_a_zero_meter_interval_is_accepted() -> None:
+    # the reference's meter tests run with interval 0: sample at every pass that asks
+    assert MeterParams(transmit_meter_interval_ns=0).transmit_meter_interval_ns == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        *[("transmit_meter_interval_ns", v) for v in (-1, 1.5, True)],
+        *[("transmit_meter_max_interval_ns", v) for v in (0, -1, 1.5, True)],
+    ],
+)
+def test_intervals_must_be_ints_in_range(field: str, value: object) -> None:
     with pytest.raises(ConfigError):
         MeterParams(**{field: value})  # type: ignore[arg-type]
 
@@ -126,7 +154,9 @@ def test_from_config_reads_the_attributes_by_name() -> None:
 
 def test_from_config_validates_like_the_constructor() -> None:
     with pytest.raises(ConfigError):
-        MeterParams.from_config(config_namespace(transmit_bandwidth_learning_rate=1.5))
+        MeterParams.from_config(config_namespace(transmit_bandwidth_learning_rate="0.9"))
+    clamped = MeterParams.from_config(config_namespace(transmit_bandwidth_learning_rate=1.5))
+    assert clamped.transmit_bandwidth_learning_rate == 1.0
 
 
 def test_from_config_accepts_the_rdma_scheduling_config() -> None:
@@ -383,6 +413,16 @@ def test_one_sampler_per_interval() -> None:
     assert not device.maybe_sample_transmit(10 * MS + 200)
     assert not device.maybe_sample_transmit(20 * MS - 1)
     assert device.maybe_sample_transmit(20 * MS)
+    assert device.statistics().transmit_samples == 2
+
+
+def test_a_zero_interval_samples_at_every_later_pass() -> None:
+    device = busy_nic(transmit_meter_interval_ns=0)
+    move(device, 1000, 0, 100)
+    assert device.maybe_sample_transmit(100)
+    move(device, 1000, 100, 200)
+    assert device.maybe_sample_transmit(201)  # one nanosecond on: a new interval
+    assert not device.maybe_sample_transmit(201)  # the same instant is never two intervals
     assert device.statistics().transmit_samples == 2
 
 

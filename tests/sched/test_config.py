@@ -4,6 +4,7 @@ paths."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 from typing import Any
 
@@ -18,6 +19,8 @@ from tent_sched._config import (
 )
 from tent_sched._queue import OwnerRequest, QueueLimits
 from tent_sched.errors import ConfigError, InvalidArgument
+
+ON = {"enable_runtime_queue": True}  # runtime_queue/* is read only with the queue on
 
 # Deadline Scheduling "Configuration" examples, verbatim.
 SEED_RUNTIME_QUEUE = """
@@ -83,9 +86,12 @@ def test_defaults_are_the_seed_tables() -> None:
 
 
 def test_the_seed_examples_load() -> None:
-    queue_config = load_config(SEED_RUNTIME_QUEUE).runtime_queue
+    seed = json.loads(SEED_RUNTIME_QUEUE)
+    queue_config = load_config({**ON, **seed}).runtime_queue
     assert queue_config.deadline_aware is True
     assert queue_config.mlu_local_threshold == 1.2
+    # "Everything under runtime_queue/ is read only when this is on"
+    assert load_config(SEED_RUNTIME_QUEUE).runtime_queue == RuntimeQueueConfig()
     rdma = load_config(SEED_RDMA).rdma
     assert rdma.deadline_bw_arbitration is True
     assert rdma.transmit_meter_max_interval_ns == 50_000_000
@@ -116,23 +122,32 @@ def test_unknown_runtime_queue_key_is_named_with_the_key_it_resembles() -> None:
         match=r"unknown key runtime_queue/max_dispatch_byte; "
         r"did you mean runtime_queue/max_dispatch_bytes\?$",
     ):
-        load_config({"runtime_queue": {"max_dispatch_byte": 1}})
+        load_config({**ON, "runtime_queue": {"max_dispatch_byte": 1}})
     with pytest.raises(ConfigError, match=r"unknown key runtime_queue/zzz$"):  # nothing close
-        load_config({"runtime_queue": {"zzz": 1}})
+        load_config({**ON, "runtime_queue": {"zzz": 1}})
 
 
 @pytest.mark.parametrize(
     ("data", "path"),
     [
-        ({"runtime_queue": {"max_dispatch_bytes": True}}, "runtime_queue/max_dispatch_bytes"),
-        ({"runtime_queue": {"max_dispatch_bytes": 1024.0}}, "runtime_queue/max_dispatch_bytes"),
+        ({**ON, "runtime_queue": {"max_dispatch_bytes": True}}, "runtime_queue/max_dispatch_bytes"),
         (
-            {"runtime_queue": {"max_outstanding_owners": "1024"}},
+            {**ON, "runtime_queue": {"max_dispatch_bytes": 1024.0}},
+            "runtime_queue/max_dispatch_bytes",
+        ),
+        (
+            {**ON, "runtime_queue": {"max_outstanding_owners": "1024"}},
             "runtime_queue/max_outstanding_owners",
         ),
-        ({"runtime_queue": {"deadline_aware": 1}}, "runtime_queue/deadline_aware"),
-        ({"runtime_queue": {"mlu_local_threshold": True}}, "runtime_queue/mlu_local_threshold"),
-        ({"runtime_queue": {"mlu_local_threshold": "1.2"}}, "runtime_queue/mlu_local_threshold"),
+        ({**ON, "runtime_queue": {"deadline_aware": 1}}, "runtime_queue/deadline_aware"),
+        (
+            {**ON, "runtime_queue": {"mlu_local_threshold": True}},
+            "runtime_queue/mlu_local_threshold",
+        ),
+        (
+            {**ON, "runtime_queue": {"mlu_local_threshold": "1.2"}},
+            "runtime_queue/mlu_local_threshold",
+        ),
         ({"enable_runtime_queue": "true"}, "enable_runtime_queue"),
         ({"transports": {"rdma": {"max_qp_wr": 256.0}}}, "transports/rdma/max_qp_wr"),
         (
@@ -153,6 +168,7 @@ def test_wrong_types_name_the_path(data: dict[str, Any], path: str) -> None:
 def test_an_int_is_accepted_for_a_float_field() -> None:
     config = load_config(
         {
+            **ON,
             "runtime_queue": {"mlu_local_threshold": 2},
             "transports": {
                 "rdma": {"transmit_bandwidth_learning_rate": 1, "default_bandwidth_gbps": 200}
@@ -166,33 +182,36 @@ def test_an_int_is_accepted_for_a_float_field() -> None:
 @pytest.mark.parametrize(
     ("data", "path"),
     [
-        ({"runtime_queue": {"max_dispatch_bytes": 0}}, "runtime_queue/max_dispatch_bytes"),
-        ({"runtime_queue": {"max_dispatch_owners": 0}}, "runtime_queue/max_dispatch_owners"),
-        ({"runtime_queue": {"max_outstanding_owners": 0}}, "runtime_queue/max_outstanding_owners"),
+        ({**ON, "runtime_queue": {"max_dispatch_bytes": 0}}, "runtime_queue/max_dispatch_bytes"),
+        ({**ON, "runtime_queue": {"max_dispatch_owners": 0}}, "runtime_queue/max_dispatch_owners"),
         (
-            {"runtime_queue": {"max_outstanding_bytes": 1 << 64}},
+            {**ON, "runtime_queue": {"max_outstanding_owners": 0}},
+            "runtime_queue/max_outstanding_owners",
+        ),
+        (
+            {**ON, "runtime_queue": {"max_outstanding_bytes": 1 << 64}},
             "runtime_queue/max_outstanding_bytes",
         ),
-        ({"runtime_queue": {"promotion_slack_ns": -1}}, "runtime_queue/promotion_slack_ns"),
+        ({**ON, "runtime_queue": {"promotion_slack_ns": -1}}, "runtime_queue/promotion_slack_ns"),
         (
-            {"runtime_queue": {"progress_fallback_interval_us": -5}},
+            {**ON, "runtime_queue": {"progress_fallback_interval_us": -5}},
             "runtime_queue/progress_fallback_interval_us",
         ),
-        ({"runtime_queue": {"mlu_local_threshold": -0.5}}, "runtime_queue/mlu_local_threshold"),
-        ({"runtime_queue": {"mlu_local_threshold": math.nan}}, "runtime_queue/mlu_local_threshold"),
-        ({"runtime_queue": {"mlu_local_threshold": math.inf}}, "runtime_queue/mlu_local_threshold"),
-        ({"runtime_queue": {"mlu_local_threshold": 0.9}}, "runtime_queue/mlu_local_threshold"),
         (
-            {"transports": {"rdma": {"transmit_bandwidth_learning_rate": 1.01}}},
-            "transports/rdma/transmit_bandwidth_learning_rate",
+            {**ON, "runtime_queue": {"mlu_local_threshold": math.nan}},
+            "runtime_queue/mlu_local_threshold",
         ),
         (
-            {"transports": {"rdma": {"bandwidth_learning_rate": -0.01}}},
-            "transports/rdma/bandwidth_learning_rate",
+            {**ON, "runtime_queue": {"mlu_local_threshold": math.inf}},
+            "runtime_queue/mlu_local_threshold",
         ),
         (
-            {"transports": {"rdma": {"transmit_meter_interval_ns": 0}}},
+            {"transports": {"rdma": {"transmit_meter_interval_ns": -1}}},
             "transports/rdma/transmit_meter_interval_ns",
+        ),
+        (
+            {"transports": {"rdma": {"transmit_meter_max_interval_ns": 0}}},
+            "transports/rdma/transmit_meter_max_interval_ns",
         ),
         ({"transports": {"rdma": {"max_qp_wr": 0}}}, "transports/rdma/max_qp_wr"),
         (
@@ -222,11 +241,78 @@ def test_learning_rates_at_the_bounds_are_accepted(rate: float) -> None:
     assert rdma.bandwidth_learning_rate == rdma.transmit_bandwidth_learning_rate == rate
 
 
-def test_aggressive_threshold_loads_with_the_explicit_flag() -> None:
-    config = load_config(
-        {"runtime_queue": {"mlu_local_threshold": 0.9, "allow_aggressive_threshold": True}}
+def test_aggressive_threshold_loads_and_its_queue_warns_unless_acknowledged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Deadline Scheduling "Known Limits": a threshold below 1.0 is accepted
+    with caplog.at_level(logging.WARNING, logger="tent_sched"):
+        config = load_config({**ON, "runtime_queue": {"mlu_local_threshold": 0.9}})
+        assert config.runtime_queue.mlu_local_threshold == 0.9
+        config.make_queue()
+    assert "mlu_local_threshold 0.9 < 1.0" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tent_sched"):
+        load_config(
+            {
+                **ON,
+                "runtime_queue": {"mlu_local_threshold": 0.9, "allow_aggressive_threshold": True},
+            }
+        ).make_queue()
+    assert caplog.text == ""
+
+
+@pytest.mark.parametrize("theta", [-0.5, -2.0, 0])
+def test_a_threshold_that_is_not_positive_loads_with_the_drop_off(theta: float) -> None:
+    queue = load_config(
+        {**ON, "runtime_queue": {"deadline_aware": True, "mlu_local_threshold": theta}}
+    ).make_queue()
+    (late,) = queue.try_admit(
+        1, 1, [OwnerRequest(public_id=1, length=1, deadline_ns=5, degradation_eligible=True)]
     )
-    assert config.runtime_queue.mlu_local_threshold == 0.9
+    pick = queue.pick_for_dispatch(1, 2048, now_ns=10, bandwidth_bps=1e9)
+    assert pick.dropped == () and [p.owner.owner_id for p in pick.picked] == [late]
+
+
+@pytest.mark.parametrize(("rate", "clamped"), [(1.01, 1.0), (2, 1.0), (-0.01, 0.0), (-3, 0.0)])
+def test_learning_rates_outside_the_unit_interval_are_clamped(rate: float, clamped: float) -> None:
+    # as the reference's setSchedulingParams does: a configuration it accepts loads here too
+    rdma = load_config(
+        {
+            "transports": {
+                "rdma": {"bandwidth_learning_rate": rate, "transmit_bandwidth_learning_rate": rate}
+            }
+        }
+    ).rdma
+    assert rdma.bandwidth_learning_rate == rdma.transmit_bandwidth_learning_rate == clamped
+    assert MeterParams.from_config(rdma).bandwidth_learning_rate == clamped
+
+
+def test_a_zero_meter_interval_loads() -> None:
+    rdma = load_config({"transports": {"rdma": {"transmit_meter_interval_ns": 0}}}).rdma
+    assert MeterParams.from_config(rdma).transmit_meter_interval_ns == 0
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        {"max_dispatch_owners": 0, "max_dispatch_bytes": 0},
+        {"max_outstanding_owners": 0, "max_outstanding_bytes": 0},
+        {"mlu_local_threshold": "high", "zzz": 1},
+        {"staging_owner_reserve": 5, "max_outstanding_owners": 4},
+        [1],
+    ],
+)
+def test_runtime_queue_is_not_read_while_the_queue_is_off(section: Any) -> None:
+    # "Everything under runtime_queue/ is read only when this is on"
+    for data in (
+        {"runtime_queue": section},
+        {"enable_runtime_queue": False, "runtime_queue": section},
+    ):
+        config = load_config(data)
+        assert config.enable_runtime_queue is False
+        assert config.runtime_queue == RuntimeQueueConfig()
+    with pytest.raises(ConfigError, match="runtime_queue"):
+        load_config({**ON, "runtime_queue": section})
 
 
 @pytest.mark.parametrize(
@@ -238,7 +324,7 @@ def test_aggressive_threshold_loads_with_the_explicit_flag() -> None:
 )
 def test_reserve_above_its_limit_is_a_config_error(section: dict[str, int], match: str) -> None:
     with pytest.raises(ConfigError, match=f"runtime_queue/{match}"):
-        load_config({"runtime_queue": section})
+        load_config({**ON, "runtime_queue": section})
 
 
 @pytest.mark.parametrize(
@@ -277,7 +363,7 @@ def test_max_interval_below_the_interval_is_raised_to_it() -> None:
         b"\xff\xfe",
         "[1, 2]",
         '{"runtime_queue": {"deadline_aware": true, "deadline_aware": false}}',
-        {"runtime_queue": [1]},
+        {**ON, "runtime_queue": [1]},
         {"transports": "rdma"},
         {"transports": {"rdma": 3}},
         42,
@@ -290,12 +376,13 @@ def test_malformed_documents_are_config_errors(data: Any) -> None:
 
 def test_config_errors_are_invalid_arguments() -> None:
     with pytest.raises(InvalidArgument):
-        load_config({"runtime_queue": {"max_dispatch_owners": 0}})
+        load_config({**ON, "runtime_queue": {"max_dispatch_owners": 0}})
 
 
 def test_limits_and_make_queue_follow_the_runtime_queue_section() -> None:
     config = load_config(
         {
+            **ON,
             "runtime_queue": {
                 "max_outstanding_owners": 8,
                 "max_outstanding_bytes": 4096,

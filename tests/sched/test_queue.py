@@ -7,6 +7,7 @@ statistics, the stored order and the state of every owner the test knows about.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -121,13 +122,48 @@ def test_threshold_zero_or_at_least_one_is_accepted_and_applied(
 
 
 @pytest.mark.parametrize("theta", [0.5, 0.999, 1e-9])
-def test_aggressive_threshold_needs_the_explicit_flag(theta: float) -> None:
-    with pytest.raises(ConfigError, match="allow_aggressive_threshold"):
+def test_aggressive_threshold_is_accepted_and_warned_unless_acknowledged(
+    theta: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Deadline Scheduling "Known Limits": below 1.0 is accepted (and cancels requests the
+    # predictor expects to succeed); the warning says so, the flag acknowledges it
+    with caplog.at_level(logging.WARNING, logger="tent_sched"):
         AdmissionQueue(LIMITS, mlu_local_threshold=theta)
-    AdmissionQueue(LIMITS, mlu_local_threshold=theta, allow_aggressive_threshold=True)
+    assert f"mlu_local_threshold {theta} < 1.0" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tent_sched"):
+        AdmissionQueue(LIMITS, mlu_local_threshold=theta, allow_aggressive_threshold=True)
+    assert caplog.text == ""
 
 
-@pytest.mark.parametrize("theta", [-0.1, -1.0, math.nan, math.inf, True, "1.2", None])
+def test_aggressive_threshold_drops_what_the_predictor_expects_to_make_it() -> None:
+    # MLU 0.5: expected to make its window with time to spare, dropped at θ 0.4 and kept at 1.0
+    for theta, dropped in ((0.4, True), (1.0, False)):
+        queue = AdmissionQueue(LIMITS, deadline_aware=True, mlu_local_threshold=theta)
+        (owner,) = queue.try_admit(
+            1, 1, [req(1, 1000, deadline_ns=NOW + 2000, degradation_eligible=True)]
+        )
+        result = queue.pick_for_dispatch(10, BIG, now_ns=NOW, bandwidth_bps=BW)
+        assert result.dropped == ((owner,) if dropped else ())
+
+
+def test_a_tiny_threshold_never_drops_an_owner_without_a_deadline() -> None:
+    queue = AdmissionQueue(LIMITS, deadline_aware=True, mlu_local_threshold=1e-9)
+    (owner,) = queue.try_admit(1, 1, [req(1, 1000, degradation_eligible=True)])
+    result = queue.pick_for_dispatch(10, BIG, now_ns=NOW, bandwidth_bps=BW)
+    assert result.dropped == () and [p.owner.owner_id for p in result.picked] == [owner]
+
+
+@pytest.mark.parametrize("theta", [-0.1, -2.0, -1e300])
+def test_a_negative_threshold_turns_the_drop_off(theta: float) -> None:
+    # "mlu_local_threshold (θ_local), when positive [...] turns on the drop"
+    queue = AdmissionQueue(LIMITS, deadline_aware=True, mlu_local_threshold=theta)
+    (owner,) = queue.try_admit(1, 1, [req(1, 1000, deadline_ns=NOW + 1, degradation_eligible=True)])
+    result = queue.pick_for_dispatch(10, BIG, now_ns=NOW, bandwidth_bps=BW)
+    assert result.dropped == () and [p.owner.owner_id for p in result.picked] == [owner]
+
+
+@pytest.mark.parametrize("theta", [math.nan, math.inf, -math.inf, True, "1.2", None])
 def test_invalid_threshold_is_a_config_error_even_with_the_flag(theta: Any) -> None:
     with pytest.raises(ConfigError, match="mlu_local_threshold"):
         AdmissionQueue(LIMITS, mlu_local_threshold=theta, allow_aggressive_threshold=True)

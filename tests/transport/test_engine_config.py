@@ -38,7 +38,7 @@ def test_seed_sections_are_read_by_tent_sched() -> None:
 
 def test_a_tent_sched_error_becomes_a_transport_config_error() -> None:
     with pytest.raises(ConfigError, match="runtime_queue/bogus") as info:
-        load_engine_config({"runtime_queue": {"bogus": 1}})
+        load_engine_config({"enable_runtime_queue": True, "runtime_queue": {"bogus": 1}})
     assert info.value.__cause__ is not None
 
 
