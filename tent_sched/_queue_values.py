@@ -114,7 +114,7 @@ def _derived_ids(_inst: object, _attr: attrs.Attribute[tuple[int, ...]], value: 
     if type(value) is not tuple:
         raise InvalidArgument(f"derived_ids must be a tuple, got {type(value).__name__}")
     for derived in value:
-        _check_u64(derived, "derived id", minimum=1)
+        _check_u64(derived, "derived id")
 
 
 def _hashable(_inst: object, _attr: attrs.Attribute[Hashable | None], value: object) -> None:
@@ -158,7 +158,9 @@ class OwnerRequest:
     """One owner of a submit, as the engine hands it to :meth:`AdmissionQueue.try_admit`.
 
     The per-owner value rules of §2 (known kind, non-zero length, u64 ids and deadline) are
-    enforced here, so an invalid owner cannot be constructed (raises InvalidArgument).
+    enforced here, so an invalid owner cannot be constructed (raises InvalidArgument). Public
+    ids are the caller's task ids, 0 included (the reference numbers a batch's tasks from 0);
+    the queue's own owner ids start at 1.
     ``gate_key`` is the credit key an eligibility gate blocks on; ``context`` is opaque to the
     queue (plan, credit key, ...) and handed back in :class:`OwnerView`.
 
@@ -168,7 +170,7 @@ class OwnerRequest:
     the ``dispatching_bytes`` every prediction starts from.
     """
 
-    public_id: int = attrs.field(validator=_u64_field(minimum=1))
+    public_id: int = attrs.field(validator=_u64_field())
     length: int = attrs.field(validator=_u64_field(minimum=1))
     kind: OwnerKind = attrs.field(default=OwnerKind.USER, validator=_is_kind)
     deadline_ns: int = attrs.field(default=0, validator=_u64_field())

@@ -197,7 +197,8 @@ def test_limits_must_be_a_queue_limits_value() -> None:
 @pytest.mark.parametrize(
     "fields",
     [
-        {"public_id": 0, "length": 1},
+        {"public_id": -1, "length": 1},
+        {"public_id": 1 << 64, "length": 1},
         {"public_id": 1, "length": 0},
         {"public_id": 1, "length": -5},
         {"public_id": 1, "length": 1 << 64},
@@ -206,7 +207,7 @@ def test_limits_must_be_a_queue_limits_value() -> None:
         {"public_id": 1, "length": 1, "deadline_ns": -1},
         {"public_id": 1, "length": 1, "degradation_eligible": 1},
         {"public_id": 1, "length": 1, "derived_ids": [2]},
-        {"public_id": 1, "length": 1, "derived_ids": (0,)},
+        {"public_id": 1, "length": 1, "derived_ids": (-1,)},
         {"public_id": 1, "length": 1, "priority": 1.0},
         {"public_id": 1, "length": 1, "gate_key": ["not", "hashable"]},
     ],
@@ -214,6 +215,16 @@ def test_limits_must_be_a_queue_limits_value() -> None:
 def test_owner_request_rejects_invalid_values(fields: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument):
         OwnerRequest(**fields)
+
+
+def test_public_task_id_zero_is_a_task_id_like_any_other() -> None:
+    # the reference numbers a batch's tasks from 0; the queue's owner ids still start at 1
+    queue = AdmissionQueue(LIMITS)
+    assert queue.try_admit(1, 3, [req(0, derived_ids=(5,)), req(1)]) == (1, 2)
+    assert queue.owner_id_of(1, 0) == queue.owner_id_of(1, 5) == 1
+    assert queue.status(1, 0) is TaskStatus.PENDING
+    with pytest.raises(InvalidEntry):
+        queue.try_admit(1, 3, [req(0)])  # still mapped: the same id of the same batch
 
 
 # --------------------------------------------------------------------------- try_admit
