@@ -303,11 +303,18 @@ class SenderCreditLedger:
         return e.snapshot
 
     def available(self, key: CreditKey) -> Mapping[CreditResource, int]:
-        """``grant_total − consumed − returned`` per resource; :class:`InvalidEntry` if no entry."""
+        """``grant_total − consumed − returned`` per resource.
+
+        :class:`InvalidEntry` if there is no entry, or no update has arrived at its epoch yet:
+        the ledger holds no authority to report then, as :meth:`try_reserve` fails closed
+        (the reference's ``available`` answers the same; :meth:`entry` still reads the entry).
+        """
         _check_key(key)
         e = self._entries.get(key)
         if e is None:
             raise InvalidEntry(f"no ledger entry for {key!r}")
+        if e.last_sequence == 0:
+            raise InvalidEntry(f"no update yet at epoch {e.epoch} of {key!r}")
         return self._available(e)
 
     def keys(self) -> tuple[CreditKey, ...]:

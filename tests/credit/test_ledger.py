@@ -653,6 +653,21 @@ def test_entry_and_available_reject_missing_or_non_keys() -> None:
             query("key")  # type: ignore[arg-type]
 
 
+def test_available_without_an_update_at_the_epoch_is_invalid_entry_as_reserve_is() -> None:
+    # the reference's StaleEpochFailsAndActivationFencesOldState: a new epoch holds no authority
+    # until its first update, for the query as for the reservation
+    ledger = ledger_with_grant(epoch=7)
+    assert ledger.available(KEY)[R.DATA_BYTES] == 1000
+    ledger.activate(KEY, 8)
+    with pytest.raises(InvalidEntry, match="no update yet at epoch 8"):
+        ledger.available(KEY)
+    with pytest.raises(InvalidEntry):
+        ledger.try_reserve(KEY, charge(data_bytes=1))
+    assert ledger.entry(KEY).has_update is False  # the entry itself still reads
+    ledger.apply_update(KEY, update(1, {R.DATA_BYTES: 10}, epoch=8))
+    assert ledger.available(KEY)[R.DATA_BYTES] == 10
+
+
 def test_keys_are_in_activation_order_and_survive_epoch_changes() -> None:
     ledger = SenderCreditLedger(max_entries=3)
     ledger.activate(OTHER, 1)
