@@ -14,16 +14,21 @@ Rules (every failure is a :class:`~tent_sched.errors.ConfigError` naming the key
    the message suggests the closest known key.
    Other sections, and keys of ``transports/rdma`` that are not scheduling keys, are ignored, so
    a whole engine configuration loads. Duplicate keys in JSON text are errors.
-3. Ranges: counts and byte limits are u64; the dispatch window (``max_dispatch_owners``,
-   ``max_dispatch_bytes``) and the outstanding maxima must be > 0; a staging reserve may not
-   exceed its maximum; ``mlu_local_threshold`` is any finite number (≤ 0: the drop is off;
-   below 1.0 the queue logs a warning unless ``allow_aggressive_threshold``, our addition,
-   acknowledges it: docs/semantics.md#admission-queue); learning rates outside [0, 1] are
-   clamped into it, and the clamp logged (as the reference does); ``transmit_meter_interval_ns``
-   may be 0 (sample at every pass); the other intervals, multipliers and bandwidths are > 0
-   with min ≤ max.
+3. Ranges: counts and byte limits are u64 (``progress_fallback_interval_us`` an int64, as the
+   reference reads it); the dispatch window (``max_dispatch_owners``, ``max_dispatch_bytes``)
+   must be > 0, the outstanding maxima may be 0 (a queue that admits nothing, as in the
+   reference); a staging reserve may not exceed its maximum; ``mlu_local_threshold`` is any
+   finite number (≤ 0: the drop is off; below 1.0 the queue logs a warning unless
+   ``allow_aggressive_threshold``, our addition, acknowledges it:
+   docs/semantics.md#admission-queue); learning rates outside [0, 1] are clamped into it, and
+   the clamp logged (as the reference does); ``transmit_meter_interval_ns`` may be 0 (sample at
+   every pass); the other intervals, multipliers and bandwidths are > 0 with min ≤ max.
 4. ``transmit_meter_max_interval_ns`` smaller than ``transmit_meter_interval_ns`` is raised to
    it (docs/semantics.md#bandwidth-series), not rejected.
+5. As the reference's ``Config`` reads a path: a key may also be written flat at the top level
+   (``"runtime_queue/max_dispatch_owners": 8``, ``"transports/rdma/max_qp_wr": 16``); the same
+   value nested and flat is one value, two different values are an error. A JSON ``null``, for
+   a section or a value, is "not set": its defaults apply.
 
 Deadline Scheduling "Configuration" says of ``enable_runtime_queue``: "Everything under
 ``runtime_queue/`` is read only when this is on". With the queue off the section is not read at
@@ -55,21 +60,23 @@ __all__ = [
 ]
 
 _Validator: TypeAlias = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+I64_MAX = (1 << 63) - 1
 
 
 def _path(section: str, attr: attrs.Attribute[Any]) -> str:
     return f"{section}/{attr.name}" if section else attr.name
 
 
-def _int(section: str, minimum: int = 0) -> _Validator:
-    """A u64 int (bool excluded) ≥ ``minimum``."""
+def _int(section: str, minimum: int = 0, maximum: int = U64_MAX) -> _Validator:
+    """An int (bool excluded) in [``minimum``, ``maximum``] (a u64 by default)."""
+    top = "2**64 - 1" if maximum == U64_MAX else "2**63 - 1" if maximum == I64_MAX else maximum
 
     def check(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
         if type(value) is not int:
             raise ConfigError(f"{_path(section, attr)} must be an int, got {describe(value)}")
-        if not minimum <= value <= U64_MAX:
+        if not minimum <= value <= maximum:
             raise ConfigError(
-                f"{_path(section, attr)} must be in [{minimum}, 2**64 - 1], got {describe(value)}"
+                f"{_path(section, attr)} must be in [{minimum}, {top}], got {describe(value)}"
             )
 
     return check
@@ -126,8 +133,8 @@ class RuntimeQueueConfig:
     rules.
     """
 
-    max_outstanding_owners: int = attrs.field(default=1024, validator=_int(_RQ, 1))
-    max_outstanding_bytes: int = attrs.field(default=1 << 30, validator=_int(_RQ, 1))
+    max_outstanding_owners: int = attrs.field(default=1024, validator=_int(_RQ))
+    max_outstanding_bytes: int = attrs.field(default=1 << 30, validator=_int(_RQ))
     staging_owner_reserve: int = attrs.field(default=0, validator=_int(_RQ))
     staging_byte_reserve: int = attrs.field(default=0, validator=_int(_RQ))
     max_dispatch_owners: int = attrs.field(default=64, validator=_int(_RQ, 1))
@@ -136,7 +143,10 @@ class RuntimeQueueConfig:
     promotion_slack_ns: int = attrs.field(default=0, validator=_int(_RQ))
     mlu_local_threshold: float = attrs.field(default=0.0, validator=_real(_RQ, low=-math.inf))
     allow_aggressive_threshold: bool = attrs.field(default=False, validator=_bool(_RQ))
-    progress_fallback_interval_us: int = attrs.field(default=50_000, validator=_int(_RQ))
+    # an int64 of microseconds, as the reference reads it (a u64 beyond it would wrap there)
+    progress_fallback_interval_us: int = attrs.field(
+        default=50_000, validator=_int(_RQ, maximum=I64_MAX)
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.staging_owner_reserve > self.max_outstanding_owners:
@@ -257,10 +267,32 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _section(parent: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
-    value = parent.get(key, {})
+    value = parent.get(key)
+    if value is None:  # missing or JSON null: the defaults, as the reference reads it
+        return {}
     if not isinstance(value, Mapping):
         raise ConfigError(f"{path} must be an object, got {type(value).__name__}")
     return value
+
+
+def _values(data: Mapping[str, Any], nested: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The keys of the section at ``path`` (``runtime_queue``, ``transports/rdma``): its nested
+    object's, and each written flat at the top level as ``"<path>/<key>"`` (the reference's
+    ``Config`` reads a path either way). The same value twice is one; two different values
+    are a ConfigError naming the path. A null value is left out: its default applies."""
+    values = {k: v for k, v in nested.items() if v is not None}
+    prefix = path + "/"
+    for flat, value in data.items():
+        if not isinstance(flat, str) or not flat.startswith(prefix) or value is None:
+            continue
+        key = flat[len(prefix) :]
+        if key in values and values[key] != value:
+            raise ConfigError(
+                f"{flat} is given twice with different values ({describe(values[key])} nested, "
+                f"{describe(value)} flat)"
+            )
+        values[key] = value
+    return values
 
 
 def parse_config_json(text: str | bytes) -> Mapping[str, Any]:
@@ -292,17 +324,19 @@ def load_config(data: Mapping[str, Any] | str | bytes) -> SchedulingConfig:
     if not isinstance(data, Mapping):
         raise ConfigError(f"configuration must be an object, got {type(data).__name__}")
 
-    enabled = data.get("enable_runtime_queue", False)
+    enabled = data.get("enable_runtime_queue")
+    enabled = False if enabled is None else enabled
     queue = RuntimeQueueConfig()
     if enabled is True:  # "Everything under runtime_queue/ is read only when this is on"
-        queue_section = _section(data, "runtime_queue", _RQ)
+        queue_section = _values(data, _section(data, "runtime_queue", _RQ), _RQ)
         for key in queue_section:
             if key not in _RUNTIME_QUEUE_KEYS:
                 close = difflib.get_close_matches(str(key), sorted(_RUNTIME_QUEUE_KEYS), n=1)
                 hint = f"; did you mean {_RQ}/{close[0]}?" if close else ""
                 raise ConfigError(f"unknown key {_RQ}/{key}{hint}")
         queue = RuntimeQueueConfig(**queue_section)
-    rdma_section = _section(_section(data, "transports", "transports"), "rdma", _RDMA)
+    rdma = _section(_section(data, "transports", "transports"), "rdma", _RDMA)
+    rdma_section = _values(data, rdma, _RDMA)
 
     return SchedulingConfig(
         enable_runtime_queue=enabled,

@@ -186,9 +186,10 @@ class QueueLimits:
     """Capacity limits of a queue (Deadline Scheduling ``runtime_queue/max_outstanding_*``,
     ``staging_*``).
 
-    Raises ConfigError if a value is not a u64 int, a maximum is 0 (a queue that can never admit
-    anything), or a reserve exceeds its maximum (§2: the reference stores that and fails every
-    later admit; we reject it here).
+    Raises ConfigError if a value is not a u64 int or a reserve exceeds its maximum (§2: the
+    reference stores that and fails every later admit; we reject it here). A maximum of 0 is
+    accepted, as in the reference: such a queue answers every admit it cannot hold with
+    TooManyRequests.
     """
 
     max_outstanding_owners: int = attrs.field(validator=_config_u64)
@@ -197,8 +198,6 @@ class QueueLimits:
     staging_byte_reserve: int = attrs.field(default=0, validator=_config_u64)
 
     def __attrs_post_init__(self) -> None:
-        if self.max_outstanding_owners == 0 or self.max_outstanding_bytes == 0:
-            raise ConfigError("max_outstanding_owners and max_outstanding_bytes must be > 0")
         if self.staging_owner_reserve > self.max_outstanding_owners:
             raise ConfigError(
                 f"staging_owner_reserve {self.staging_owner_reserve} exceeds "

@@ -155,7 +155,7 @@ def test_unknown_runtime_queue_key_is_named_with_the_key_it_resembles() -> None:
             "transports/rdma/deadline_bw_arbitration",
         ),
         (
-            {"transports": {"rdma": {"bandwidth_learning_rate": None}}},
+            {"transports": {"rdma": {"bandwidth_learning_rate": [0.5]}}},
             "transports/rdma/bandwidth_learning_rate",
         ),
     ],
@@ -185,8 +185,13 @@ def test_an_int_is_accepted_for_a_float_field() -> None:
         ({**ON, "runtime_queue": {"max_dispatch_bytes": 0}}, "runtime_queue/max_dispatch_bytes"),
         ({**ON, "runtime_queue": {"max_dispatch_owners": 0}}, "runtime_queue/max_dispatch_owners"),
         (
-            {**ON, "runtime_queue": {"max_outstanding_owners": 0}},
+            {**ON, "runtime_queue": {"max_outstanding_owners": -1}},
             "runtime_queue/max_outstanding_owners",
+        ),
+        (
+            # an int64 of microseconds, as the reference reads it
+            {**ON, "runtime_queue": {"progress_fallback_interval_us": 1 << 63}},
+            "runtime_queue/progress_fallback_interval_us",
         ),
         (
             {**ON, "runtime_queue": {"max_outstanding_bytes": 1 << 64}},
@@ -292,11 +297,87 @@ def test_a_zero_meter_interval_loads() -> None:
     assert MeterParams.from_config(rdma).transmit_meter_interval_ns == 0
 
 
+def test_the_reference_limits_load_with_the_queue_on() -> None:
+    # zero outstanding maxima (a queue that admits nothing), a dispatch window of one, θ -1
+    # (the drop off) and the largest int64 interval: all valid where the reference says so
+    queue = load_config(
+        {
+            **ON,
+            "runtime_queue": {
+                "max_dispatch_owners": 1,
+                "max_dispatch_bytes": 1,
+                "max_outstanding_owners": 0,
+                "max_outstanding_bytes": 0,
+                "mlu_local_threshold": -1.0,
+                "progress_fallback_interval_us": (1 << 63) - 1,
+                "promotion_slack_ns": (1 << 64) - 1,
+            },
+        }
+    ).runtime_queue
+    assert (queue.max_outstanding_owners, queue.mlu_local_threshold) == (0, -1.0)
+
+
+def test_null_groups_and_values_take_their_defaults() -> None:
+    # JSON null is "not set": the reference's reader skips it
+    config = load_config(
+        {
+            "enable_runtime_queue": None,
+            "runtime_queue": {},
+            "transports": None,
+            "rpc_server_port": None,
+        }
+    )
+    assert config == SchedulingConfig()
+    on = load_config(
+        {
+            **ON,
+            "runtime_queue": {"max_dispatch_owners": None, "deadline_aware": True},
+            "transports": {"rdma": None},
+        }
+    )
+    assert on.runtime_queue.max_dispatch_owners == 64 and on.runtime_queue.deadline_aware
+    assert on.rdma == RdmaSchedulingConfig()
+
+
+def test_a_key_written_as_a_flat_path_is_read_as_the_nested_one() -> None:
+    # the reference's Config reads "runtime_queue/max_dispatch_owners" either way; ignoring the
+    # flat form would silently drop a limit the user wrote
+    flat = load_config(
+        {
+            **ON,
+            "runtime_queue/max_dispatch_owners": 8,
+            "transports/rdma/deadline_bw_arbitration": True,
+        }
+    )
+    nested = load_config(
+        {
+            **ON,
+            "runtime_queue": {"max_dispatch_owners": 8},
+            "transports": {"rdma": {"deadline_bw_arbitration": True}},
+        }
+    )
+    assert flat == nested and flat.runtime_queue.max_dispatch_owners == 8
+    both = {
+        **ON,
+        "runtime_queue/max_dispatch_owners": 8,
+        "runtime_queue": {"max_dispatch_owners": 8},
+    }
+    assert load_config(both).runtime_queue == nested.runtime_queue  # the same twice: one value
+    with pytest.raises(ConfigError, match=r"^runtime_queue/max_dispatch_owners is given twice"):
+        load_config({**both, "runtime_queue/max_dispatch_owners": 9})
+    with pytest.raises(ConfigError, match=r"unknown key runtime_queue/max_dispatch_owner;"):
+        load_config({**ON, "runtime_queue/max_dispatch_owner": 8})
+    with pytest.raises(ConfigError, match=r"^runtime_queue/max_dispatch_owners "):
+        load_config({**ON, "runtime_queue/max_dispatch_owners": 0})
+    # with the queue off, flat runtime_queue keys are not read either
+    assert load_config({"runtime_queue/max_dispatch_owners": 0}) == SchedulingConfig()
+
+
 @pytest.mark.parametrize(
     "section",
     [
         {"max_dispatch_owners": 0, "max_dispatch_bytes": 0},
-        {"max_outstanding_owners": 0, "max_outstanding_bytes": 0},
+        {"max_outstanding_owners": -1, "max_outstanding_bytes": 0},
         {"mlu_local_threshold": "high", "zzz": 1},
         {"staging_owner_reserve": 5, "max_outstanding_owners": 4},
         [1],
@@ -391,7 +472,7 @@ def test_limits_and_make_queue_follow_the_runtime_queue_section() -> None:
                 "max_dispatch_bytes": 2048,
                 "deadline_aware": True,
                 "mlu_local_threshold": 1.2,
-            }
+            },
         }
     )
     assert config.runtime_queue.limits() == QueueLimits(

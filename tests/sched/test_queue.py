@@ -88,11 +88,18 @@ def test_limits_reject_a_reserve_above_its_maximum() -> None:
     assert limits.staging_owner_reserve == 4
 
 
+def test_zero_maxima_make_a_queue_that_admits_nothing() -> None:
+    # accepted, as in the reference: every admit it cannot hold is TooManyRequests
+    queue = AdmissionQueue(QueueLimits(max_outstanding_owners=0, max_outstanding_bytes=10))
+    with pytest.raises(TooManyRequests):
+        queue.try_admit(1, 1, [req(1)])
+    assert queue.statistics().outstanding_owners == 0
+
+
 @pytest.mark.parametrize(
     "fields",
     [
-        {"max_outstanding_owners": 0, "max_outstanding_bytes": 10},
-        {"max_outstanding_owners": 1, "max_outstanding_bytes": 0},
+        {"max_outstanding_owners": -1, "max_outstanding_bytes": 10},
         {"max_outstanding_owners": True, "max_outstanding_bytes": 10},
         {"max_outstanding_owners": 1, "max_outstanding_bytes": -1},
         {"max_outstanding_owners": 1, "max_outstanding_bytes": 1 << 64},
