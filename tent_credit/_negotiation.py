@@ -38,8 +38,9 @@ Decisions the RFC leaves open (also in the docstrings below):
 3. A disconnect while NEGOTIATING, LEGACY or FAILED keeps the state (negotiation resumes with the
    next activation; legacy and failed are decisions, not connection states).
 4. An accepted update while FENCING refreshes the freshness clock but stays FENCING.
-5. TTL staleness: the peer is stale when ``now - last_refresh > freshness_ttl_ms`` on the
-   sender's clock (exactly the TTL is still fresh); TTL 0 means no age limit. Only ACTIVE ages.
+5. TTL staleness: the peer is stale when ``now - last_refresh >= freshness_ttl_ms`` on the
+   sender's clock (a grant lives for the TTL, refresh included: at exactly the TTL it is stale,
+   as in the reference); TTL 0 means no age limit. Only ACTIVE ages.
 """
 
 from __future__ import annotations
@@ -296,13 +297,13 @@ class PeerNegotiation:
 
     def stale_at_ns(self) -> int | None:
         """The first instant at which :meth:`check_freshness` turns ACTIVE into STALE (the
-        last refresh plus the TTL, plus one: stale is *past* the TTL); ``None`` when the clock
-        alone cannot change the state (not ACTIVE, TTL 0, or no refresh yet). A query."""
+        last refresh plus the TTL); ``None`` when the clock alone cannot change the state (not
+        ACTIVE, TTL 0, or no refresh yet). A query."""
         if self._state is not NegotiationState.ACTIVE or self._ttl_ms == 0:
             return None
         if self._last_refresh_ns is None:
             return None
-        return self._last_refresh_ns + self._ttl_ms * 1_000_000 + 1
+        return self._last_refresh_ns + self._ttl_ms * 1_000_000
 
     def may_reserve(self) -> bool:
         """True only in ACTIVE: new credit-gated dispatch may reserve (RFC rule 1)."""
@@ -507,7 +508,7 @@ class PeerNegotiation:
             self._state is NegotiationState.ACTIVE
             and self._ttl_ms != 0
             and self._last_refresh_ns is not None
-            and now_ns - self._last_refresh_ns > self._ttl_ms * 1_000_000
+            and now_ns - self._last_refresh_ns >= self._ttl_ms * 1_000_000
         ):
             self._state = transition(self._state, _E.TTL_EXPIRED)
         return self._state

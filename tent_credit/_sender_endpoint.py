@@ -326,7 +326,7 @@ class SenderEndpoint(_SenderReservations, _SenderReports):
     # ---------------------------------------------------------------- timer and statistics
 
     def handle_timer(self, now_ns: int) -> list[EndpointEvent]:
-        """Evaluate freshness on the sender's clock (ACTIVE → STALE past the TTL)."""
+        """Evaluate freshness on the sender's clock (ACTIVE → STALE once the TTL has run out)."""
         self._advance(now_ns)
         before = self._negotiation.state
         after = self._negotiation.check_freshness(self._now_ns)

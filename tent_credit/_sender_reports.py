@@ -208,5 +208,5 @@ class _SenderReports(_SenderState):
             refreshed = self._now_ns - age
             if not self._ahead:
                 deadlines.append(refreshed + ttl_ms * 500_000)  # heartbeat at half the TTL
-            deadlines.append(refreshed + ttl_ms * 1_000_000 + 1)  # staleness
+            deadlines.append(refreshed + ttl_ms * 1_000_000)  # staleness
         return min(deadlines) if deadlines else None

@@ -377,19 +377,19 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     one(
         "ttl_boundary_flip",
-        "RFC TTL staleness: stale when now − last refresh > TTL (exactly the TTL is fresh)",
+        "RFC TTL staleness: stale when now − last refresh ≥ TTL (at exactly the TTL)",
         D.BOUNDARY_FLIP,
         _NEGOTIATION,
-        "and now_ns - self._last_refresh_ns > self._ttl_ms * 1_000_000",
         "and now_ns - self._last_refresh_ns >= self._ttl_ms * 1_000_000",
+        "and now_ns - self._last_refresh_ns > self._ttl_ms * 1_000_000",
     ),
     one(
         "ttl_in_microseconds",
         "RFC TTL staleness: freshness_ttl_ms is milliseconds (× 1e6 on the ns clock)",
         D.WRONG_RULE,
         _NEGOTIATION,
-        "and now_ns - self._last_refresh_ns > self._ttl_ms * 1_000_000",
-        "and now_ns - self._last_refresh_ns > self._ttl_ms * 1_000",
+        "and now_ns - self._last_refresh_ns >= self._ttl_ms * 1_000_000",
+        "and now_ns - self._last_refresh_ns >= self._ttl_ms * 1_000",
     ),
     one(
         "same_epoch_reactivation_accepted",

@@ -233,10 +233,13 @@ def test_activation_must_be_an_activation() -> None:
 # -- freshness -----------------------------------------------------------------------------------
 
 
-def test_ttl_expiry_is_strictly_after_the_ttl_on_the_senders_clock() -> None:
+def test_ttl_expiry_is_at_the_ttl_on_the_senders_clock() -> None:
+    # as the reference's FreshnessExpiryFailsClosedAndReplayDoesNotRenew: fresh one nanosecond
+    # before the TTL, stale at exactly the TTL
     n = active(ttl_ms=5)  # activated at 10 ns
-    assert n.check_freshness(10 + 5 * MS) is S.ACTIVE  # exactly the TTL is still fresh
-    assert n.check_freshness(10 + 5 * MS + 1) is S.STALE
+    assert n.stale_at_ns() == 10 + 5 * MS
+    assert n.check_freshness(10 + 5 * MS - 1) is S.ACTIVE
+    assert n.check_freshness(10 + 5 * MS) is S.STALE
     assert not n.may_reserve()
 
 
@@ -250,8 +253,8 @@ def test_accepted_update_refreshes_and_returns_stale_to_active() -> None:
     n = active(ttl_ms=5)
     assert n.on_update_accepted(SESSION, 1, 4 * MS) is S.ACTIVE
     assert n.update_age_ns(6 * MS) == 2 * MS
-    assert n.check_freshness(9 * MS) is S.ACTIVE  # measured from the refresh, not activation
-    assert n.check_freshness(9 * MS + 1) is S.STALE
+    assert n.check_freshness(9 * MS - 1) is S.ACTIVE  # measured from the refresh, not activation
+    assert n.check_freshness(9 * MS) is S.STALE
     assert n.on_update_accepted(SESSION, 1, 10 * MS) is S.ACTIVE
     assert n.may_reserve()
 
