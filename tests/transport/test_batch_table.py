@@ -7,7 +7,7 @@ from tent_transport.devices import Opcode
 from tent_transport.dispatch import EndReason, TransferEvent, TransferIntent
 from tent_transport.engine import Request
 from tent_transport.engine._batches import BatchTable
-from tent_transport.errors import InvalidArgument, InvalidEntry, TooManyRequests
+from tent_transport.errors import InvalidArgument, InvalidEntry, TooManyRequests, UnknownHandle
 
 from tent_sched import TaskStatus
 
@@ -43,6 +43,26 @@ def test_a_freed_batch_is_reclaimed_when_its_last_task_ends() -> None:
     table.ended(ended(11))
     assert table.live() == 0
     assert table.allocate(1) == batch + 1
+
+
+@pytest.mark.parametrize("error", [InvalidEntry, InvalidArgument, UnknownHandle])
+def test_a_handle_that_names_nothing_is_caught_as_entry_or_argument(error: type) -> None:
+    # TENT's getTransferStatus answers InvalidArgument for such a handle, ours InvalidEntry: both
+    table = BatchTable()
+    batch = table.allocate(2)
+    table.bind(batch, (10,))
+    for call in (
+        lambda: table.transfer_of(batch, 1),  # never published
+        lambda: table.transfer_of(batch + 1, 0),  # never allocated
+        lambda: table.check(batch + 1, 1),
+    ):
+        with pytest.raises(error):
+            call()
+    table.free(batch)
+    with pytest.raises(error):
+        table.transfer_of(batch, 0)  # freed
+    with pytest.raises(error):
+        table.free(batch)
 
 
 def test_segment_handles_are_stable_per_pair_and_requests_resolve_through_them() -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "TooManyRequests",
     "TransferFailed",
     "TransportError",
+    "UnknownHandle",
 ]
 
 
@@ -38,6 +39,13 @@ class InvalidArgument(TransportError, ValueError):
 
 class InvalidEntry(TransportError, LookupError):
     """IE: the id named is unknown (or already retired) or in the wrong state. Nothing changed."""
+
+
+class UnknownHandle(InvalidEntry, InvalidArgument):
+    """A batch id or task id of the batch API that names nothing: never allocated or published,
+    or freed. An :class:`InvalidEntry` (the id is unknown) and also an :class:`InvalidArgument`,
+    which is what TENT's ``getTransferStatus`` / ``freeBatch`` answer for such a handle, so a
+    caller ported from it catches it either way. Nothing changed."""
 
 
 class TooManyRequests(TransportError):

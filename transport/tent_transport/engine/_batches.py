@@ -7,10 +7,11 @@ dispatch core as its handles:
 
 1. A batch holds at most ``capacity`` tasks over its life. A submit into it is all or nothing:
    one that would take it past its capacity is refused (TooManyRequests) before anything is
-   published, as is one into an unknown or freed batch (InvalidEntry).
+   published, as is one into an unknown or freed batch (:class:`UnknownHandle`: an InvalidEntry
+   that is also an InvalidArgument, TENT's answer for such a handle).
 2. Its tasks are numbered from 0 in submit order, across submits; a task's status stays
    readable after it ended, until the batch is freed.
-3. A batch may be freed at any time: its id answers InvalidEntry from then on; its unfinished
+3. A batch may be freed at any time: its id answers UnknownHandle from then on; its unfinished
    work runs on to a terminal state (handles never lie: a buffer is not handed back while bytes
    may move) and is reclaimed then.
 4. A :class:`Request` names its target by a *segment handle* (TENT's ``SegmentID``), which
@@ -27,7 +28,7 @@ from tent_sched import TaskStatus
 from ..devices._base import U64_MAX, Opcode
 from ..dispatch import TransferEvent, TransferIntent, TransferRequest, TransferState
 from ..dispatch._types import _any_int, _as_memoryview, _enum, _u64
-from ..errors import InvalidArgument, InvalidEntry, TooManyRequests
+from ..errors import InvalidArgument, InvalidEntry, TooManyRequests, UnknownHandle
 
 __all__ = ["BatchTable", "Request", "TaskState"]
 
@@ -181,7 +182,7 @@ class BatchTable:
         if type(task_id) is not int:
             raise InvalidArgument(f"task_id must be an int, got {task_id!r}")
         if not 0 <= task_id < len(batch.transfers):
-            raise InvalidEntry(f"batch {batch_id} has no task {task_id}")
+            raise UnknownHandle(f"batch {batch_id} has no task {task_id}")
         return batch.transfers[task_id], batch.ended.get(task_id)
 
     def tasks(self, batch_id: int) -> int:
@@ -217,7 +218,7 @@ class BatchTable:
             raise InvalidArgument(f"batch_id must be an int, got {batch_id!r}")
         batch = self._batches.get(batch_id)
         if batch is None:
-            raise InvalidEntry(f"unknown or freed batch {batch_id}")
+            raise UnknownHandle(f"unknown or freed batch {batch_id}")
         return batch
 
 
