@@ -21,7 +21,7 @@ from ._queue_values import (
     OwnerView,
     _check_u64,
 )
-from .errors import InvalidArgument, InvalidEntry, TooManyRequests
+from .errors import ExceedsDispatchWindow, InvalidArgument, InvalidEntry, TooManyRequests
 
 
 class _QueueAdmission(_QueueState):
@@ -68,7 +68,7 @@ class _QueueAdmission(_QueueState):
             if not isinstance(request, OwnerRequest):
                 raise InvalidArgument(f"owners must be OwnerRequest, got {type(request).__name__}")
             if self._max_dispatch_bytes is not None and request.length > self._max_dispatch_bytes:
-                raise InvalidArgument(
+                raise ExceedsDispatchWindow(
                     f"owner {request.public_id}: length {request.length} exceeds "
                     f"max_dispatch_bytes {self._max_dispatch_bytes}"
                 )

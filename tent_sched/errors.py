@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "ExceedsDispatchWindow",
     "InvalidArgument",
     "InvalidEntry",
     "SchedError",
@@ -34,3 +35,9 @@ class TooManyRequests(SchedError):
 
 class ConfigError(InvalidArgument):
     """A configuration value is missing, of the wrong type, out of range or unknown."""
+
+
+class ExceedsDispatchWindow(InvalidArgument, TooManyRequests):
+    """An owner longer than ``max_dispatch_bytes``, refused at submit: an InvalidArgument (no
+    retry can ever dispatch it) that is also a TooManyRequests, TENT's answer for it, so a caller
+    ported from TENT catches it either way. Nothing changed."""

@@ -32,7 +32,13 @@ from tent_sched._queue import (
     Rejected,
     TaskStatus,
 )
-from tent_sched.errors import ConfigError, InvalidArgument, InvalidEntry, TooManyRequests
+from tent_sched.errors import (
+    ConfigError,
+    ExceedsDispatchWindow,
+    InvalidArgument,
+    InvalidEntry,
+    TooManyRequests,
+)
 
 LIMITS = QueueLimits(max_outstanding_owners=100, max_outstanding_bytes=100_000)
 NOW = 1_000_000_000
@@ -300,9 +306,11 @@ def test_duplicate_public_id_inside_a_submit_is_invalid_argument(
     assert snapshot(queue, *ids) == before
 
 
-def test_length_above_max_dispatch_bytes_is_refused_at_submit() -> None:
+@pytest.mark.parametrize("error", [InvalidArgument, TooManyRequests, ExceedsDispatchWindow])
+def test_length_above_max_dispatch_bytes_is_refused_at_submit(error: type) -> None:
+    # IA (no retry can dispatch it) and also TMR, the reference's answer: caught either way
     queue = AdmissionQueue(LIMITS, max_dispatch_bytes=64)
-    with pytest.raises(InvalidArgument, match="max_dispatch_bytes"):
+    with pytest.raises(error, match="max_dispatch_bytes"):
         queue.try_admit(1, 10, [req(1, 64), req(2, 65)])
     assert queue.statistics().admitted_total == 0
     assert queue.try_admit(1, 10, [req(1, 64)]) == (1,)

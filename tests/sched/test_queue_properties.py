@@ -43,7 +43,13 @@ from tent_sched._queue import (
     Rejected,
     TaskStatus,
 )
-from tent_sched.errors import InvalidArgument, InvalidEntry, SchedError, TooManyRequests
+from tent_sched.errors import (
+    ExceedsDispatchWindow,
+    InvalidArgument,
+    InvalidEntry,
+    SchedError,
+    TooManyRequests,
+)
 
 MAX_DISPATCH_BYTES = 45
 GATE_KEYS = (None, "a", "b")
@@ -170,7 +176,7 @@ class QueueMachine(RuleBasedStateMachine):
         seen: list[int] = []
         for request in requests:
             if request.length > MAX_DISPATCH_BYTES:
-                return InvalidArgument
+                return ExceedsDispatchWindow
             for public_id in (request.public_id, *request.derived_ids):
                 if public_id in seen:
                     return InvalidArgument

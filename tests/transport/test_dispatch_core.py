@@ -18,6 +18,7 @@ from tent_transport.dispatch import (
 )
 from tent_transport.errors import (
     ConfigError,
+    ExceedsDispatchWindow,
     InvalidArgument,
     InvalidEntry,
     NotSupported,
@@ -276,6 +277,16 @@ def test_a_ready_device_refusing_a_post_fails_the_transfer() -> None:
     core.submit([write(MIB)], 0)
     (event,) = core.progress(1)
     assert event.status is TaskStatus.FAILED and "post refused" in event.detail
+
+
+@pytest.mark.parametrize("error", [InvalidArgument, TooManyRequests, ExceedsDispatchWindow])
+def test_a_request_longer_than_the_dispatch_window_is_refused_at_submit(error: type) -> None:
+    # the reference's RejectsOwnerLargerThanDispatchByteWindow answers TMR; no retry helps (IA)
+    rail = FakeDevice()
+    core = core_of({**QUEUE, "runtime_queue": {"max_dispatch_bytes": 4095}}, rail)
+    with pytest.raises(error, match="max_dispatch_bytes"):
+        core.submit([write(4096)], 0)
+    assert core.statistics().submitted_total == 0 and not rail.posts
 
 
 def test_the_window_refills_on_completion() -> None:

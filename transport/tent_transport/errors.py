@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "ConnectionLost",
+    "ExceedsDispatchWindow",
     "HandshakeFailed",
     "InvalidArgument",
     "InvalidEntry",
@@ -50,6 +51,12 @@ class UnknownHandle(InvalidEntry, InvalidArgument):
 
 class TooManyRequests(TransportError):
     """TMR: a capacity limit (queue, window, rail) would be exceeded. Nothing changed."""
+
+
+class ExceedsDispatchWindow(InvalidArgument, TooManyRequests):
+    """A request longer than ``runtime_queue/max_dispatch_bytes``, refused at submit: an
+    InvalidArgument (no retry can ever dispatch it) that is also a TooManyRequests, TENT's answer
+    for it. Nothing changed."""
 
 
 class NotSupported(TransportError):

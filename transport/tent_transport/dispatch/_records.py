@@ -21,7 +21,13 @@ from tent_sched import AdmissionQueue, NicStatistics, QueueStatistics, TaskStatu
 from tent_sched import errors as sched_errors
 
 from ..devices._base import MAX_SLICE_INDEX, U32_MAX, Opcode, SliceRequest, WriteLease
-from ..errors import InvalidArgument, InvalidEntry, TooManyRequests, TransportError
+from ..errors import (
+    ExceedsDispatchWindow,
+    InvalidArgument,
+    InvalidEntry,
+    TooManyRequests,
+    TransportError,
+)
 from ._types import EndReason, TransferPhase, TransferPlan, TransferRequest
 
 __all__ = [
@@ -71,7 +77,6 @@ class RailStatistics:
     transmit_samples_taken: int
 
 
-
 DropHook = Callable[[int, float], None]
 """``on_local_decode_suggested``: called with a dropped transfer's id and its predicted MLU."""
 
@@ -83,6 +88,8 @@ REJECT_DETAIL = {
 
 def translate(exc: Exception) -> TransportError:
     """A core's typed error as the matching tent_transport error (the cause is kept)."""
+    if isinstance(exc, sched_errors.ExceedsDispatchWindow):
+        return ExceedsDispatchWindow(str(exc))
     if isinstance(exc, sched_errors.TooManyRequests | credit_errors.TooManyRequests):
         return TooManyRequests(str(exc))
     if isinstance(exc, sched_errors.InvalidEntry | credit_errors.InvalidEntry):
@@ -127,9 +134,7 @@ def credit_plan(request: TransferRequest) -> Plan:
     return Plan.REMOTE_DIRECT_WRITE
 
 
-def slice_lease(
-    token: object, length: int, *, last: bool, requests: int = 1
-) -> WriteLease | None:
+def slice_lease(token: object, length: int, *, last: bool, requests: int = 1) -> WriteLease | None:
     """The lease one slice of a credited WRITE carries, or ``None`` (no credit token).
 
     The token's charge is split over the transfer's slices: each slice carries its own
