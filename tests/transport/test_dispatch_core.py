@@ -81,11 +81,14 @@ def test_queue_off_goes_straight_to_the_rails_in_slices() -> None:
 def test_a_request_says_what_it_is_for_and_its_event_reports_it() -> None:
     """Deadline Scheduling "Request Fields": ``intent_type``, default ``INTENT_UNSPEC``; carried
     and reported, not scheduled by."""
-    assert write(MIB).intent_type is TransferIntent.UNSPEC
-    with pytest.raises(InvalidArgument, match="intent_type"):
-        write(MIB, intent_type="migration")
-    with pytest.raises(InvalidArgument, match="STAGING_INTERNAL"):  # the staged path's own
-        write(MIB, intent_type=TransferIntent.STAGING_INTERNAL)
+    assert write(MIB).intent_type is TransferIntent.UNSPEC is TransferIntent.INTENT_UNSPEC
+    for bad in ("migration", 3):
+        with pytest.raises(InvalidArgument, match="intent_type"):
+            write(MIB, intent_type=bad)
+    # the reference's IntentType values, and every one assignable (a label only)
+    assert [int(i) for i in TransferIntent] == list(range(7))
+    for intent in TransferIntent:
+        assert write(MIB, intent_type=intent).intent_type is intent
     inner = write(MIB, kind=OwnerKind.STAGING_INTERNAL, intent_type=TransferIntent.STAGING_INTERNAL)
     assert inner.intent_type is TransferIntent.STAGING_INTERNAL
     rail = FakeDevice()

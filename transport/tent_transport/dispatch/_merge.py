@@ -88,7 +88,7 @@ def _key(request: TransferRequest, default_qos: int) -> tuple[object, ...] | Non
         qos,
         request.deadline_ns,
         request.priority,
-        request.intent_type.value,  # a str: the keys are sorted
+        int(request.intent_type),  # an int, as every part of the key: the keys are sorted
         id(request.local.obj),
     )
 

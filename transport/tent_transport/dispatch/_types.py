@@ -40,25 +40,27 @@ class TransferPlan(enum.Enum):
     STAGED = "staged"
 
 
-class TransferIntent(enum.Enum):
+class TransferIntent(enum.IntEnum):
     """What a transfer is for: Deadline Scheduling's ``intent_type`` ("Request Fields"; the
-    reference's ``IntentType``, default ``INTENT_UNSPEC``).
+    reference's ``IntentType``, default ``INTENT_UNSPEC``), with the reference's values 0-6
+    (``INTENT_UNSPEC`` is an alias of ``UNSPEC``).
 
     Validated, carried through merging (only requests of one intent merge) and reported on
     the transfer's :class:`TransferEvent`. Nothing here schedules by it: Deadline
     Scheduling's own mechanisms do not read it, and its reader in the reference (the
-    transport selector's intent policies) has no counterpart in this project.
-    ``STAGING_INTERNAL`` is the staged path's own: only a request of kind
-    ``OwnerKind.STAGING_INTERNAL`` may carry it.
+    transport selector's intent policies) has no counterpart in this project. The staged
+    path's inner transfers carry ``STAGING_INTERNAL``; any request may carry any value, as in
+    the reference, since it is a label only.
     """
 
-    UNSPEC = "unspec"
-    FOREGROUND_GET = "foreground_get"
-    BACKGROUND_PREFETCH = "background_prefetch"
-    MIGRATION = "migration"
-    CHECKPOINT = "checkpoint"
-    WEIGHT_LOADING = "weight_loading"
-    STAGING_INTERNAL = "staging_internal"
+    UNSPEC = 0
+    INTENT_UNSPEC = 0
+    FOREGROUND_GET = 1
+    BACKGROUND_PREFETCH = 2
+    MIGRATION = 3
+    CHECKPOINT = 4
+    WEIGHT_LOADING = 5
+    STAGING_INTERNAL = 6
 
 
 class TransferPhase(enum.Enum):
@@ -145,8 +147,8 @@ class TransferRequest:
     4. ``plan`` STAGED applies to WRITE only. ``qos_class`` ``None`` takes the configured
        ``receiver_credit/default_qos_class``.
     5. ``kind`` STAGING_INTERNAL marks the inner transfers of the staged path (they may use the
-       queue's staging reserve and are never drop-eligible); only such a request may have the
-       intent ``TransferIntent.STAGING_INTERNAL``.
+       queue's staging reserve and are never drop-eligible); they carry the intent
+       ``TransferIntent.STAGING_INTERNAL``, a label any request may carry.
 
     Raises :class:`InvalidArgument` when any rule is broken.
     """
@@ -167,11 +169,6 @@ class TransferRequest:
     )
 
     def __attrs_post_init__(self) -> None:
-        if (
-            self.intent_type is TransferIntent.STAGING_INTERNAL
-            and self.kind is not OwnerKind.STAGING_INTERNAL
-        ):
-            raise InvalidArgument("intent STAGING_INTERNAL is for kind STAGING_INTERNAL only")
         if self.local.nbytes != self.length:
             raise InvalidArgument(
                 f"local buffer holds {self.local.nbytes} bytes, the transfer is {self.length}"

@@ -57,8 +57,6 @@ class Request:
     )
 
     def __attrs_post_init__(self) -> None:
-        if self.intent_type is TransferIntent.STAGING_INTERNAL:
-            raise InvalidArgument("intent STAGING_INTERNAL is the staged path's own")
         if self.source.nbytes != self.length:
             raise InvalidArgument(
                 f"source holds {self.source.nbytes} bytes, the request is {self.length}"
