@@ -155,11 +155,17 @@ class _AllocatorState:
         capacity = self._config.capacity
         is_user = new.allocation_class is AllocationClass.USER
         deltas = []
+        # EpochRecord.outstanding spelled out (two calls per resource per commit, three commits
+        # per credited write at the receiver)
+        granted, released = new.granted, new.released
+        by_return, by_fence = new.reclaimed_by_return, new.reclaimed_by_fence
+        old_granted, old_released = old.granted, old.released
+        old_return, old_fence = old.reclaimed_by_return, old.reclaimed_by_fence
         for r in self._resources:
-            after = new.outstanding(r)
-            if after < 0 or new.released[r] > new.landed[r]:
+            after = granted[r] - released[r] - by_return[r] - by_fence[r]
+            if after < 0 or released[r] > new.landed[r]:
                 raise ArithmeticOverflow(f"{ident} would hold a negative outstanding of {r.name}")
-            delta = after - old.outstanding(r)
+            delta = after - (old_granted[r] - old_released[r] - old_return[r] - old_fence[r])
             deltas.append(delta)
             if delta <= 0:
                 continue  # nothing grows: no bound can be crossed by this resource

@@ -91,6 +91,10 @@ U16_MAX = 0xFFFF
 class _Kind(enum.Enum):
     """How one field is represented on the wire."""
 
+    # Enum's own __hash__ is a Python call (hash of the name); members are singletons, so
+    # identity is their equality and their hash, for the per-field lookups of every decode
+    __hash__ = object.__hash__
+
     U16 = enum.auto()
     U32 = enum.auto()
     U64 = enum.auto()

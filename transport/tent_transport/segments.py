@@ -95,7 +95,9 @@ class Exposure:
     def covers(self, segment_id: int, offset: int, length: int, access: Access) -> bool:
         return (
             segment_id == self.segment_id
-            and access & self.access == access
+            # int's own ``&``: IntFlag's builds a new flag member through Python calls, and
+            # this runs for every write a receiver admits
+            and int.__and__(access, self.access) == access
             and self.offset <= offset
             and offset + length <= self.offset + self.length
         )

@@ -47,6 +47,14 @@ from ._transfers import TOO_MANY_TRANSFERS, Transfers
 __all__ = ["DataLanded", "ReceiverSide", "ReceiverStatistics"]
 
 _R = CreditResource
+_RESOURCES = tuple(sorted(CreditResource))  # a lease's charge slot i is resource value i + 1
+
+
+def _charged(request: Request) -> dict[CreditResource, int]:
+    """The resources a write's lease charges, by resource (a tuple lookup per slot, not an
+    enum call: this runs for every credited write admitted and landed)."""
+    return {_RESOURCES[i]: a for i, a in enumerate(request.charge) if a}
+
 
 # The refusal of a legacy peer's write by a receiver that requires credit (not quarantined).
 LEGACY_REFUSED = "an uncredited write to a receiver that requires credit"
@@ -212,7 +220,7 @@ class ReceiverSide:
             return "a credited write where no credit was negotiated"
         if request.lease_session != credit.session.value or request.epoch != ps.epoch:
             return "lease of another receiver session or epoch"
-        amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
+        amounts = _charged(request)
         if amounts.get(_R.DATA_BYTES) != request.length:
             return "the lease's DATA_BYTES differ from the write's length"
         if amounts.get(_R.STAGING_SLOTS, 0) != (1 if staged else 0):
@@ -270,7 +278,7 @@ class ReceiverSide:
             self._corrupt[peer] -= 1
             if not self._corrupt[peer]:
                 del self._corrupt[peer]
-        amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
+        amounts = _charged(request)
         self._write_landed(peer, session, request, amounts)
 
     def _write_landed(
@@ -328,7 +336,7 @@ class ReceiverSide:
     def aborted(self, peer: int, session: int, request: Request, reason: str) -> None:
         self._aborted += 1
         if request.flags & Flags.CREDITED:
-            amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
+            amounts = _charged(request)
             self._release(peer, request.qos_class, request.epoch, amounts)
             if self._transfers is not None:  # the rest of its transfer is dropped too
                 self._transfers.aborted(peer, session, request)
@@ -351,7 +359,7 @@ class ReceiverSide:
             if ok:
                 # the slot is free again: its STAGING_SLOTS go back now; the rest of the
                 # charge is held for the consumer like a direct write's
-                amounts = {_R(i + 1): a for i, a in enumerate(request.charge) if a}
+                amounts = _charged(request)
                 slots = amounts.pop(_R.STAGING_SLOTS, 0)
                 self._release(peer, request.qos_class, request.epoch, {_R.STAGING_SLOTS: slots})
                 self._write_landed(peer, session, request, amounts)
