@@ -60,7 +60,8 @@ __all__ = [
 ]
 
 _Validator: TypeAlias = Callable[[Any, "attrs.Attribute[Any]", Any], None]
-I64_MAX = (1 << 63) - 1
+_I64_MAX = (1 << 63) - 1
+_BOUND_NAMES = {U64_MAX: "2**64 - 1", _I64_MAX: "2**63 - 1"}  # how a message writes a maximum
 
 
 def _path(section: str, attr: attrs.Attribute[Any]) -> str:
@@ -69,7 +70,7 @@ def _path(section: str, attr: attrs.Attribute[Any]) -> str:
 
 def _int(section: str, minimum: int = 0, maximum: int = U64_MAX) -> _Validator:
     """An int (bool excluded) in [``minimum``, ``maximum``] (a u64 by default)."""
-    top = "2**64 - 1" if maximum == U64_MAX else "2**63 - 1" if maximum == I64_MAX else maximum
+    top = _BOUND_NAMES.get(maximum, str(maximum))
 
     def check(_inst: object, attr: attrs.Attribute[Any], value: object) -> None:
         if type(value) is not int:
@@ -145,7 +146,7 @@ class RuntimeQueueConfig:
     allow_aggressive_threshold: bool = attrs.field(default=False, validator=_bool(_RQ))
     # an int64 of microseconds, as the reference reads it (a u64 beyond it would wrap there)
     progress_fallback_interval_us: int = attrs.field(
-        default=50_000, validator=_int(_RQ, maximum=I64_MAX)
+        default=50_000, validator=_int(_RQ, maximum=_I64_MAX)
     )
 
     def __attrs_post_init__(self) -> None:
