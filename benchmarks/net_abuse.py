@@ -390,14 +390,20 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="instead of the campaign: the receiver loop's CPU per second of each attack",
     )
+    parser.add_argument(
+        "--no-trim-heap",
+        action="store_true",
+        help="the receiver keeps freed heap mapped (EngineOptions.trim_heap off): the RSS baseline",
+    )
     args = parser.parse_args(argv)
+    trim = not args.no_trim_heap
     if not 0.2 <= args.seconds <= 30:
         parser.error("--seconds must be within 0.2 and 30")
     if not 1 <= args.repeat <= 10:
         parser.error("--repeat must be within 1 and 10")
     names = args.attack or ATTACKS
     if args.spend:
-        bench = Bench()
+        bench = Bench(trim_heap=trim)
         try:
             bench.stream(min(args.seconds, 1.0))  # warm up
             figures = spend(bench, names, args.seconds)
@@ -408,16 +414,19 @@ def main(argv: list[str] | None = None) -> None:
         return
     rows: list[dict[str, Any]] = []
     baselines: list[tuple[float, float]] = []
+    rss: list[tuple[int, int]] = []  # per campaign: after its warm-up, after its last attack
     for repeat in range(args.repeat):
         # each campaign on a receiver of its own: a liar quarantined in one (as it must be)
         # could not tell its lie again to the same receiver
-        bench = Bench()
+        bench = Bench(trim_heap=trim)
         try:
             bench.stream(min(args.seconds, 1.0))  # warm up
             baseline = bench.stream(args.seconds)
+            first = _rss_kb()
             for name in names:
                 rows.append({**run_attack(bench, name, args.seconds, baseline), "repeat": repeat})
             baselines.append((baseline, bench.stream(args.seconds)))
+            rss.append((first, _rss_kb()))
         finally:
             bench.close()
     baseline, end = baselines[0]
@@ -425,7 +434,9 @@ def main(argv: list[str] | None = None) -> None:
         "benchmark": "net_abuse",
         "seconds": args.seconds,
         "repeat": args.repeat,
+        "trim_heap": trim,
         "block_bytes": BLOCK,
+        "rss_kb_campaigns": rss,
         "baseline_mib_s": round(baseline, 1),
         "baseline_after_mib_s": round(end, 1),
         "baselines_mib_s": [[round(b, 1), round(e, 1)] for b, e in baselines],
@@ -454,6 +465,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "slowest_newcomer_s": None if None in newcomer else max(newcomer),
         "honest_session_kept": all(r["honest_session_kept"] for r in runs),
         "fds_left": [r["fds_left"] for r in runs if r["fds_left"]],
+        "rss_growth_kb": [r["after"]["rss_kb"] - r["before"]["rss_kb"] for r in runs],
     }
 
 

@@ -85,7 +85,7 @@ def _new_fds(before: dict[str, str]) -> dict[str, int]:
 class Bench:
     """The receiver (peer 2), the honest sender (peer 1) and the region between two guards."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, trim_heap: bool = True) -> None:
         resource_tracker.ensure_running()  # the spawn children's helper: its pipe is not ours
         config = load_engine_config(credit_config("required", slots=8, block=BLOCK, batch=2))
         # The receiver takes the explicit legacy fallback (required_fallback): the stale-session
@@ -98,7 +98,10 @@ class Bench:
         self.rx = SyncEngine(
             load_engine_config(fallback),
             EngineOptions(
-                peer_id=2, identity=PskIdentity(local_peer=2, keys=peers), release_on_landing=True
+                peer_id=2,
+                identity=PskIdentity(local_peer=2, keys=peers),
+                release_on_landing=True,
+                trim_heap=trim_heap,
             ),
         )
         self.tx = SyncEngine(
@@ -279,6 +282,7 @@ class Bench:
             "control_floods": control.control_floods,
             "protocol_violations": control.protocol_violations,
             "quarantined": list(receiver.quarantined),
+            "heap_trims": receiver.heap_trims,
         }
 
     def backlog(self) -> dict[str, int]:

@@ -2,19 +2,22 @@
 receiver while an honest sender streams, asserting what does not depend on timing: nothing is
 written outside a grant, a stranger's attack is refused before anything of it is decoded, a
 new honest peer completes its handshake during each attack, the honest sender keeps its session
-and its transfers complete, and the receiver's descriptors and Python objects come back. One
+and its transfers complete, the receiver's descriptors and Python objects come back, and the
+heap that retired sessions freed is given back to the operating system. One
 data-plane attack (writes outside a region, each lie from an authenticated peer of its own)
 must be refused at its header, counted, and quarantine exactly its liars."""
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 import net_abuse  # the benchmark itself, not a copy of it
 import net_abuse_lies
+from tent_transport.engine import _heap
 
 SECONDS = 0.3
 FD_SLACK = 4  # the honest sender's data connections may grow to its per-rail bound meanwhile
@@ -70,6 +73,12 @@ def test_the_short_abuse_campaign_finds_nothing_written_outside_a_grant_and_no_l
         assert quarantined == tuple(
             net_abuse_lies.LIARS[lie] for lie in net_abuse_lies.LIES["outside_region"]
         )
+        # the liars' sessions (and the newcomers') retired: the heap they freed went back to
+        # the OS within a second of that (docs/abuse.md, "RSS back to baseline")
+        end = time.monotonic() + 5.0
+        while bench.counters()["heap_trims"] == 0 and time.monotonic() < end:  # bounded
+            time.sleep(0.1)
+        assert bench.counters()["heap_trims"] >= (_heap.malloc_trim is not None)
     finally:
         bench.close()
 
@@ -83,6 +92,8 @@ def test_repeated_runs_are_summarized_by_their_medians_and_their_worst() -> None
             "newcomer_handshake_s": newcomer,
             "honest_session_kept": outside == 0,
             "fds_left": {"socket": 1} if outside else {},
+            "before": {"rss_kb": 40_000},
+            "after": {"rss_kb": 40_000 + 100 * outside},
         }
 
     runs = [row(0.84, 0.99, 0, 0.5), row(0.95, 0.90, 0, 0.6), row(0.93, 1.02, 0, 0.4)]
@@ -91,6 +102,7 @@ def test_repeated_runs_are_summarized_by_their_medians_and_their_worst() -> None
     assert summary["median_fair_ratio"] == 0.93 and summary["median_ratio"] == 0.99
     assert summary["bytes_outside_grant"] == 0 and summary["slowest_newcomer_s"] == 0.6
     assert summary["honest_session_kept"] and summary["fds_left"] == []
+    assert summary["rss_growth_kb"] == [0, 0, 0]
     # one bad run is never hidden by the medians: what must hold in every run is the worst
     worst = net_abuse.summarize([*runs, row(None, 0.95, 12, None)])
     assert worst["bytes_outside_grant"] == 12 and worst["slowest_newcomer_s"] is None

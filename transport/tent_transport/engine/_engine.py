@@ -136,6 +136,7 @@ class Engine:
             legacy_writes=not credit.enabled
             or credit.credit_mode is not CreditMode.REQUIRED
             or credit.required_fallback,
+            trim_heap=options.trim_heap,
         )
         transport = build_transport(
             TransportSpec(
@@ -269,6 +270,7 @@ class Engine:
         await self.control.close()
         for half in self.receivers:
             await half.close()
+        self.receiver.close()
         if self._metrics is not None:
             # its port is free again once this returns (a restarted engine can bind it)
             metrics, self._metrics = self._metrics, None

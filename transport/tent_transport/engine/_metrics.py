@@ -131,6 +131,11 @@ class TransportCollector(Collector):
             "Data-landed notifications dropped: max_pending_landed were waiting unread",
             value=receiver.notifications_dropped,
         )
+        yield CounterMetricFamily(
+            "tent_transport_heap_trims",
+            "Times freed heap memory was given back to the OS after sessions retired",
+            value=receiver.heap_trims,
+        )
         control = self._control()
         yield CounterMetricFamily(
             "tent_transport_handshakes_failed",

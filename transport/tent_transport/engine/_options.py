@@ -69,6 +69,12 @@ class EngineOptions:
         their own, so the kernel's copy of a payload runs beside the event loop's work instead
         of inside it (docs/transport.md#transport-send-thread); ``False`` sends everything
         from the loop thread; ``None`` (default): a thread only with more than two CPUs.
+    17. ``trim_heap``: after a sender's session retires (it closed, was superseded or
+        quarantined), give the heap memory its buffers held back to the operating system,
+        at most once a second (glibc's ``malloc_trim``; nothing elsewhere). Default on: a
+        receiver that outlived a flood or a peer that never read its answers returns to its
+        earlier RSS instead of keeping the peak mapped (docs/abuse.md). ``False`` leaves the
+        process's allocator alone (an embedding application that manages it itself).
     """
 
     peer_id: int
@@ -93,6 +99,7 @@ class EngineOptions:
     max_pending_landed: int = 65_536
     control_rate: tuple[float, int, float] = (2_000.0, 4_000, 5.0)
     data_send_thread: bool | None = None
+    trim_heap: bool = True
 
     def __attrs_post_init__(self) -> None:
         port = self.metrics_port
@@ -114,6 +121,8 @@ class EngineOptions:
             raise ValueError("link_speed_gbps must give one speed per rail")
         if self.data_send_thread is not None and type(self.data_send_thread) is not bool:
             raise ValueError(f"data_send_thread must be a bool or None: {self.data_send_thread!r}")
+        if type(self.trim_heap) is not bool:
+            raise ValueError(f"trim_heap must be a bool: {self.trim_heap!r}")
         if type(self.device) is not str:
             raise ValueError(f"device must be a transport name: {self.device!r}")
         # the transport refuses what it cannot run (verbs: one rail, no data TLS, a device name)

@@ -41,6 +41,7 @@ from tent_credit.errors import CreditError
 from ..control import ControlServer, FrameKind, PeerSession
 from ..devices import Flags, ReceiverHalf, Request
 from ..segments import SegmentTable, encode_descriptors
+from . import _heap
 from ._staging import StagingPath
 from ._transfers import TOO_MANY_TRANSFERS, Transfers
 
@@ -102,6 +103,9 @@ class ReceiverStatistics:
     legacy_refused: int = 0
     """Uncredited writes of a peer that never negotiated credit, refused because this receiver
     requires credit and has no legacy fallback (counted in ``refused``; not quarantined)."""
+    heap_trims: int = 0
+    """Times the heap was given back to the operating system after sessions retired
+    (``malloc_trim``; 0 where the C library has none or ``EngineOptions.trim_heap`` is off)."""
 
 
 @attrs.define
@@ -125,11 +129,14 @@ class ReceiverSide:
         on_landed: Callable[[DataLanded], None] | None = None,
         max_pending_landed: int = 65_536,
         legacy_writes: bool = True,
+        trim_heap: bool = True,
     ) -> None:
         """``legacy_writes``: admit the uncredited writes of a peer that never negotiated
         credit (inside the regions exposed to it). ``False`` for a receiver whose credit mode
         is ``required`` without ``required_fallback``: such a write is refused (RFC
-        "Required mode must reject or take an explicit configured fallback")."""
+        "Required mode must reject or take an explicit configured fallback").
+        ``trim_heap``: after a session retires, give the heap it freed back to the operating
+        system (``_heap.HeapTrim``; ``EngineOptions.trim_heap``)."""
         if type(max_pending_landed) is not int or max_pending_landed < 1:
             raise ValueError(f"max_pending_landed must be an int >= 1: {max_pending_landed!r}")
         self._max_pending = max_pending_landed
@@ -159,6 +166,8 @@ class ReceiverSide:
         self._queue: collections.deque[DataLanded] = collections.deque()
         self._queue_event = asyncio.Event()
         self._landed = self._released = self._aborted = self._refused = self._stale = 0
+        self._trim_heap = bool(trim_heap)
+        self._heap: _heap.HeapTrim | None = None  # made on the loop, at the first retirement
 
     # ---------------------------------------------------------------- ReceiverHooks
 
@@ -172,8 +181,18 @@ class ReceiverSide:
             await asyncio.gather(*(half.retire(peer, session) for half in self.halves))
             if self._transfers is not None:  # a transfer not whole by now never will be
                 self._transfers.retire(peer, session)
+            if self._trim_heap:
+                if self._heap is None:
+                    self._heap = _heap.HeapTrim(asyncio.get_running_loop(), trim=_heap.malloc_trim)
+                self._heap.request()
 
         return retire()
+
+    def close(self) -> None:
+        """Cancel a pending heap trim (the engine is closing)."""
+        self._trim_heap = False
+        if self._heap is not None:
+            self._heap.close()
 
     def verbs_frame(self, session: PeerSession, payload: bytes) -> None:
         """A sender's transport frame (the control service's VERBS frames: the verbs exchange),
@@ -423,4 +442,5 @@ class ReceiverSide:
             notifications_dropped=self._dropped,
             transfers_held=0 if self._transfers is None else self._transfers.book.total_held(),
             legacy_refused=self._legacy_refused,
+            heap_trims=0 if self._heap is None else self._heap.trims,
         )
