@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import time
 
 import pytest
 from net_helpers import run, until
@@ -532,3 +533,72 @@ def test_data_connection_send_buffer_holds_a_slice() -> None:
 def test_a_negative_send_buffer_is_refused() -> None:
     with pytest.raises(InvalidArgument):
         TcpRail("tcp0", send_buffer_bytes=-1)
+
+
+def _raw_write(request: int, seg: int, offset: int, payload: bytes) -> tuple[bytes, bytes]:
+    header = Request(
+        opcode=WireOpcode.WRITE,
+        flags=Flags.NONE,
+        qos_class=0,
+        write_id=request,
+        request=request,
+        segment=seg,
+        offset=offset,
+        length=len(payload),
+        session=SESSION,
+        lease_session=0,
+        epoch=0,
+        checksum=checksum(payload),
+        charge=(0, 0, 0, 0),
+    ).pack()
+    return header, payload
+
+
+def _ack_of(sock: socket.socket) -> Ack | None:
+    data = b""
+    while len(data) < ACK.size:  # the socket's 5 s timeout bounds a receiver that never answers
+        data += sock.recv(ACK.size - len(data))
+    return Ack.unpack(data)
+
+
+def test_a_payload_read_with_a_low_water_mark_lands_when_it_trickles_in() -> None:
+    """A large payload is read with SO_RCVLOWAT (``READ_MARK``); the mark follows what is left,
+    so a payload that arrives piece by piece still wakes the receiver for its tail, and goes back
+    to 1 after it, so a small write that follows, alone on the wire, is read too."""
+    from tent_transport.devices.tcp._connection import READ_MARK
+
+    async def scenario() -> None:
+        plane = Plane()
+        size = 8 << 20
+        server, rail, memory, seg, port = await _setup(plane, size)
+        large = os.urandom(READ_MARK + READ_MARK // 2)  # a tail below the mark
+        small = os.urandom(128)
+
+        def send() -> list[Ack | None]:
+            sock, challenge = _raw_connect(port)
+            sock.sendall(data_bind_proof(KEY, challenge, SENDER, 0))
+            header, payload = _raw_write(1, seg, 0, large)
+            sock.sendall(header)
+            piece = 64 << 10
+            for start in range(0, len(payload), piece):  # bounded: 24 pieces, 1 ms apart
+                sock.sendall(payload[start : start + piece])
+                time.sleep(0.001)
+            acks = [_ack_of(sock)]
+            header, payload = _raw_write(2, seg, len(large), small)
+            sock.sendall(header + payload)  # alone on the wire, far below the mark
+            acks.append(_ack_of(sock))
+            sock.close()
+            return acks
+
+        acks = await asyncio.to_thread(send)
+        assert [(a.status, a.request) for a in acks if a is not None] == [
+            (AckStatus.OK, 1),
+            (AckStatus.OK, 2),
+        ]
+        assert bytes(memory[: len(large)]) == large
+        assert bytes(memory[len(large) : len(large) + len(small)]) == small
+        assert [r.request for r in plane.landed_log] == [1, 2]
+        rail.close()
+        await server.close()
+
+    run(scenario())
