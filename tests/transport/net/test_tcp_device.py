@@ -565,7 +565,7 @@ def test_a_payload_read_with_a_low_water_mark_lands_when_it_trickles_in() -> Non
     """A large payload is read with SO_RCVLOWAT (``READ_MARK``); the mark follows what is left,
     so a payload that arrives piece by piece still wakes the receiver for its tail, and goes back
     to 1 after it, so a small write that follows, alone on the wire, is read too."""
-    from tent_transport.devices.tcp._connection import READ_MARK
+    from tent_transport.devices.tcp._mark import READ_MARK
 
     async def scenario() -> None:
         plane = Plane()
@@ -598,6 +598,38 @@ def test_a_payload_read_with_a_low_water_mark_lands_when_it_trickles_in() -> Non
         assert bytes(memory[: len(large)]) == large
         assert bytes(memory[len(large) : len(large) + len(small)]) == small
         assert [r.request for r in plane.landed_log] == [1, 2]
+        rail.close()
+        await server.close()
+
+    run(scenario())
+
+
+def test_a_large_read_answer_is_read_with_the_mark_and_the_acks_after_it_too() -> None:
+    """The sender reads a READ answer's payload with the same mark (``_mark.ReadMark``), and
+    returns it to 1 after the payload: the small write after it is acknowledged."""
+    from tent_transport.devices.tcp._mark import READ_MARK
+
+    async def scenario() -> None:
+        server, rail, memory, seg, _ = await _setup(Plane(), 8 << 20)
+        size = READ_MARK + READ_MARK // 2
+        memory[:size] = os.urandom(size)
+        local = bytearray(size)
+        read = SliceRequest(
+            wr_id=7,
+            opcode=Opcode.READ,
+            peer=SENDER + 100,
+            local=memoryview(local),
+            remote_segment=seg,
+            remote_offset=0,
+            length=size,
+        )
+        rail.post([read], 0)
+        (done,) = await _completions(rail, 1)
+        assert done.status is SliceStatus.SUCCESS and local == memory[:size]
+        small = os.urandom(64)
+        rail.post([_write(8, small, seg, size)], 0)  # its ack alone, far below the mark
+        (done,) = await _completions(rail, 1)
+        assert done.status is SliceStatus.SUCCESS and memory[size : size + 64] == small
         rail.close()
         await server.close()
 

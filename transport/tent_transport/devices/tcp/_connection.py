@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
-import socket
 import ssl
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -51,6 +50,7 @@ from ...control._errors import HandshakeFailed
 from ...segments import Access, SegmentTable
 from .._halves import DataPlane
 from .._writes import REQUEST, Flags, Request, WireOpcode, checksum
+from ._mark import ReadMark
 from ._wire import Ack, AckStatus
 
 if TYPE_CHECKING:
@@ -74,17 +74,6 @@ class ServerStats:
 
 
 _BIND, _HEADER, _PAYLOAD, _DEAD = range(4)
-
-# A payload of at least READ_MARK_FROM bytes is read with the socket's receive low-water mark
-# (SO_RCVLOWAT) at READ_MARK bytes, or at what is left of it when less: the loop is woken when
-# that much has arrived instead of for every burst of segments, and a 4 MiB payload takes about
-# 2 reads instead of 17 (docs/transport.md#transport-read-mark). The mark never exceeds what is
-# still to come, so a wake is always due; Linux caps it at half the receive buffer and wakes a
-# reader early when the buffer is under pressure or the peer closed; it goes back to 1 for every
-# header. Not the whole payload: the sender would then fill the buffer before the receiver
-# copied any of it (4 MiB measured slower than 2, and 2 faster than 1).
-READ_MARK_FROM = 256 << 10
-READ_MARK = 2 << 20
 
 
 @attrs.define
@@ -138,10 +127,7 @@ class DataConnection(asyncio.BufferedProtocol):
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._deadline: asyncio.TimerHandle | None = None  # of the bind, then of a header begun
         self._tls: asyncio.Future[None] | None = None
-        # the socket whose low-water mark paces payload reads (plaintext only: under TLS the
-        # bytes on the wire are not the payload's, and the SSL layer buffers records itself)
-        self._marked: socket.socket | None = None
-        self._mark = 1
+        self._mark = ReadMark(None)  # paces payload reads (_mark.py; plaintext only)
         self.reading_paused = False
         """Reading stopped because the peer is not taking its answers (flow control)."""
 
@@ -153,7 +139,7 @@ class DataConnection(asyncio.BufferedProtocol):
         self._transport = cast(asyncio.Transport, transport)
         server = self._server
         if server.ssl_context is None:
-            self._marked = transport.get_extra_info("socket")
+            self._mark = ReadMark(transport.get_extra_info("socket"))
         if self._state == _HEADER:  # bound on the raw socket
             tune_socket(self._transport, 0)
             # the session may have been retired (or the peer quarantined, or its places
@@ -227,13 +213,10 @@ class DataConnection(asyncio.BufferedProtocol):
         elif self._state == _PAYLOAD:
             assert self._dest is not None
             left = len(self._dest) - self._filled
+            self._mark.left(left)
             if not left:
                 self._filled = 0
-                if self._mark != 1:
-                    self._set_mark(1)  # the next header is read as it comes
                 self._on_payload()
-            elif left < self._mark:
-                self._set_mark(left)
 
     def pause_writing(self) -> None:
         # The peer is not reading its answers (a READ's payload, acknowledgements): stop
@@ -274,15 +257,6 @@ class DataConnection(asyncio.BufferedProtocol):
         self._server.forget(self)
         if not self.closed.done():
             self.closed.set_result(None)
-
-    def _set_mark(self, mark: int) -> None:
-        assert self._marked is not None
-        self._mark = mark
-        try:
-            self._marked.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, mark)
-        except OSError:  # a platform without it, or the socket is closing: read as before
-            self._marked = None
-            self._mark = 1
 
     # --------------------------------------------------------------- steps
 
@@ -358,8 +332,7 @@ class DataConnection(asyncio.BufferedProtocol):
         self._request = request
         self._dest = view
         self._state = _PAYLOAD
-        if request.length >= READ_MARK_FROM and self._marked is not None:
-            self._set_mark(min(request.length, READ_MARK))
+        self._mark.payload(request.length)
 
     def _on_payload(self) -> None:
         request, dest = self._request, self._dest

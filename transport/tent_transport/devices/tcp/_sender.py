@@ -32,6 +32,7 @@ from ...control import BIND, CHALLENGE_BYTES, data_bind_proof, tune_socket
 from ...errors import ConnectionLost, HandshakeFailed, InvalidArgument, PostRefused
 from .._base import Opcode, SliceCompletion, SliceRequest, SliceStatus
 from .._halves import AttachFailed, RailStatistics, SessionContext
+from ._mark import ReadMark
 from ._raw import RawSocketTransport, open_raw_connection
 from ._send_thread import send_thread_by_default
 from ._wire import ACK, Ack, AckStatus, Request, checksum
@@ -80,6 +81,7 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         self.ready = False
         self._read_ack: Ack | None = None
         self._read_dest: memoryview | None = None
+        self._mark = ReadMark(None)  # paces a READ answer's payload (_mark.py; plaintext only)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a cast, not an isinstance check: uvloop's transports are not asyncio.Transport
@@ -90,6 +92,8 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         self._zero_copy = isinstance(transport, RawSocketTransport)
         tune_socket(transport, 0)
         sock = transport.get_extra_info("socket")
+        if self._zero_copy:  # plaintext: the socket's bytes are the payload's
+            self._mark = ReadMark(sock)
         if sock is not None and self._rail.send_buffer_bytes:
             # A kernel send buffer that holds a whole slice takes each chunk at once, so little
             # of a payload is ever copied into (and memmoved out of) asyncio's transport buffer:
@@ -123,7 +127,9 @@ class _ClientProtocol(asyncio.BufferedProtocol):
             self._on_ack(Ack.unpack(bytes(self._small[: ACK.size])))
         elif self._state == _READ_PAYLOAD:
             assert self._read_dest is not None
-            if self._filled == len(self._read_dest):
+            left = len(self._read_dest) - self._filled
+            self._mark.left(left)
+            if not left:
                 self._filled = 0
                 self._on_read_payload()
 
@@ -139,6 +145,7 @@ class _ClientProtocol(asyncio.BufferedProtocol):
             self._read_ack = ack
             self._read_dest = head.local
             self._state = _READ_PAYLOAD
+            self._mark.payload(ack.length)
             return
         self.outstanding.popleft()
         status = SliceStatus.SUCCESS if ack.status is AckStatus.OK else _ACK_STATUS[ack.status]
