@@ -63,10 +63,6 @@ class HeapTrim:
         self.trims = 0
         """Trims run (``tent_transport_heap_trims``)."""
 
-    @property
-    def available(self) -> bool:
-        return self._trim is not None
-
     def request(self) -> None:
         if self._trim is None or self._handle is not None:
             return
