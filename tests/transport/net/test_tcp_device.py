@@ -233,27 +233,31 @@ def _recv_upto(sock: socket.socket, n: int) -> bytes:
     return out
 
 
+def _raw_write(request: int, seg: int, offset: int, payload: bytes) -> tuple[bytes, bytes]:
+    header = Request(
+        opcode=WireOpcode.WRITE,
+        flags=Flags.NONE,
+        qos_class=0,
+        write_id=request,
+        request=request,
+        segment=seg,
+        offset=offset,
+        length=len(payload),
+        session=SESSION,
+        lease_session=0,
+        epoch=0,
+        checksum=checksum(payload),
+        charge=(0, 0, 0, 0),
+    ).pack()
+    return header, payload
+
+
 def test_unbound_data_connection_is_closed_before_any_header_is_read() -> None:
     async def scenario() -> None:
         plane = Plane()
         server, rail, memory, seg, port = await _setup(plane)
         before = bytes(memory)
-        payload = b"\xaa" * 64
-        header = Request(
-            opcode=WireOpcode.WRITE,
-            flags=Flags.NONE,
-            qos_class=0,
-            write_id=1,
-            request=1,
-            segment=seg,
-            offset=0,
-            length=64,
-            session=SESSION,
-            lease_session=0,
-            epoch=0,
-            checksum=checksum(payload),
-            charge=(0, 0, 0, 0),
-        ).pack()
+        header, payload = _raw_write(1, seg, 0, b"\xaa" * 64)
 
         def attack(proof_key: bytes) -> bytes:
             sock, challenge = _raw_connect(port)
@@ -533,25 +537,6 @@ def test_data_connection_send_buffer_holds_a_slice() -> None:
 def test_a_negative_send_buffer_is_refused() -> None:
     with pytest.raises(InvalidArgument):
         TcpRail("tcp0", send_buffer_bytes=-1)
-
-
-def _raw_write(request: int, seg: int, offset: int, payload: bytes) -> tuple[bytes, bytes]:
-    header = Request(
-        opcode=WireOpcode.WRITE,
-        flags=Flags.NONE,
-        qos_class=0,
-        write_id=request,
-        request=request,
-        segment=seg,
-        offset=offset,
-        length=len(payload),
-        session=SESSION,
-        lease_session=0,
-        epoch=0,
-        checksum=checksum(payload),
-        charge=(0, 0, 0, 0),
-    ).pack()
-    return header, payload
 
 
 def _ack_of(sock: socket.socket) -> Ack | None:
