@@ -311,6 +311,12 @@ class CreditReceiver:
             endpoint._capacity_freed()
         self._ahead.serve()  # version 2: the waiting line, first come (_standing rule 2)
 
+    @property
+    def owing(self) -> bool:
+        """Whether some endpoint became due since the last :meth:`take_due` (a transport's
+        flush would find something to send)."""
+        return bool(self._due)
+
     def take_due(self) -> tuple[ReceiverEndpoint, ...]:
         """The endpoints that may owe their sender a message since the last call (an
         activation, an update with news, an answer), in the order they became due; the rest

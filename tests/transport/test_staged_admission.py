@@ -24,6 +24,7 @@ def _side(*, negotiated: bool) -> ReceiverSide:
     credit = types.SimpleNamespace(
         session=types.SimpleNamespace(value=LEASE_SESSION),
         admit_write=admit_write,
+        owing=False,
         # no slot resource: each write is its own transfer (the transfer bound is
         # tests/transport/test_transfers.py's)
         allocator=types.SimpleNamespace(config=types.SimpleNamespace(capacity={})),

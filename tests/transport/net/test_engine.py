@@ -94,6 +94,42 @@ def test_credit_stall_keeps_handles_pending_with_backpressure_until_release(devi
         rx.close()
 
 
+@DEVICES
+def test_a_top_up_made_when_writes_land_reaches_the_sender_while_the_consumer_holds_them(
+    device: str,
+) -> None:
+    # Grant-ahead tops a key up as its writes land (are admitted), from capacity nobody holds;
+    # that update must leave at once, not wait for the consumer's next release (which may
+    # never come): the sender's next writes then go ahead while every landed block is held.
+    rx, tx, peer = _pair("required", slots=8, device=device)
+    try:
+        memory = bytearray(8 * BLOCK)
+        segment = rx.register(memory)
+        rx.expose(1, segment.segment_id, 0, len(memory))
+        tx.wait_regions(peer, lambda d: bool(d.regions))
+        first = [
+            tx.submit_nowait(
+                [write_request(peer, segment.segment_id, i * BLOCK, os.urandom(BLOCK))]
+            )
+            for i in range(4)
+        ]
+        for handle in first:
+            assert handle.result(10).status is TaskStatus.COMPLETED
+        held = [rx.next_landed(10) for _ in range(4)]  # the consumer keeps them all
+        blocks = [os.urandom(BLOCK) for _ in range(4)]
+        second = [
+            tx.submit_nowait([write_request(peer, segment.segment_id, (4 + i) * BLOCK, b)])
+            for i, b in enumerate(blocks)
+        ]
+        for handle, block, i in zip(second, blocks, range(4, 8), strict=True):
+            assert handle.result(10).status is TaskStatus.COMPLETED
+            assert memory[i * BLOCK : (i + 1) * BLOCK] == block
+        assert len(held) == 4 and rx.engine.receiver.statistics().released == 0
+    finally:
+        tx.close()
+        rx.close()
+
+
 def test_read_and_a_write_outside_the_exposure_fail_typed() -> None:
     rx, tx, peer = _pair("disabled", slots=4)
     try:

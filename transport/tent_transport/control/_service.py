@@ -192,6 +192,7 @@ class ControlServer:
         self._ids = itertools.count(max(1, time.time_ns() // 1000))
         self._server: PacedListener | None = None
         self._timer = _Timer(self.flush)
+        self._flush_soon: asyncio.Handle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters = _Counters()
         self._retired_frames = (0, 0)
@@ -482,10 +483,29 @@ class ControlServer:
 
         self._spawn(retire())
 
+    def flush_soon(self) -> None:
+        """:meth:`flush` once the loop's current callback is done (many calls, one flush).
+
+        For what the credit core decided in the middle of a data callback: an admitted write
+        counts as landed, so its key's top-up may be due at once. A flush there would write
+        that update before the rest of the callback (a small write's landing, its release and
+        acknowledgement), and the sender would wake twice where once does; deferred, it leaves
+        with the release's update, or right after the header of a large write, whose payload
+        takes many callbacks more."""
+        if self._flush_soon is None:
+            self._flush_soon = asyncio.get_running_loop().call_soon(self._flush_now)
+
+    def _flush_now(self) -> None:
+        self._flush_soon = None
+        self.flush()
+
     def flush(self) -> None:
         """Send what the endpoints queued; re-arm the refresh timer."""
         if self._credit is None:
             return
+        if self._flush_soon is not None:  # this flush sends what that one would have
+            self._flush_soon.cancel()
+            self._flush_soon = None
         now = self._clock()
         credit = self._credit
         due = credit.take_due()
@@ -518,6 +538,9 @@ class ControlServer:
 
     async def close(self) -> None:
         self._timer.cancel()
+        if self._flush_soon is not None:
+            self._flush_soon.cancel()
+            self._flush_soon = None
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
