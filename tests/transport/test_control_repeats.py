@@ -1,4 +1,5 @@
-"""The control flood of issue 13: repeated usage reports are held back, the read loop yields.
+"""The control flood of issue 13: repeated usage reports are held back (the read loop's yields:
+``test_control_reads.py``).
 
 Sans-IO: a real :class:`SenderEndpoint` and :class:`CreditReceiver` pumped by hand at chosen
 times through :class:`RepeatHold`, the rule :class:`ControlClient` applies to what it
@@ -8,17 +9,9 @@ the cap), computed from the simulated times, never from a wall clock.
 
 from __future__ import annotations
 
-import asyncio
 import math
 
 import pytest
-from tent_transport.control import (
-    AuthenticatedPeer,
-    ControlConnection,
-    FrameKind,
-    encode_frame,
-)
-from tent_transport.control._connection import READ_BATCH
 from tent_transport.control._repeats import RepeatHold
 
 from tent_credit import (
@@ -293,57 +286,3 @@ def test_the_receiver_holds_unchanged_updates_but_never_a_fresh_grant_or_a_ttl_r
         )
     )
     assert all(ttl.admit(refresh, t) for t in range(5))
-
-
-# --------------------------------------------------------------------------- the read loop
-
-
-class _NullWriter:
-    """The writer half a ControlConnection needs when nothing is written back."""
-
-    def get_extra_info(self, name: str) -> None:
-        return None
-
-    def write(self, data: bytes) -> None:
-        pass
-
-    async def drain(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def test_the_read_loop_yields_between_batches_of_buffered_frames() -> None:
-    # One peer's backlog, already buffered: without a yield the loop handles all of it before
-    # any other task runs (the receiver starved behind one chatty sender).
-    frames = 5 * READ_BATCH
-
-    async def scenario() -> list[int]:
-        reader = asyncio.StreamReader()
-        reader.feed_data(b"".join(encode_frame(FrameKind.CREDIT, b"x") for _ in range(frames)))
-        handled: list[int] = []
-        seen: list[int] = []  # how many were handled whenever the other task ran
-        connection = ControlConnection(
-            reader,
-            _NullWriter(),  # type: ignore[arg-type]
-            AuthenticatedPeer(peer=1, data_key=b"k" * 32),
-            on_frame=lambda kind, payload: handled.append(1),
-            on_closed=lambda: None,
-        )
-
-        async def other() -> None:
-            while len(handled) < frames:
-                seen.append(len(handled))
-                await asyncio.sleep(0)
-
-        probe = asyncio.ensure_future(other())
-        connection.start()
-        await asyncio.wait_for(probe, 10)
-        connection.close()
-        return seen
-
-    seen = asyncio.run(scenario())
-    between = [n for n in seen if 0 < n < frames]
-    assert between, "no other task ran while the backlog was handled"
-    assert all(n % READ_BATCH == 0 for n in between)  # it yields after whole batches

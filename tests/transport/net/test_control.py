@@ -422,9 +422,10 @@ def test_disconnect_stale_reconnect_fence_complete_after_retire() -> None:
 
 class _BrokenPipeHooks(_Hooks):
     """Every session's first write fails as one to a peer already gone: asyncio's transport
-    hands the error to the connection's reader (``connection_lost(exc)``), and its traceback
-    keeps the frames the write ran in, ``session_opened`` and the server's code above it.
-    Sessions are only weakly referenced here."""
+    hands the error to the socket's protocol (``connection_lost(exc)``), which passes it to the
+    stream's, whose reader keeps it, and its traceback keeps the frames the write ran in,
+    ``session_opened`` and the server's code above it. Sessions are only weakly referenced
+    here."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -435,7 +436,8 @@ class _BrokenPipeHooks(_Hooks):
         try:
             raise BrokenPipeError(errno.EPIPE, "Broken pipe")
         except BrokenPipeError as exc:
-            session.connection._reader.set_exception(exc)  # what the transport does with it
+            # what the transport does with it
+            session.connection._writer.transport.get_protocol().connection_lost(exc)
 
 
 def test_a_failed_write_does_not_keep_the_sessions_a_reconnect_replaced() -> None:

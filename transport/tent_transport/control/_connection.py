@@ -1,8 +1,10 @@
-"""One authenticated control connection: a reader task, a bounded non-blocking publisher.
+"""One authenticated control connection: frames read as they arrive, a bounded non-blocking
+publisher.
 
 Control never waits on data (docs/transport_design.md#transport-rule-1): a control connection is its
-own socket with its own tasks, marked ``SO_PRIORITY`` (a ``prio`` qdisc on a shared rail serves it
-first), and its publisher never blocks: :meth:`ControlConnection.publish` queues at most
+own socket, marked ``SO_PRIORITY`` (a ``prio`` qdisc on a shared rail serves it first), whose
+frames are handled in the callback that read them (:mod:`._reads`), and its publisher never
+blocks: :meth:`ControlConnection.publish` queues at most
 ``max_queued`` frames and refuses the rest (counted). Refusing is safe because every credit message
 is cumulative: the next one carries everything a refused one did
 (docs/design.md#protocol-decisions), exactly like a loss on the control channel, which the model
@@ -22,16 +24,17 @@ import logging
 import socket
 import time
 from collections.abc import Callable
+from typing import cast
 
 import attrs
 
 from tent_credit.errors import TooManyRequests
 from tent_credit.testing import FaultyChannel
 
-from ._errors import FrameError
-from ._frames import FrameDecoder, FrameKind, encode_frame
+from ._frames import FrameKind, encode_frame
 from ._handshake import AuthenticatedPeer
 from ._rate import ControlRate
+from ._reads import READ_BATCH, FrameReads, leftover
 
 __all__ = [
     "CONTROL_SO_PRIORITY",
@@ -51,10 +54,6 @@ _READ_CHUNK = 64 * 1024
 transport reads for it, the socket's: :func:`_bound_reads`)."""
 _DIRECT_WRITE_LIMIT = 64 * 1024
 """Below this many bytes in the transport's buffer a published frame is written at once."""
-READ_BATCH = 16
-"""Frames handled between two yields to the event loop: a 64 KiB read can hold a thousand
-small frames, and without a yield one chatty peer's backlog keeps every other connection and
-the data plane waiting until all of it is handled (issue 13)."""
 
 
 def tune_socket(writer: asyncio.StreamWriter | asyncio.BaseTransport, priority: int) -> None:
@@ -140,6 +139,7 @@ class ControlConnection:
         self._fault_timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._reads: FrameReads | None = None
         self._received = 0
         self._sent = 0
         self._refused = 0
@@ -148,11 +148,24 @@ class ControlConnection:
         _bound_reads(writer)
 
     def start(self) -> None:
-        """Start the reader and writer tasks."""
-        self._tasks = [
-            asyncio.ensure_future(self._read_loop()),
-            asyncio.ensure_future(self._write_loop()),
-        ]
+        """Take the socket over from its stream (what the stream buffered is handled first, in
+        a callback after this one) and start the writer task."""
+        transport = self._writer.transport
+        self._reads = FrameReads(
+            cast(asyncio.Transport, transport),
+            transport.get_protocol(),
+            deliver=self._deliver,
+            close=self.close,
+            closed=lambda: self._closed,
+            rate=self.rate,
+            partial_frame_s=self._partial_frame_s,
+        )
+        self._reads.start(*leftover(self._reader))
+        self._tasks = [asyncio.ensure_future(self._write_loop())]
+
+    def _deliver(self, kind: FrameKind, payload: bytes) -> None:
+        self._received += 1
+        self._on_frame(kind, payload)
 
     @property
     def closed(self) -> bool:
@@ -223,69 +236,6 @@ class ControlConnection:
         except (ConnectionError, OSError) as exc:
             self.close(f"write failed: {exc}")
 
-    async def _read_loop(self) -> None:
-        decoder = FrameDecoder()
-        loop = asyncio.get_running_loop()
-        begun = 0.0  # when the frame now partly buffered began (slowloris after the handshake)
-        try:
-            while not self._closed:
-                if not decoder.buffered:
-                    data = await self._reader.read(_READ_CHUNK)
-                else:
-                    left = begun + self._partial_frame_s - loop.time()
-                    try:
-                        data = await asyncio.wait_for(self._reader.read(_READ_CHUNK), left)
-                    except TimeoutError:
-                        self.close(f"a frame begun was not whole in {self._partial_frame_s} s")
-                        return
-                if not data:
-                    self.close("closed by the peer")
-                    return
-                decoder.append(data)
-                took = False
-                # A batch at a time: what waits (for the frame rate, or behind the other
-                # connections) stays bytes in the decoder, not a decoded frame per 13 bytes
-                # (a flood's 64 KiB read is about 5,000 heartbeats)
-                while batch := decoder.take(READ_BATCH):
-                    took = True
-                    if self.rate is not None:
-                        # each batch is paid for before it is handled: over its frame rate,
-                        # this peer waits (unread: the rest stays in the kernel) and loses
-                        # nothing; one that keeps at it is closed (_rate)
-                        hold = self.rate.charge(len(batch))
-                        if hold and self.rate.flooding:
-                            self.close("control flood: over its frame rate for too long")
-                            return
-                        if hold:
-                            await asyncio.sleep(hold)
-                            if self.closed:
-                                return
-                    for kind, payload in batch:
-                        self._received += 1
-                        self._on_frame(kind, payload)
-                        if self.closed:  # a handler closed it
-                            return
-                    if len(batch) == READ_BATCH:
-                        await asyncio.sleep(0)  # let the other connections run
-                        if self.closed:  # closed by anyone while we yielded
-                            return
-                # every complete frame is handled: what is left is one frame begun (after our
-                # own pauses above, so they do not count against the peer)
-                if not decoder.buffered:
-                    begun = 0.0
-                elif took or not begun:  # a new frame is partly buffered: it begins now
-                    begun = loop.time()
-        except FrameError as exc:
-            self.close(f"frame error: {exc}")
-        except (ConnectionError, OSError) as exc:
-            self.close(f"read failed: {exc}")
-        except Exception as exc:  # not CancelledError (a BaseException): close() cancels us
-            # A handler failed on something this peer sent (a defect of ours, not a typed
-            # refusal): close the connection, as for any peer fault, rather than let the
-            # task die and leave a session nobody reads. Logged: it is a bug to fix.
-            _log.exception("control frame handler failed; closing the connection")
-            self.close(f"handler failed: {type(exc).__name__}: {exc}")
-
     def close(self, reason: str = "closed locally") -> None:
         """Close the socket and stop the tasks; ``on_closed`` runs once. Idempotent. Frames
         published before the close are still handed to the socket first (best effort)."""
@@ -293,6 +243,8 @@ class ControlConnection:
             return
         self._closed = True
         self.close_reason = reason
+        if self._reads is not None:
+            self._reads.stop()
         if self._fault_timer is not None:
             self._fault_timer.cancel()
         self._wake.set()
