@@ -4,11 +4,11 @@ After the handshake, :class:`FrameReads` becomes the control socket's protocol: 
 the transport read and hands every complete frame to the connection in ``data_received``
 itself. The reader used to be a task awaiting a :class:`asyncio.StreamReader`; a frame then
 reached it one event-loop iteration after the read, behind every callback of the iteration
-that read it and those queued before the task's wake-up. On a loop busy with data work (a
-lone incast sender on 2 cores: a 4 MiB copy, a send of up to 4 MiB and a checksum per block)
-that was a grant decoded 2.4 to 2.8 ms after the receiver sent it (median); read here, 1.1 ms
-(docs/incast.md#incast-admission-flush). Control never waits behind data work for more than
-the callbacks ahead of it in one iteration (docs/transport_design.md#transport-rule-1).
+that read it and those queued before the task's wake-up. Read here, a frame waits only for the
+callbacks ahead of it in the iteration that read it (docs/transport_design.md#transport-rule-1).
+On a loop busy with data work those are still most of its wait: a lone incast sender on 2
+cores (a 4 MiB copy, a send and a checksum per block) decodes a grant 1.9 ms after the receiver
+sent it against 2.1-2.3 ms with the task (medians; docs/incast.md#incast-admission-flush).
 
 What the reader task did, this protocol does with the transport's own flow control:
 

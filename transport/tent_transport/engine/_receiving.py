@@ -50,7 +50,7 @@ EARLY_GRANT_FROM = 256 << 10
 payload arrives (at 2 GB/s a 4 MiB payload takes 2 ms): a lone sender's next write then has
 its credit before this one completes. A smaller one's top-up goes with its landing: sent at the
 header it woke the sender twice per write, once for the update and once for the acknowledgement
-(13 µs more CPU per 4 KiB transfer at each end, docs/benchmarks.md#control-admission-flush)."""
+(13-16 µs more CPU per 4 KiB transfer at each end, docs/benchmarks.md#control-admission-flush)."""
 
 __all__ = ["DataLanded", "ReceiverSide", "ReceiverStatistics"]
 
