@@ -8,7 +8,10 @@ import asyncio
 import socket
 from collections.abc import Awaitable, Callable
 
+import pytest
+import uvloop
 from tent_transport.control import AuthenticatedPeer, ControlConnection, FrameKind, encode_frame
+from tent_transport.control._rate import ControlRate
 from tent_transport.control._reads import READ_BATCH
 
 PEER = AuthenticatedPeer(peer=1, data_key=b"k" * 32)
@@ -19,7 +22,11 @@ def _frames(n: int) -> bytes:
 
 
 async def _connection(
-    on_frame: Callable[[FrameKind, bytes], None], buffered: bytes = b"", *, eof: bool = False
+    on_frame: Callable[[FrameKind, bytes], None],
+    buffered: bytes = b"",
+    *,
+    eof: bool = False,
+    rate: ControlRate | None = None,
 ) -> tuple[ControlConnection, socket.socket, list[str]]:
     """A connection over a socket pair whose stream already holds ``buffered`` (as if the peer
     had sent it right behind its handshake), then its end of stream with ``eof``."""
@@ -36,6 +43,7 @@ async def _connection(
         PEER,
         on_frame=on_frame,
         on_closed=lambda: closed.append(connection.close_reason),
+        rate=rate,
     )
     connection.start()
     return connection, theirs, closed
@@ -145,3 +153,31 @@ def test_writes_still_flow_and_drain_after_the_reads_took_the_socket_over() -> N
         theirs.close()
 
     _run(scenario)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_peer_over_its_rate_is_paused_unread_and_loses_nothing(loop: str) -> None:
+    # the rate's hold pauses the transport's reading (its frames wait in the kernel) and
+    # resumes it: every frame is handled, in order, on asyncio's loop and on uvloop's
+    frames = 12 * READ_BATCH
+    rate = ControlRate(rate_hz=4_000.0, burst=READ_BATCH)
+
+    async def scenario() -> None:
+        handled: list[bytes] = []
+        connection, theirs, closed = await _connection(
+            lambda kind, payload: handled.append(payload), rate=rate
+        )
+        theirs.sendall(_frames(frames))
+        for _ in range(1_000):  # bounded: the holds add up to about 40 ms
+            if len(handled) == frames:
+                break
+            await asyncio.sleep(0.01)
+        assert handled == [bytes([i % 256]) for i in range(frames)]
+        assert rate.throttled > 0 and not closed  # held back, not closed
+        connection.close()
+        theirs.close()
+
+    if loop == "uvloop":
+        uvloop.run(asyncio.wait_for(scenario(), 10))
+    else:
+        _run(scenario)
