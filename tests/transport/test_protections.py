@@ -167,9 +167,7 @@ def _receiver_side() -> tuple[ReceiverSide, CreditReceiver, int, dict[int, objec
             connection=types.SimpleNamespace(close=lambda reason: None),
         )
     }
-    side.control = types.SimpleNamespace(  # type: ignore[assignment]
-        session_of=sessions.get, flush_soon=lambda: None
-    )
+    side.control = types.SimpleNamespace(session_of=sessions.get)  # type: ignore[assignment]
     return side, credit, endpoint.epoch, sessions
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import logging
 import socket
 import time
 from collections.abc import Callable
@@ -44,14 +43,12 @@ __all__ = [
     "tune_socket",
 ]
 
-_log = logging.getLogger("tent_transport.control")
-
 CONTROL_SO_PRIORITY = 6
 """The highest ``SO_PRIORITY`` an unprivileged socket may set; data sockets keep 0."""
 
 _READ_CHUNK = 64 * 1024
-"""What one read of a control socket asks for (the stream's and, where asyncio's selector
-transport reads for it, the socket's: :func:`_bound_reads`)."""
+"""What one read of a control socket asks for, where asyncio's selector transport reads it
+(:func:`_bound_reads`)."""
 _DIRECT_WRITE_LIMIT = 64 * 1024
 """Below this many bytes in the transport's buffer a published frame is written at once."""
 
@@ -81,7 +78,7 @@ def _bound_reads(writer: asyncio.StreamWriter) -> None:
     attribute (asyncio's SSL protocol below it reads into a buffer it keeps; bounding its
     read size too changed nothing measurable), nor has uvloop's (libuv reads into one buffer
     per loop); both are left as they are."""
-    transport: object = getattr(writer, "transport", None)  # a test's stand-in has none
+    transport: object = getattr(writer, "transport", None)
     if isinstance(getattr(type(transport), "max_size", None), int):
         transport.max_size = _READ_CHUNK  # type: ignore[attr-defined]
 
