@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 
 import pytest
+import trustme
 import uvloop
 from tent_transport.control import AuthenticatedPeer, ControlConnection, FrameKind, encode_frame
 from tent_transport.control._rate import ControlRate
@@ -155,19 +157,63 @@ def test_writes_still_flow_and_drain_after_the_reads_took_the_socket_over() -> N
     _run(scenario)
 
 
-@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
-def test_a_peer_over_its_rate_is_paused_unread_and_loses_nothing(loop: str) -> None:
-    # the rate's hold pauses the transport's reading (its frames wait in the kernel) and
-    # resumes it: every frame is handled, in order, on asyncio's loop and on uvloop's
+async def _tls_connection(
+    on_frame: Callable[[FrameKind, bytes], None], rate: ControlRate
+) -> tuple[ControlConnection, asyncio.StreamWriter, list[str]]:
+    """The same over TLS: the connection is the server's end of a TLS stream (its transport is
+    asyncio's SSL transport, whose pause stops what it hands up, not the socket)."""
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("receiver.tent").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    accepted: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+    accepted = asyncio.get_running_loop().create_future()
+
+    async def on_connect(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        accepted.set_result((r, w))
+
+    listener = await asyncio.start_server(on_connect, "127.0.0.1", 0, ssl=server_ctx)
+    port = listener.sockets[0].getsockname()[1]
+    _, peer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=client_ctx, server_hostname="receiver.tent"
+    )
+    reader, writer = await accepted
+    listener.close()
+    closed: list[str] = []
+    connection = ControlConnection(
+        reader,
+        writer,
+        PEER,
+        on_frame=on_frame,
+        on_closed=lambda: closed.append(connection.close_reason),
+        rate=rate,
+    )
+    connection.start()
+    return connection, peer, closed
+
+
+@pytest.mark.parametrize("where", ["asyncio", "uvloop", "tls"])
+def test_a_peer_over_its_rate_is_paused_unread_and_loses_nothing(where: str) -> None:
+    # the rate's hold pauses the transport's reading (its frames wait in the kernel, or in the
+    # SSL layer's bounded buffer) and resumes it: every frame is handled, in order, on
+    # asyncio's loop, on uvloop's and over TLS
     frames = 12 * READ_BATCH
     rate = ControlRate(rate_hz=4_000.0, burst=READ_BATCH)
 
     async def scenario() -> None:
         handled: list[bytes] = []
-        connection, theirs, closed = await _connection(
-            lambda kind, payload: handled.append(payload), rate=rate
-        )
-        theirs.sendall(_frames(frames))
+
+        def on_frame(kind: FrameKind, payload: bytes) -> None:
+            handled.append(payload)
+
+        if where == "tls":
+            connection, peer, closed = await _tls_connection(on_frame, rate)
+            peer.write(_frames(frames))
+            await peer.drain()
+        else:
+            connection, theirs, closed = await _connection(on_frame, rate=rate)
+            theirs.sendall(_frames(frames))
         for _ in range(1_000):  # bounded: the holds add up to about 40 ms
             if len(handled) == frames:
                 break
@@ -175,9 +221,12 @@ def test_a_peer_over_its_rate_is_paused_unread_and_loses_nothing(loop: str) -> N
         assert handled == [bytes([i % 256]) for i in range(frames)]
         assert rate.throttled > 0 and not closed  # held back, not closed
         connection.close()
-        theirs.close()
+        if where == "tls":
+            peer.close()
+        else:
+            theirs.close()
 
-    if loop == "uvloop":
+    if where == "uvloop":
         uvloop.run(asyncio.wait_for(scenario(), 10))
     else:
         _run(scenario)

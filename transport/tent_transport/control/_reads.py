@@ -21,7 +21,9 @@ What the reader task did, this protocol does with the transport's own flow contr
 - a frame begun must be whole within ``partial_frame_s`` of its first byte (a slowloris peer
   after the handshake); our own pauses do not count against the peer;
 - a bad frame header, a handler's failure, the peer's end of stream and a lost connection close
-  the connection, with the reason.
+  the connection, with the reason; at the end of stream, after the frames that came before it
+  (under TLS asyncio's SSL layer closes the transport at the peer's end itself: frames a pause
+  still holds then go with the connection, like any other frame of a closed session).
 
 The stream protocol the socket had before keeps the writer's side: flow control
 (``pause_writing``/``resume_writing``, which ``StreamWriter.drain`` waits on) and the loss of the
