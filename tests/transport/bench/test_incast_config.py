@@ -7,6 +7,7 @@ import contextlib
 import io
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -481,3 +482,14 @@ def test_the_rfc_selection_excludes_the_others() -> None:
     runner = CliRunner()
     result = runner.invoke(bench, ["incast", "--rfc", "--smoke"])
     assert result.exit_code != 0 and "--smoke and --rfc select different matrices" in result.output
+
+
+@pytest.mark.skipif(
+    not hasattr(socket, "TCP_CONGESTION"), reason="no per-socket TCP congestion control here"
+)
+def test_a_run_names_its_data_connections_congestion_control_or_takes_the_systems() -> None:
+    assert RunConfig(row="r", mode=Mode.CREDIT, senders=4).as_dict()["congestion"] == ""
+    named = RunConfig(row="r", mode=Mode.CREDIT, senders=4, congestion="reno")
+    assert named.as_dict()["congestion"] == "reno"  # the workers' EngineOptions take it
+    with pytest.raises(ValueError, match="data_congestion_control"):
+        RunConfig(row="r", mode=Mode.CREDIT, senders=4, congestion="no-such-algorithm")

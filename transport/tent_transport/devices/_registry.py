@@ -59,6 +59,9 @@ class TransportSpec:
     send_thread: bool | None = None
     """Plaintext TCP: send payloads on a thread per connection (``EngineOptions``, item 16;
     ``None``: the transport's default)."""
+    congestion_control: str | None = None
+    """TCP: the data connections' congestion control (``EngineOptions``, item 18; ``None``:
+    the system's)."""
 
 
 @attrs.frozen

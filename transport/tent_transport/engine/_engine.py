@@ -151,6 +151,7 @@ class Engine:
                 # a TCP data connection's send buffer holds one dispatch slice
                 slice_bytes=self.config.dispatch.slice_bytes,
                 send_thread=options.data_send_thread,
+                congestion_control=options.data_congestion_control,
             )
         )
         self.rails: list[Rail] = list(transport.rails)

@@ -10,6 +10,7 @@ from ..control import PskIdentity, TlsIdentity
 from ..control._common import FaultFactory
 from ..control._rate import ControlRate
 from ..devices import check_transport
+from ..devices.tcp._congestion import check_congestion
 
 __all__ = ["EngineOptions"]
 
@@ -75,6 +76,10 @@ class EngineOptions:
         receiver that outlived a flood or a peer that never read its answers returns to its
         earlier RSS instead of keeping the peak mapped (docs/abuse.md). ``False`` leaves the
         process's allocator alone (an embedding application that manages it itself).
+    18. ``data_congestion_control``: the TCP congestion control of the data connections, at
+        both ends (e.g. ``"cubic"``; ``None``, the default: the system's). Checked at
+        construction: a name this process may not use here is a ``ValueError``
+        (docs/transport.md#transport-congestion).
     """
 
     peer_id: int
@@ -100,6 +105,7 @@ class EngineOptions:
     control_rate: tuple[float, int, float] = (2_000.0, 4_000, 5.0)
     data_send_thread: bool | None = None
     trim_heap: bool = True
+    data_congestion_control: str | None = None
 
     def __attrs_post_init__(self) -> None:
         port = self.metrics_port
@@ -123,6 +129,7 @@ class EngineOptions:
             raise ValueError(f"data_send_thread must be a bool or None: {self.data_send_thread!r}")
         if type(self.trim_heap) is not bool:
             raise ValueError(f"trim_heap must be a bool: {self.trim_heap!r}")
+        check_congestion(self.data_congestion_control)
         if type(self.device) is not str:
             raise ValueError(f"device must be a transport name: {self.device!r}")
         # the transport refuses what it cannot run (verbs: one rail, no data TLS, a device name)

@@ -316,6 +316,12 @@ class _Progress:
     show_default=True,
     help="Custom rows: submits each sender keeps outstanding.",
 )
+@click.option(
+    "--congestion",
+    default="",
+    help="The TCP data connections' congestion control, e.g. cubic (default: the system's; "
+    "docs/incast.md).",
+)
 def incast_command(
     *,
     out: Path,
@@ -337,6 +343,7 @@ def incast_command(
     block_mib: int,
     blocks: int,
     depth: int,
+    congestion: str,
 ) -> None:
     """The RFC's incast matrix: N sender processes, one receiver, through the engine (TCP on
     loopback or across two network namespaces, or the soft verbs device)."""
@@ -391,6 +398,13 @@ def incast_command(
             row = "16-sender" + _suffix(first, network_list[0] if first == "tcp" else "loopback")
             base = next(c for c in configs if c.row == row and c.mode is Mode.FIXED)
             tune_base = attrs.evolve(base, repetition=0)
+    if congestion:
+        try:
+            configs = [attrs.evolve(c, congestion=congestion) for c in configs]
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--congestion") from None
+        if tune_base is not None:
+            tune_base = attrs.evolve(tune_base, congestion=congestion)
     progress = _Progress(len(configs))
     try:
         with out.open("a") as stream:

@@ -16,6 +16,8 @@ from collections.abc import Iterator, Sequence
 
 import attrs
 
+from ..devices.tcp._congestion import check_congestion
+
 __all__ = [
     "DEVICES",
     "NETWORKS",
@@ -100,9 +102,13 @@ class RunConfig:
     """One of :data:`DEVICES` (softverbs: the direct path only)."""
     network: str = "loopback"
     """One of :data:`NETWORKS` (netns: the tcp device only)."""
+    congestion: str = ""
+    """The TCP data connections' congestion control (``""``: the system's; docs/incast.md
+    "incast-congestion")."""
     timeout_s: float = 120.0
 
     def __attrs_post_init__(self) -> None:
+        check_congestion(self.congestion or None)
         if self.path not in PATHS:
             raise ValueError(f"path must be one of {PATHS}, got {self.path!r}")
         if self.path != "direct" and self.mode is not Mode.CREDIT:

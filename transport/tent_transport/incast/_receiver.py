@@ -116,6 +116,7 @@ async def _receiver(conn: Connection, spec: dict[str, Any]) -> None:
         staging_slot_bytes=block,
         trace=_trace("receiver", spec),
         device=spec.get("device", "tcp"),
+        data_congestion_control=spec.get("congestion") or None,
     )
     _use_fabric(spec)
     engine = Engine(load_engine_config(engine_config(spec, "receiver")), options)

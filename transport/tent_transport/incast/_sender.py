@@ -87,6 +87,7 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             peer_dead_after_s=30.0,
             trace=_trace(f"sender-{me}", spec),
             device=spec.get("device", "tcp"),
+            data_congestion_control=spec.get("congestion") or None,
         ),
     )
     posted: dict[int, int] = {}  # seq -> when its (last) slice went to the rail

@@ -50,6 +50,7 @@ from ...control._errors import HandshakeFailed
 from ...segments import Access, SegmentTable
 from .._halves import DataPlane
 from .._writes import REQUEST, Flags, Request, WireOpcode, checksum
+from ._congestion import apply_congestion
 from ._mark import ReadMark
 from ._wire import Ack, AckStatus
 
@@ -95,6 +96,7 @@ class DataServerSide(Protocol):
     max_write_bytes: int
     ssl_context: ssl.SSLContext | None
     start_tls: bool
+    congestion_control: str | None
 
     def bind_refused(self) -> None: ...
 
@@ -138,8 +140,10 @@ class DataConnection(asyncio.BufferedProtocol):
         # subclasses, yet offer the same methods
         self._transport = cast(asyncio.Transport, transport)
         server = self._server
+        sock = transport.get_extra_info("socket")
+        apply_congestion(sock, server.congestion_control)
         if server.ssl_context is None:
-            self._mark = ReadMark(transport.get_extra_info("socket"))
+            self._mark = ReadMark(sock)
         if self._state == _HEADER:  # bound on the raw socket
             tune_socket(self._transport, 0)
             # the session may have been retired (or the peer quarantined, or its places

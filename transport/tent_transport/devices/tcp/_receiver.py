@@ -27,6 +27,7 @@ from ...control._listener import (
 from ...control._preauth import RawPreAuth
 from ...segments import Exposure, SegmentTable
 from .._halves import DataPlane, DataServerStatistics
+from ._congestion import check_congestion
 from ._connection import DataConnection, ServerStats
 
 __all__ = ["DataPlane", "DataServerStatistics", "TcpDataServer"]
@@ -55,7 +56,9 @@ class TcpDataServer:
         bind_timeout_s: float = 5.0,
         max_unbound: int = 64,
         max_session_connections: int = 4,
+        congestion_control: str | None = None,
     ) -> None:
+        check_congestion(congestion_control)
         for name, value in (
             ("max_unbound", max_unbound),
             ("max_session_connections", max_session_connections),
@@ -74,6 +77,8 @@ class TcpDataServer:
         self.max_write_bytes = max_write_bytes
         self.bind_timeout_s = bind_timeout_s
         self.ssl_context = ssl_context
+        self.congestion_control = congestion_control
+        """The data connections' TCP congestion control (``None``: the system's)."""
         self.start_tls = False  # set by listen: TLS on the accepted socket
         self._server: PacedListener | None = None
         self.door: Door[_Unbound] = Door(max_unbound, _evict)

@@ -32,6 +32,7 @@ from ...control import BIND, CHALLENGE_BYTES, data_bind_proof, tune_socket
 from ...errors import ConnectionLost, HandshakeFailed, InvalidArgument, PostRefused
 from .._base import Opcode, SliceCompletion, SliceRequest, SliceStatus
 from .._halves import AttachFailed, RailStatistics, SessionContext
+from ._congestion import apply_congestion, check_congestion
 from ._mark import ReadMark
 from ._raw import RawSocketTransport, open_raw_connection
 from ._send_thread import send_thread_by_default
@@ -92,6 +93,7 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         self._zero_copy = isinstance(transport, RawSocketTransport)
         tune_socket(transport, 0)
         sock = transport.get_extra_info("socket")
+        apply_congestion(sock, self._rail.congestion_control)
         if self._zero_copy:  # plaintext: the socket's bytes are the payload's
             self._mark = ReadMark(sock)
         if sock is not None and self._rail.send_buffer_bytes:
@@ -235,7 +237,9 @@ class TcpRail:
         ssl_context: ssl.SSLContext | None = None,
         send_buffer_bytes: int = 4 << 20,
         send_thread: bool | None = None,
+        congestion_control: str | None = None,
     ) -> None:
+        check_congestion(congestion_control)
         if type(send_buffer_bytes) is not int or send_buffer_bytes < 0:
             raise InvalidArgument(f"send_buffer_bytes must be an int >= 0: {send_buffer_bytes!r}")
         if send_thread is not None and type(send_thread) is not bool:
@@ -246,6 +250,8 @@ class TcpRail:
         """Plaintext connections send payloads on a thread of their own (``_send_thread``):
         the kernel's copy leaves the loop thread, which measured half its CPU per 4 MiB block
         (``None``: only with more than two CPUs, :func:`send_thread_by_default`)."""
+        self.congestion_control = congestion_control
+        """The data connections' TCP congestion control (``None``: the system's)."""
         self._name = name
         self.rail = rail
         self._speed = link_speed_gbps

@@ -27,12 +27,17 @@ class TcpTransport:
                 ssl_context=spec.data_ssl[1],
                 send_buffer_bytes=spec.slice_bytes,
                 send_thread=spec.send_thread,
+                congestion_control=spec.congestion_control,
             )
             for i, speed in enumerate(spec.link_speed_gbps)
         ]
         servers = [
             TcpDataServer(
-                rail=i, segments=spec.segments, plane=spec.plane, ssl_context=spec.data_ssl[0]
+                rail=i,
+                segments=spec.segments,
+                plane=spec.plane,
+                ssl_context=spec.data_ssl[0],
+                congestion_control=spec.congestion_control,
             )
             for i in range(spec.rails)
         ]
