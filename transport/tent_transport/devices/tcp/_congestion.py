@@ -3,7 +3,7 @@
 A data connection uses the system's default (``net.ipv4.tcp_congestion_control``) unless the
 engine names another; both ends set it on their data sockets (the sender's governs writes, the
 receiver's READ answers). Where it matters, measured: on a machine whose default is ``bbr``,
-loopback data connections saw 900-1,800 retransmitted segments per 800-block incast run, nearly
+loopback data connections saw 700-1,800 retransmitted segments per 800-block incast run, nearly
 all spurious (D-SACKed: the original had arrived, reordered), and 10-13 ms stalls of loss
 recovery; with ``cubic`` none, and both the fixed window and credit ran faster
 (docs/incast.md#incast-congestion). Linux only (``TCP_CONGESTION``); an unprivileged process may
