@@ -1,4 +1,4 @@
-"""``EngineOptions.data_congestion_control`` (devices/tcp/_congestion.py): both ends' data sockets
+"""``EngineOptions.data_congestion_control`` (devices/_congestion.py): both ends' data sockets
 use the algorithm named, the system's when none is; a name this process may not use is refused
 when the options are built, before anything listens."""
 

@@ -10,7 +10,7 @@ from ..control import PskIdentity, TlsIdentity
 from ..control._common import FaultFactory
 from ..control._rate import ControlRate
 from ..devices import check_transport
-from ..devices.tcp._congestion import check_congestion
+from ..devices._congestion import check_congestion
 
 __all__ = ["EngineOptions"]
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 
 import attrs
 
-from ..devices.tcp._congestion import check_congestion
+from ..devices._congestion import check_congestion
 
 __all__ = [
     "DEVICES",

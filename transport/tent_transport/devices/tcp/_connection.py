@@ -48,9 +48,9 @@ import attrs
 from ...control import BIND, CHALLENGE_BYTES, tune_socket
 from ...control._errors import HandshakeFailed
 from ...segments import Access, SegmentTable
+from .._congestion import apply_congestion
 from .._halves import DataPlane
 from .._writes import REQUEST, Flags, Request, WireOpcode, checksum
-from ._congestion import apply_congestion
 from ._mark import ReadMark
 from ._wire import Ack, AckStatus
 

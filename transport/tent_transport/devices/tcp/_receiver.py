@@ -26,8 +26,8 @@ from ...control._listener import (
 )
 from ...control._preauth import RawPreAuth
 from ...segments import Exposure, SegmentTable
+from .._congestion import check_congestion
 from .._halves import DataPlane, DataServerStatistics
-from ._congestion import check_congestion
 from ._connection import DataConnection, ServerStats
 
 __all__ = ["DataPlane", "DataServerStatistics", "TcpDataServer"]

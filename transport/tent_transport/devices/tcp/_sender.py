@@ -31,8 +31,8 @@ import attrs
 from ...control import BIND, CHALLENGE_BYTES, data_bind_proof, tune_socket
 from ...errors import ConnectionLost, HandshakeFailed, InvalidArgument, PostRefused
 from .._base import Opcode, SliceCompletion, SliceRequest, SliceStatus
+from .._congestion import apply_congestion, check_congestion
 from .._halves import AttachFailed, RailStatistics, SessionContext
-from ._congestion import apply_congestion, check_congestion
 from ._mark import ReadMark
 from ._raw import RawSocketTransport, open_raw_connection
 from ._send_thread import send_thread_by_default
