@@ -38,6 +38,17 @@ async def _connection(
         reader.feed_data(buffered)
     if eof:
         reader.feed_eof()
+    connection, closed = _started(reader, writer, on_frame, rate)
+    return connection, theirs, closed
+
+
+def _started(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    on_frame: Callable[[FrameKind, bytes], None],
+    rate: ControlRate | None,
+) -> tuple[ControlConnection, list[str]]:
+    """A started connection over ``reader``/``writer`` and the reasons it closed with."""
     closed: list[str] = []
     connection = ControlConnection(
         reader,
@@ -48,7 +59,7 @@ async def _connection(
         rate=rate,
     )
     connection.start()
-    return connection, theirs, closed
+    return connection, closed
 
 
 async def _until(predicate: Callable[[], bool]) -> None:
@@ -180,16 +191,7 @@ async def _tls_connection(
     )
     reader, writer = await accepted
     listener.close()
-    closed: list[str] = []
-    connection = ControlConnection(
-        reader,
-        writer,
-        PEER,
-        on_frame=on_frame,
-        on_closed=lambda: closed.append(connection.close_reason),
-        rate=rate,
-    )
-    connection.start()
+    connection, closed = _started(reader, writer, on_frame, rate)
     return connection, peer, closed
 
 

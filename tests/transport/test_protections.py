@@ -22,11 +22,11 @@ from tent_transport.control import (
 from tent_transport.control import data_bind_proof as bind_proof
 from tent_transport.control._handshake import server_handshake
 from tent_transport.devices import SliceStatus
-from tent_transport.devices.tcp import Flags, Request, WireOpcode
 from tent_transport.dispatch import TransferPhase
 from tent_transport.engine._receiving import ReceiverSide
 from tent_transport.segments import SegmentTable
 from test_dispatch_credit import Rig, legacy_window_core, request
+from transport_fakes import write_header
 
 from tent_credit import (
     AllocatorConfig,
@@ -171,44 +171,25 @@ def _receiver_side() -> tuple[ReceiverSide, CreditReceiver, int, dict[int, objec
     return side, credit, endpoint.epoch, sessions
 
 
-def _write(
-    session: int, epoch: int, length: int, data_bytes: int, *, credited: bool = True
-) -> Request:
-    return Request(
-        opcode=WireOpcode.WRITE,
-        flags=Flags.CREDITED if credited else Flags.NONE,
-        qos_class=0,
-        write_id=1,
-        request=1,
-        segment=1,
-        offset=0,
-        length=length,
-        session=session,
-        lease_session=99 if credited else 0,
-        epoch=epoch if credited else 0,
-        checksum=0,
-        charge=(data_bytes, 1, 0, 1) if credited else (0, 0, 0, 0),
-    )
-
-
 def test_a_write_on_a_superseded_session_is_refused_by_admission() -> None:
     side, _, epoch, _ = _receiver_side()
-    assert side.admit(PEER, OLD, _write(OLD, epoch, 64, 64)) == "no live control session"
-    assert side.admit(PEER, NEW, _write(NEW, epoch, 64, 64)) is None  # the live one lands
+    assert side.admit(PEER, OLD, write_header(OLD, epoch, 64, 64)) == "no live control session"
+    assert side.admit(PEER, NEW, write_header(NEW, epoch, 64, 64)) is None  # the live one lands
 
 
 def test_an_uncredited_write_on_a_superseded_session_is_refused_too() -> None:
     side = ReceiverSide(credit=None, segments=SegmentTable())
     current = types.SimpleNamespace(session=NEW, epoch=0, endpoint=None)
     side.control = types.SimpleNamespace(session_of={PEER: current}.get)  # type: ignore[assignment]
-    assert side.admit(PEER, OLD, _write(OLD, 0, 64, 0, credited=False)) == "no live control session"
-    assert side.admit(PEER, NEW, _write(NEW, 0, 64, 0, credited=False)) is None
+    stale = write_header(OLD, 0, 64, 0, credited=False)
+    assert side.admit(PEER, OLD, stale) == "no live control session"
+    assert side.admit(PEER, NEW, write_header(NEW, 0, 64, 0, credited=False)) is None
 
 
 @pytest.mark.parametrize("data_bytes", [63, 1, 65], ids=["undercharge", "tiny", "overcharge"])
 def test_a_write_must_charge_exactly_the_bytes_it_lands(data_bytes: int) -> None:
     side, credit, epoch, _ = _receiver_side()
-    reason = side.admit(PEER, NEW, _write(NEW, epoch, 64, data_bytes))
+    reason = side.admit(PEER, NEW, write_header(NEW, epoch, 64, data_bytes))
     assert reason == "the lease's DATA_BYTES differ from the write's length"
     assert credit.allocator.statistics().writes_admitted == 0  # refused before admit_write
 

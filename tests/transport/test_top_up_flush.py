@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import types
 
-from tent_transport.devices.tcp import Flags, Request, WireOpcode
+from tent_transport.devices.tcp import Request
 from tent_transport.engine._receiving import EARLY_GRANT_FROM, ReceiverSide
 from tent_transport.segments import SegmentTable
+from transport_fakes import write_header
 
 SESSION, EPOCH, LEASE_SESSION, PEER = 7, 3, 99, 1
 
@@ -55,21 +56,7 @@ def _side(*, release_on_landing: bool) -> tuple[ReceiverSide, _Credit, list[str]
 
 
 def _write(length: int) -> Request:
-    return Request(
-        opcode=WireOpcode.WRITE,
-        flags=Flags.CREDITED,
-        qos_class=0,
-        write_id=1,
-        request=1,
-        segment=1,
-        offset=0,
-        length=length,
-        session=SESSION,
-        lease_session=LEASE_SESSION,
-        epoch=EPOCH,
-        checksum=0,
-        charge=(length, 1, 0, 1),
-    )
+    return write_header(SESSION, EPOCH, length, length)
 
 
 def test_a_large_writes_top_up_leaves_at_its_header() -> None:

@@ -6,6 +6,7 @@ import mmap
 from collections.abc import Callable, Sequence
 
 from tent_transport.devices import SliceCompletion, SliceRequest, SliceStatus
+from tent_transport.devices.tcp import Flags, Request, WireOpcode
 from tent_transport.errors import PostRefused
 
 
@@ -96,3 +97,26 @@ class CancellableFakeDevice(FakeDevice):
             self.cq.append(
                 SliceCompletion(wr_id=item.wr_id, status=SliceStatus.CANCELED, length=item.length)
             )
+
+
+def write_header(
+    session: int, epoch: int, length: int, data_bytes: int, *, credited: bool = True
+) -> Request:
+    """The header of a WRITE of ``length`` bytes at offset 0 of segment 1 on ``session``: leased
+    from receiver session 99 at ``epoch`` with ``data_bytes`` and one request and consumer slot
+    (``credited``), or uncredited."""
+    return Request(
+        opcode=WireOpcode.WRITE,
+        flags=Flags.CREDITED if credited else Flags.NONE,
+        qos_class=0,
+        write_id=1,
+        request=1,
+        segment=1,
+        offset=0,
+        length=length,
+        session=session,
+        lease_session=99 if credited else 0,
+        epoch=epoch if credited else 0,
+        checksum=0,
+        charge=(data_bytes, 1, 0, 1) if credited else (0, 0, 0, 0),
+    )
