@@ -50,6 +50,7 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
         "--tls / --no-tls",
         "--rounds",
         "--uvloop / --no-uvloop",
+        "--congestion",
     ),
     "transport_writer.py": ("--pairs", "--blocks"),
     "verbs.py": ("--quick",),

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import importlib.util
 import json
 import multiprocessing
@@ -50,6 +51,11 @@ import click
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity, TlsIdentity
 from tent_transport.devices import Opcode, checksum
+from tent_transport.devices._congestion import (
+    apply_congestion,
+    check_congestion,
+    system_congestion,
+)
 from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 
@@ -85,10 +91,14 @@ def engine_config(slots: int, block: int, credit: bool = True) -> dict[str, Any]
 # ------------------------------------------------------------------------------ bare loops
 
 
-def bare_receiver(conn: Connection, total: int, small: int, verify: bool = False) -> None:
+def bare_receiver(
+    conn: Connection, total: int, small: int, verify: bool = False, congestion: str | None = None
+) -> None:
     """Receive ``total`` bytes in whole blocks (each checksummed with ``verify``), then answer
-    ``small`` 4 KiB messages with one byte each."""
+    ``small`` 4 KiB messages with one byte each (``congestion``: the accepted socket's TCP
+    congestion control, which it takes from the listener; ``None``: the system's)."""
     server = socket.create_server(("127.0.0.1", 0))
+    apply_congestion(server, congestion)
     conn.send(server.getsockname()[1])
     peer, _ = server.accept()
     buffer = memoryview(bytearray(BLOCK))
@@ -116,17 +126,21 @@ def bare_receiver(conn: Connection, total: int, small: int, verify: bool = False
     peer.close()
 
 
-def bare(blocks: int, small: int, *, verify: bool = False) -> dict[str, float]:
+def bare(
+    blocks: int, small: int, *, verify: bool = False, congestion: str | None = None
+) -> dict[str, float]:
     """The ceiling: ``sendall`` of 4 MiB blocks into ``recv_into``, and (``small`` > 0) a 4 KiB
     ping-pong. With ``verify`` both ends compute each block's CRC32C, as the engine's wire
     does (the sender for the header, the receiver to verify), so the loop carries that cost
     too."""
     total = blocks * BLOCK
     parent, child = SPAWN.Pipe()
-    process = SPAWN.Process(target=bare_receiver, args=(child, total, small, verify))
+    process = SPAWN.Process(target=bare_receiver, args=(child, total, small, verify, congestion))
     process.start()
     port = parent.recv()
-    sock = socket.create_connection(("127.0.0.1", port))
+    sock = socket.socket()
+    apply_congestion(sock, congestion)  # before it connects (devices/_congestion.py)
+    sock.connect(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     payload = os.urandom(BLOCK)
     start, cpu = time.perf_counter(), time.process_time()
@@ -204,6 +218,7 @@ def engine_receiver(
     use_uvloop: bool = False,
     *,
     credit: bool = True,
+    congestion: str | None = None,
 ) -> None:
     async def run() -> None:
         options = EngineOptions(
@@ -211,6 +226,7 @@ def engine_receiver(
             identity=_identity(2, 1, tls),
             release_on_landing=True,
             data_tls=tls is not None,
+            data_congestion_control=congestion,
         )
         engine = Engine(load_engine_config(engine_config(slots, block, credit)), options)
         address = await engine.start()
@@ -237,8 +253,14 @@ async def _engine_sender(
     *,
     sequential: bool,
     credit: bool = True,
+    congestion: str | None = None,
 ) -> dict[str, float]:
-    options = EngineOptions(peer_id=1, identity=_identity(1, 2, tls), data_tls=tls is not None)
+    options = EngineOptions(
+        peer_id=1,
+        identity=_identity(1, 2, tls),
+        data_tls=tls is not None,
+        data_congestion_control=congestion,
+    )
     engine = Engine(load_engine_config(engine_config(8, block, credit)), options)
     await engine.start()
     peer = await engine.connect(*address)
@@ -297,15 +319,17 @@ def engine_run(
     sequential: bool = False,
     use_uvloop: bool = False,
     credit: bool = True,
+    congestion: str | None = None,
 ) -> dict[str, float]:
     """One engine run: a receiver process and this process as the sender, both on the same
     event loop implementation (asyncio's, or uvloop's with ``use_uvloop``), with credit at
-    both ends or (``credit=False``) at neither."""
+    both ends or (``credit=False``) at neither; ``congestion``: the data connections' TCP
+    congestion control (``None``: the system's)."""
     parent, child = SPAWN.Pipe()
     process = SPAWN.Process(
         target=engine_receiver,
         args=(child, 8, block, tls, use_uvloop),
-        kwargs={"credit": credit},
+        kwargs={"credit": credit, "congestion": congestion},
     )
     process.start()
     address, segment = parent.recv()
@@ -313,7 +337,14 @@ def engine_run(
         with _runner(use_uvloop) as runner:
             out = runner.run(
                 _engine_sender(
-                    tuple(address), segment, count, block, tls, sequential=sequential, credit=credit
+                    tuple(address),
+                    segment,
+                    count,
+                    block,
+                    tls,
+                    sequential=sequential,
+                    credit=credit,
+                    congestion=congestion,
                 )
             )
     finally:
@@ -329,13 +360,15 @@ def _median_index(values: list[float]) -> int:
     return order[(len(order) - 1) // 2]
 
 
-def _long_enough(blocks: int, seconds: float) -> tuple[int, dict[str, float]]:
+def _long_enough(
+    blocks: int, seconds: float, congestion: str | None
+) -> tuple[int, dict[str, float]]:
     """A block count whose bare run lasts at least ``seconds``, and that run."""
-    plain = bare(blocks, 0)
+    plain = bare(blocks, 0, congestion=congestion)
     elapsed = blocks * BLOCK / (plain["throughput_mib_s"] * 2**20)
     while elapsed < seconds:
         blocks = int(blocks * seconds / max(elapsed, 1e-3) * 1.1) + 1
-        plain = bare(blocks, 0)
+        plain = bare(blocks, 0, congestion=congestion)
         elapsed = blocks * BLOCK / (plain["throughput_mib_s"] * 2**20)
     return blocks, plain
 
@@ -348,21 +381,26 @@ def run(
     rounds: int = 1,
     use_uvloop: bool = True,
     seconds: float = 2.0,
+    congestion: str | None = None,
 ) -> dict[str, Any]:
     """Every figure of the benchmark, measured in one run (the module docstring).
 
     Each round measures its own baselines right before the engine runs it is compared with
     (these machines are shared and noisy); ratios are per round, the reported ones medians.
+    ``congestion``: every socket's TCP congestion control, the bare loop's and the engine's
+    (``None``: the system's, docs/benchmarks.md#control-admission-flush).
     """
     if rounds < 1:
         raise click.BadParameter(f"rounds must be >= 1, got {rounds}")
+    loop_run = functools.partial(bare, congestion=congestion)
+    engine_at = functools.partial(engine_run, congestion=congestion)
     uvloop_on = use_uvloop and importlib.util.find_spec("uvloop") is not None
     rows: list[dict[str, Any]] = []
     for _ in range(rounds):
-        blocks, plain = _long_enough(blocks, seconds)
-        verified = bare(blocks, 0, verify=True)["throughput_mib_s"]
-        engine = engine_run(blocks, BLOCK)
-        plain_engine = engine_run(blocks, BLOCK, credit=False)
+        blocks, plain = _long_enough(blocks, seconds, congestion)
+        verified = loop_run(blocks, 0, verify=True)["throughput_mib_s"]
+        engine = engine_at(blocks, BLOCK)
+        plain_engine = engine_at(blocks, BLOCK, credit=False)
         row: dict[str, Any] = {
             "bare_mib_s": plain["throughput_mib_s"],
             "bare_sender_cpu_us_per_block": plain["sender_cpu_us_per_block"],
@@ -376,12 +414,12 @@ def run(
             "credit_ratio": engine["throughput_mib_s"] / plain_engine["throughput_mib_s"],
         }
         if uvloop_on:
-            fast = engine_run(blocks, BLOCK, use_uvloop=True)
+            fast = engine_at(blocks, BLOCK, use_uvloop=True)
             row["engine_uvloop"] = fast
             row["uvloop_ratio"] = fast["throughput_mib_s"] / plain["throughput_mib_s"]
         rows.append(row)
     middle = rows[_median_index([r["ratio"] for r in rows])]
-    ping = bare(0, small)
+    ping = loop_run(0, small)
     out: dict[str, Any] = {
         "benchmark": "transport",
         "block_bytes": BLOCK,
@@ -389,6 +427,7 @@ def run(
         "rounds": rounds,
         "receiver_slots": 8,
         "grant": "grant-ahead, adaptive chunk; activation grant 2 blocks",
+        "congestion": congestion or system_congestion(),
         "bare": {
             "throughput_mib_s": middle["bare_mib_s"],
             "sender_cpu_us_per_block": middle["bare_sender_cpu_us_per_block"],
@@ -413,11 +452,11 @@ def run(
         out["per_round"] = rows
     if tls:
         with tempfile.TemporaryDirectory() as directory:
-            secured = engine_run(blocks, BLOCK, tls=_tls_files(Path(directory)))
+            secured = engine_at(blocks, BLOCK, tls=_tls_files(Path(directory)))
         out["engine_tls"] = secured
         out["tls_ratio"] = secured["throughput_mib_s"] / middle["bare_mib_s"]
-    overhead = engine_run(small, SMALL, sequential=True)
-    plain_overhead = engine_run(small, SMALL, sequential=True, credit=False)
+    overhead = engine_at(small, SMALL, sequential=True)
+    plain_overhead = engine_at(small, SMALL, sequential=True, credit=False)
     out["overhead"] = {
         "engine_us_per_4kib": overhead["us_per_transfer"],
         "bare_us_per_4kib": ping["us_per_4kib"],
@@ -434,7 +473,7 @@ def run(
         ),
     }
     if uvloop_on:
-        fast = engine_run(small, SMALL, sequential=True, use_uvloop=True)
+        fast = engine_at(small, SMALL, sequential=True, use_uvloop=True)
         out["overhead"]["uvloop_us_per_4kib"] = fast["us_per_transfer"]
         out["overhead"]["uvloop_ratio"] = fast["us_per_transfer"] / ping["us_per_4kib"]
     out["load_1m"] = os.getloadavg()[0]
@@ -474,8 +513,19 @@ def bench() -> None:
     "--uvloop/--no-uvloop", "use_uvloop", default=True, show_default=True,
     help="Also run the engine on uvloop (both processes), when it is installed.",
 )  # fmt: skip
+@click.option(
+    "--congestion", default="",
+    help="Every socket's TCP congestion control, e.g. cubic (default: the system's).",
+)  # fmt: skip
 def transport_command(
-    *, blocks: int, small: int, seconds: float, tls: bool, rounds: int, use_uvloop: bool
+    *,
+    blocks: int,
+    small: int,
+    seconds: float,
+    tls: bool,
+    rounds: int,
+    use_uvloop: bool,
+    congestion: str,
 ) -> None:
     """Engine vs a bare socket loop on loopback: throughput, TLS, per-transfer overhead."""
     figures = run(
@@ -485,5 +535,14 @@ def transport_command(
         rounds=rounds,
         use_uvloop=use_uvloop,
         seconds=seconds,
+        congestion=_checked_congestion(congestion),
     )
     click.echo(json.dumps(figures, indent=1))
+
+
+def _checked_congestion(name: str) -> str | None:
+    try:
+        check_congestion(name or None)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--congestion") from None
+    return name or None

@@ -153,8 +153,11 @@ class PacedListener:
         tls: ssl.SSLContext | None = None,
         tls_timeout: float | None = None,
         raw: Callable[[socket.socket], None] | None = None,
+        configure: Callable[[socket.socket], None] | None = None,
     ) -> PacedListener:
-        """Bind ``host:port`` (the first address it resolves to) and start accepting.
+        """Bind ``host:port`` (the first address it resolves to) and start accepting;
+        ``configure(sock)`` runs on the socket before it listens (what accepted sockets
+        inherit, e.g. their congestion control).
 
         Raises :class:`ValueError` for a bad rate or burst, and :class:`OSError` as
         ``bind``/``listen`` do."""
@@ -167,6 +170,8 @@ class PacedListener:
         sock = socket.socket(family, kind, proto)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if configure is not None:
+                configure(sock)
             sock.bind(address)
             sock.listen(backlog)
             sock.setblocking(False)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..devices._congestion import system_congestion
 from ._config import RunConfig
 
 __all__ = [
@@ -122,19 +123,8 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0,
-        "tcp_congestion_control": _system_congestion(),
+        "tcp_congestion_control": system_congestion(),
     }
-
-
-def _system_congestion() -> str:
-    """The system's default TCP congestion control ("": not Linux): the data connections use
-    it unless the run names another (``congestion`` in its config), and it changes what a TCP
-    run measures (docs/incast.md#incast-congestion)."""
-    try:
-        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 def occupancy_timeline(

@@ -48,7 +48,6 @@ import attrs
 from ...control import BIND, CHALLENGE_BYTES, tune_socket
 from ...control._errors import HandshakeFailed
 from ...segments import Access, SegmentTable
-from .._congestion import apply_congestion
 from .._halves import DataPlane
 from .._writes import REQUEST, Flags, Request, WireOpcode, checksum
 from ._mark import ReadMark
@@ -96,7 +95,6 @@ class DataServerSide(Protocol):
     max_write_bytes: int
     ssl_context: ssl.SSLContext | None
     start_tls: bool
-    congestion_control: str | None
 
     def bind_refused(self) -> None: ...
 
@@ -140,10 +138,8 @@ class DataConnection(asyncio.BufferedProtocol):
         # subclasses, yet offer the same methods
         self._transport = cast(asyncio.Transport, transport)
         server = self._server
-        sock = transport.get_extra_info("socket")
-        apply_congestion(sock, server.congestion_control)
         if server.ssl_context is None:
-            self._mark = ReadMark(sock)
+            self._mark = ReadMark(transport.get_extra_info("socket"))
         if self._state == _HEADER:  # bound on the raw socket
             tune_socket(self._transport, 0)
             # the session may have been retired (or the peer quarantined, or its places

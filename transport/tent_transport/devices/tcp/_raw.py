@@ -26,6 +26,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .._congestion import apply_congestion
 from ._send_thread import SendThread
 
 __all__ = ["INLINE_BYTES", "RawSocketTransport", "open_raw_connection"]
@@ -233,11 +234,27 @@ class RawSocketTransport(asyncio.Transport):
 
 
 async def open_raw_connection(
-    protocol_factory: Callable[[], _P], host: str, port: int, *, send_thread: bool = False
+    protocol_factory: Callable[[], _P],
+    host: str,
+    port: int,
+    *,
+    send_thread: bool = False,
+    congestion: str | None = None,
 ) -> tuple[RawSocketTransport, _P]:
-    """Connect to ``host:port`` (each resolved address in turn, as ``create_connection``)
-    and return the transport (with a send thread if asked) and its protocol. Raises
-    ``OSError`` if no address connects."""
+    """Connect to ``host:port`` (:func:`connect_socket`) and return the transport (with a send
+    thread if asked) and its protocol. Raises ``OSError`` if no address connects."""
+    sock = await connect_socket(host, port, congestion)
+    protocol = protocol_factory()
+    loop = asyncio.get_running_loop()
+    return RawSocketTransport(loop, sock, protocol, send_thread=send_thread), protocol
+
+
+async def connect_socket(host: str, port: int, congestion: str | None = None) -> socket.socket:
+    """A non-blocking socket connected to ``host:port`` (each resolved address in turn, as
+    ``create_connection``), with the TCP congestion control ``congestion`` set before it
+    connects (``None``: the system's): chosen later, the system's algorithm has already set
+    the connection up, and ``bbr`` leaves its pacing on. Raises ``OSError`` if no address
+    connects."""
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     if not infos:
@@ -247,6 +264,7 @@ async def open_raw_connection(
         sock = socket.socket(family, kind, proto)
         try:
             sock.setblocking(False)
+            apply_congestion(sock, congestion)
             await loop.sock_connect(sock, address)
         except OSError as exc:
             sock.close()
@@ -255,6 +273,5 @@ async def open_raw_connection(
         except BaseException:  # cancelled (the caller's timeout): never leak the socket
             sock.close()
             raise
-        protocol = protocol_factory()
-        return RawSocketTransport(loop, sock, protocol, send_thread=send_thread), protocol
+        return sock
     raise errors[0] if len(errors) == 1 else OSError(f"connect to {host}:{port} failed: {errors}")

@@ -26,7 +26,7 @@ from ...control._listener import (
 )
 from ...control._preauth import RawPreAuth
 from ...segments import Exposure, SegmentTable
-from .._congestion import check_congestion
+from .._congestion import apply_congestion, check_congestion
 from .._halves import DataPlane, DataServerStatistics
 from ._connection import DataConnection, ServerStats
 
@@ -105,6 +105,8 @@ class TcpDataServer:
             tls=self.ssl_context if early_tls else None,
             tls_timeout=self.bind_timeout_s if early_tls else None,
             raw=self._take if self.ssl_context is None else None,
+            # accepted data sockets inherit it, and set up with it (not bbr's pacing)
+            configure=lambda sock: apply_congestion(sock, self.congestion_control),
         )
         self.address = self._server.address()
         return self.address

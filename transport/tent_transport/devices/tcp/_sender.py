@@ -31,10 +31,10 @@ import attrs
 from ...control import BIND, CHALLENGE_BYTES, data_bind_proof, tune_socket
 from ...errors import ConnectionLost, HandshakeFailed, InvalidArgument, PostRefused
 from .._base import Opcode, SliceCompletion, SliceRequest, SliceStatus
-from .._congestion import apply_congestion, check_congestion
+from .._congestion import check_congestion
 from .._halves import AttachFailed, RailStatistics, SessionContext
 from ._mark import ReadMark
-from ._raw import RawSocketTransport, open_raw_connection
+from ._raw import RawSocketTransport, connect_socket, open_raw_connection
 from ._send_thread import send_thread_by_default
 from ._wire import ACK, Ack, AckStatus, Request, checksum
 
@@ -93,7 +93,6 @@ class _ClientProtocol(asyncio.BufferedProtocol):
         self._zero_copy = isinstance(transport, RawSocketTransport)
         tune_socket(transport, 0)
         sock = transport.get_extra_info("socket")
-        apply_congestion(sock, self._rail.congestion_control)
         if self._zero_copy:  # plaintext: the socket's bytes are the payload's
             self._mark = ReadMark(sock)
         if sock is not None and self._rail.send_buffer_bytes:
@@ -339,6 +338,18 @@ class TcpRail:
         protocol = self._peers.get(peer)
         return protocol is not None and protocol.ready
 
+    async def _tls_connection(
+        self, peer: int, host: str, port: int
+    ) -> tuple[asyncio.BaseTransport, _ClientProtocol]:
+        sock = await connect_socket(host, port, self.congestion_control)
+        try:
+            return await asyncio.get_running_loop().create_connection(
+                lambda: _ClientProtocol(self, peer), sock=sock, ssl=self._ssl, server_hostname=host
+            )
+        except BaseException:
+            sock.close()
+            raise
+
     async def attach(
         self,
         peer: int,
@@ -356,21 +367,18 @@ class TcpRail:
         old = self._peers.pop(peer, None)
         if old is not None:
             old.close()
-        loop = asyncio.get_running_loop()
         try:
             connecting: Awaitable[tuple[asyncio.BaseTransport, _ClientProtocol]]
             if self._ssl is None:  # plaintext: the zero-copy transport (see _raw)
                 connecting = open_raw_connection(
-                    lambda: _ClientProtocol(self, peer), host, port, send_thread=self.send_thread
-                )
-            else:
-                connecting = loop.create_connection(
                     lambda: _ClientProtocol(self, peer),
                     host,
                     port,
-                    ssl=self._ssl,
-                    server_hostname=host,
+                    send_thread=self.send_thread,
+                    congestion=self.congestion_control,
                 )
+            else:
+                connecting = self._tls_connection(peer, host, port)
             _transport, protocol = await asyncio.wait_for(connecting, timeout_s)
         except (OSError, TimeoutError) as exc:
             raise ConnectionLost(f"data connection to {host}:{port} failed: {exc!r}") from exc
