@@ -42,6 +42,7 @@ import ssl
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -361,14 +362,15 @@ def _median_index(values: list[float]) -> int:
 
 
 def _long_enough(
-    blocks: int, seconds: float, congestion: str | None
+    loop_run: Callable[..., dict[str, float]], blocks: int, seconds: float
 ) -> tuple[int, dict[str, float]]:
-    """A block count whose bare run lasts at least ``seconds``, and that run."""
-    plain = bare(blocks, 0, congestion=congestion)
+    """A block count whose bare run (``loop_run``: :func:`bare` as the run configures it) lasts
+    at least ``seconds``, and that run."""
+    plain = loop_run(blocks, 0)
     elapsed = blocks * BLOCK / (plain["throughput_mib_s"] * 2**20)
     while elapsed < seconds:
         blocks = int(blocks * seconds / max(elapsed, 1e-3) * 1.1) + 1
-        plain = bare(blocks, 0, congestion=congestion)
+        plain = loop_run(blocks, 0)
         elapsed = blocks * BLOCK / (plain["throughput_mib_s"] * 2**20)
     return blocks, plain
 
@@ -397,7 +399,7 @@ def run(
     uvloop_on = use_uvloop and importlib.util.find_spec("uvloop") is not None
     rows: list[dict[str, Any]] = []
     for _ in range(rounds):
-        blocks, plain = _long_enough(blocks, seconds, congestion)
+        blocks, plain = _long_enough(loop_run, blocks, seconds)
         verified = loop_run(blocks, 0, verify=True)["throughput_mib_s"]
         engine = engine_at(blocks, BLOCK)
         plain_engine = engine_at(blocks, BLOCK, credit=False)
@@ -514,7 +516,7 @@ def bench() -> None:
     help="Also run the engine on uvloop (both processes), when it is installed.",
 )  # fmt: skip
 @click.option(
-    "--congestion", default="",
+    "--congestion", default="", callback=lambda _ctx, _param, name: checked_congestion(name),
     help="Every socket's TCP congestion control, e.g. cubic (default: the system's).",
 )  # fmt: skip
 def transport_command(
@@ -535,14 +537,16 @@ def transport_command(
         rounds=rounds,
         use_uvloop=use_uvloop,
         seconds=seconds,
-        congestion=_checked_congestion(congestion),
+        congestion=congestion or None,
     )
     click.echo(json.dumps(figures, indent=1))
 
 
-def _checked_congestion(name: str) -> str | None:
+def checked_congestion(name: str) -> str:
+    """What a ``--congestion`` option was given (``""``: the system's), if this process may use
+    it here; else :class:`click.BadParameter` (``tent bench transport`` and ``incast``)."""
     try:
         check_congestion(name or None)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--congestion") from None
-    return name or None
+        raise click.BadParameter(str(exc)) from None
+    return name

@@ -24,6 +24,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from ..bench import checked_congestion
 from ._config import (
     DEVICES,
     MIB,
@@ -319,6 +320,7 @@ class _Progress:
 @click.option(
     "--congestion",
     default="",
+    callback=lambda _ctx, _param, name: checked_congestion(name),
     help="The TCP data connections' congestion control, e.g. cubic (default: the system's; "
     "docs/incast.md).",
 )
@@ -399,10 +401,7 @@ def incast_command(
             base = next(c for c in configs if c.row == row and c.mode is Mode.FIXED)
             tune_base = attrs.evolve(base, repetition=0)
     if congestion:
-        try:
-            configs = [attrs.evolve(c, congestion=congestion) for c in configs]
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--congestion") from None
+        configs = [attrs.evolve(c, congestion=congestion) for c in configs]
         if tune_base is not None:
             tune_base = attrs.evolve(tune_base, congestion=congestion)
     progress = _Progress(len(configs))
