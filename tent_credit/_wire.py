@@ -45,7 +45,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import cbor2
@@ -172,6 +172,8 @@ _LAYOUTS: tuple[_Layout, ...] = (
         (("receiver_session_id", _SESSION), ("epoch", _U64), ("qos_class", _U32)),
     ),
 )
+_M = TypeVar("_M")
+
 _BY_TAG: dict[int, _Layout] = {layout.tag: layout for layout in _LAYOUTS}
 _BY_CLASS: dict[type, _Layout] = {layout.cls: layout for layout in _LAYOUTS}
 
@@ -198,19 +200,16 @@ def encode(message: ControlMessage) -> bytes:
     if layout is None:
         raise InvalidArgument(f"not a control message: {type(message).__name__}")
     wire: list[Any] = [layout.tag, message.schema_version]
-    for name, kind in layout.fields:
-        wire.append(_field_to_wire(kind, getattr(message, name)))
+    for name, kind in layout.fields:  # inline, not a call per field: one update per transfer
+        value = getattr(message, name)
+        if kind is _AMOUNTS:
+            value = [[int(a.resource), a.amount] for a in value]
+        elif kind is _SESSION:
+            value = value.value
+        elif kind is _VERSIONS:
+            value = list(value)
+        wire.append(value)
     return cbor2.dumps(wire, canonical=True)
-
-
-def _field_to_wire(kind: _Kind, value: Any) -> Any:
-    if kind is _SESSION:
-        return value.value
-    if kind is _AMOUNTS:
-        return [[int(a.resource), a.amount] for a in value]
-    if kind is _VERSIONS:
-        return list(value)
-    return value
 
 
 # --------------------------------------------------------------------------------- decode
@@ -274,12 +273,36 @@ def decode(data: bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> ControlMessage
     values: dict[str, Any] = {"schema_version": structure[1]}
     try:
         for (name, kind), item in zip(layout.fields, structure[2:], strict=True):
-            values[name] = _field_from_wire(kind, item)
-        return layout.cls(**values)
+            if kind is _AMOUNTS:
+                values[name] = tuple([_amount(_RESOURCE_OF[r], a) for r, a in item])
+            elif kind is _SESSION:
+                values[name] = SessionId(item)
+            else:
+                values[name] = tuple(item) if kind is _VERSIONS else item
+        return _trusted(layout.cls, values)
     except InvalidArgument as exc:
         # The shape check mirrors every constructor rule, so this only fires if the two drift
         # apart; even then a constructor error must surface as a DecodeError, never leak.
         raise DecodeError(str(exc), WireErrorCode.INVALID_FIELD) from exc
+
+
+def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
+    # An instance of the frozen attrs class ``cls`` from ``values`` (every one of its fields)
+    # without its validators: step 4 ran the same checks on these values already, and a
+    # message's validators cost a sender as much as the rest of its decode (one update per
+    # transfer under contention). tests/credit/test_wire.py compares every message it decodes
+    # with the validated constructor's, so the two sets of checks cannot drift apart unseen.
+    instance = object.__new__(cls)
+    for name, value in values.items():
+        object.__setattr__(instance, name, value)
+    return instance
+
+
+def _amount(resource: CreditResource, amount: int) -> CreditAmount:
+    instance = object.__new__(CreditAmount)
+    object.__setattr__(instance, "resource", resource)
+    object.__setattr__(instance, "amount", amount)
+    return instance
 
 
 # Smallest argument value that needs each additional-information size (canonical = shortest).
@@ -434,7 +457,11 @@ def _validate_shape(structure: Any) -> _Layout:
             f"expected {2 + len(layout.fields)} items, got {len(structure)}",
         )
     for (name, kind), item in zip(layout.fields, structure[2:], strict=True):
-        _check_field(name, kind, item)
+        top = _UINT_MAX.get(kind)
+        if top is None:
+            _check_field(name, kind, item)
+        elif type(item) is not int or not 0 <= item <= top:  # _check_uint, inline: the most
+            _check_uint(name, item, top)  # common field, several per message
     return layout
 
 
@@ -469,7 +496,8 @@ def _check_amounts(name: str, item: object) -> None:
         if resource in seen:
             raise _invalid(name, f"names resource {resource} twice")
         seen.add(resource)
-        _check_uint(name, amount, U64_MAX)
+        if type(amount) is not int or not 0 <= amount <= U64_MAX:
+            _check_uint(name, amount, U64_MAX)
 
 
 def _check_versions(name: str, item: object) -> None:
@@ -481,14 +509,3 @@ def _check_versions(name: str, item: object) -> None:
             raise _invalid(name, "protocol version 0 is reserved")
     if len(set(item)) != len(item):
         raise _invalid(name, "versions must be unique")
-
-
-def _field_from_wire(kind: _Kind, item: Any) -> Any:
-    """Build the runtime value of a field that passed :func:`_check_field`."""
-    if kind is _SESSION:
-        return SessionId(item)
-    if kind is _AMOUNTS:
-        return tuple([CreditAmount(resource=_RESOURCE_OF[r], amount=a) for r, a in item])
-    if kind is _VERSIONS:
-        return tuple(item)
-    return item

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import attrs
 import cbor2
 import pytest
 from cddl_subset import CddlError, Schema, load_cbor
@@ -311,6 +312,23 @@ def test_codec_accepts_exactly_what_the_cddl_schema_accepts(
     expected = schema_ok and not has_duplicate_list_entries(mutated)
     outcome = decode_outcome(encoded)
     assert (not isinstance(outcome, DecodeError)) == expected, outcome
+    if not isinstance(outcome, DecodeError):
+        assert_constructs(outcome)
+
+
+def assert_constructs(message: ControlMessage) -> None:
+    """``decode`` builds what it accepts without the classes' validators (``_wire._trusted``):
+    the validated constructors must accept the same values and build an equal message."""
+    rebuilt = {
+        field.name: (
+            tuple(attrs.evolve(a) for a in value)
+            if isinstance(value, tuple) and value and isinstance(value[0], CreditAmount)
+            else value
+        )
+        for field in attrs.fields(type(message))
+        for value in [getattr(message, field.name)]
+    }
+    assert type(message)(**rebuilt) == message
 
 
 # --------------------------------------------------------------------- strict decoding
@@ -489,6 +507,7 @@ def test_mutated_valid_encodings_yield_a_message_or_a_decode_error(
     outcome = decode_outcome(bytes(encoded))
     if not isinstance(outcome, DecodeError):
         assert encode(outcome) == bytes(encoded)
+        assert_constructs(outcome)
 
 
 def test_a_constructor_error_surfaces_as_a_decode_error(monkeypatch: pytest.MonkeyPatch) -> None:
