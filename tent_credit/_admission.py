@@ -54,6 +54,9 @@ class WriteAdmission:
 
 ACCEPTED = WriteAdmission(accepted=True)
 
+_RESOURCE_COUNT = len(CreditResource)
+_RESOURCE_OF = {r.value: r for r in CreditResource}  # a wire value's member, one lookup
+
 
 def refused(reason: WriteRefusal) -> WriteAdmission:
     return WriteAdmission(accepted=False, reason=reason)
@@ -73,13 +76,13 @@ def parse_write_amounts(
     amount above zero (an uncharged credited write is a sender bug). Never raises: the charge is
     peer input, and its size is checked before anything iterates it.
     """
-    if not isinstance(amounts, Mapping):
+    if type(amounts) is not dict and not isinstance(amounts, Mapping):  # dict: no ABC check
         return None
     try:
         size = len(amounts)
     except Exception:  # a hostile Mapping subclass; nothing of it is trusted
         return None
-    if not 0 < size <= len(CreditResource):
+    if not 0 < size <= _RESOURCE_COUNT:
         return None
     known = set(modelled)
     out: dict[CreditResource, int] = {}
@@ -90,11 +93,13 @@ def parse_write_amounts(
     for key, amount in items:
         if isinstance(key, CreditResource):
             resource = key
-        elif type(key) is int and any(key == r.value for r in CreditResource):
-            resource = CreditResource(key)
+        elif type(key) is int and key in _RESOURCE_OF:
+            resource = _RESOURCE_OF[key]
         else:
             return None
-        if resource not in known or resource in out or not is_u64(amount):
+        if resource not in known or resource in out:
+            return None
+        if type(amount) is not int or not 0 <= amount <= U64_MAX:  # is_u64, inline
             return None
         out[resource] = amount
     if not any(out.values()):

@@ -66,9 +66,12 @@ def unit_of(level: Vector) -> dict[CreditResource, int]:
 def whole_units(amounts: Vector, unit: Vector) -> int:
     """How many whole units ``amounts`` covers: ``min over the unit's resources of
     floor(amount / unit amount)``, never below 0 (0 for an empty unit)."""
-    if not unit:
-        return 0
-    return max(0, min(amounts.get(r, 0) // u for r, u in unit.items()))
+    least = None
+    for r, u in unit.items():  # a loop, not min() over a generator: asked per landing
+        units = amounts.get(r, 0) // u
+        if least is None or units < least:
+            least = units
+    return 0 if least is None or least < 0 else least
 
 
 def quantum(hold: int, *, capped: bool) -> int:
@@ -178,10 +181,13 @@ def position(
     hold = shape.hold
     if cap_room is not None:
         hold = min(hold, whole_units(cap_room, unit))
-    if settled:
-        held = min(unlanded.get(r, 0) // u for r, u in unit.items())
-    else:
-        held = max(-(-unlanded.get(r, 0) // u) for r, u in unit.items())
+    # loops, not min()/max() over generators: a receiver asks this on every landing
+    held = 0
+    first = True
+    for r, u in unit.items():
+        units = unlanded.get(r, 0) // u if settled else -(-unlanded.get(r, 0) // u)
+        if first or (units < held if settled else units > held):
+            held, first = units, False
     held = max(0, held)
     return Standing(
         unit=unit,

@@ -79,9 +79,13 @@ class _WriteAdmission(_AllocatorState):
         record = self._records.get(ident)
         if record is None or record.state is EpochState.FENCED:
             return WriteRefusal.FENCED_SESSION
-        landed = {r: record.landed[r] + charge.get(r, 0) for r in self._resources}
-        if any(landed[r] + record.reclaimed_by_return[r] > record.granted[r] for r in landed):
-            return WriteRefusal.OVER_CREDIT
+        landed = dict(record.landed)
+        for r, amount in charge.items():
+            landed[r] += amount
+        granted, back = record.granted, record.reclaimed_by_return
+        for r in self._resources:  # a loop, not any() over a generator: asked per write
+            if landed[r] + back[r] > granted[r]:
+                return WriteRefusal.OVER_CREDIT
         # Within the grant, so within u64 and within capacity: the commit cannot refuse.
         self._commit(
             ident,

@@ -144,9 +144,14 @@ class _GrantPolicy(_AllocatorState):
             return None
         room = self._grantable(ident[:2], record.allocation_class, {}, None)
         maximum = self._config.max_grant
-        if any(a > room[r] or a > maximum.get(r, 0) for r, a in amounts.items() if a):
-            return None
-        granted = {r: checked_add(record.granted[r], amounts.get(r, 0)) for r in self._resources}
+        # loops, not generators: the grant-ahead loop tops a key up on most landings
+        for r, a in amounts.items():
+            if a and (a > room[r] or a > maximum.get(r, 0)):
+                return None
+        granted = dict(record.granted)
+        for r, a in amounts.items():
+            if a:
+                granted[r] = checked_add(granted[r], a)
         self._commit(ident, record.replace(state=next_state, granted=granted))
         self._grants_issued += 1
         return ident
@@ -160,7 +165,11 @@ class _GrantPolicy(_AllocatorState):
         granted, landed, back = record.granted, record.landed, record.reclaimed_by_return
         unlanded = {r: granted[r] - landed[r] - back[r] for r in self._resources}
         consumed = record.consumed_reported
-        settled = all(consumed[r] <= landed[r] for r in self._resources)
+        settled = True
+        for r in self._resources:
+            if consumed[r] > landed[r]:
+                settled = False
+                break
         caps = self._config.max_key_outstanding
         if not caps:
             return unlanded, settled, None

@@ -100,12 +100,15 @@ class StandingGrants:
     def level_changed(self, endpoint: AheadEndpoint) -> None:
         """A report changed the key's level (rule 1): re-evaluate it, or every key if the
         number of keys with a level changed, then serve."""
-        self._evaluate_all() if self._recount() else self._evaluate(endpoint)
+        if self._recount():
+            self._evaluate_all()
+        else:
+            self._evaluate(endpoint, (endpoint.sender_peer, endpoint.qos_class))
         self.serve()
 
     def landed(self, endpoint: AheadEndpoint) -> None:
         """Data of the key landed: its unlanded credit fell (rule 1), then serve."""
-        self._evaluate(endpoint)
+        self._evaluate(endpoint, (endpoint.sender_peer, endpoint.qos_class))
         self.serve()
 
     def membership_changed(self) -> None:
@@ -131,7 +134,7 @@ class StandingGrants:
             key, endpoint = next(iter(self._line.items()))
             if key in served:
                 return  # everyone due was served once this pass; the rest waits for capacity
-            position = self._position(endpoint)
+            position = self._position(endpoint, key)
             if not position.due:
                 self._leave(key, endpoint, position)
                 continue
@@ -150,12 +153,12 @@ class StandingGrants:
                 # blocks with one block free and a quantum of two waited for good).
                 return
             amounts = position.top_up(units, unlanded)
-            if not self._allocator.top_up(endpoint.sender_peer, endpoint.qos_class, amounts):
+            if not self._allocator.top_up(key[0], key[1], amounts):
                 return
             self.top_ups += 1
             served.add(key)
             del self._line[key]
-            after = self._position(endpoint)
+            after = self._position(endpoint, key)
             if after.due:
                 self._line[key] = endpoint  # still short: the back of the line
             self._note(key, endpoint, after, granted=True)
@@ -180,8 +183,8 @@ class StandingGrants:
 
     # ---------------------------------------------------------------- positions
 
-    def _position(self, endpoint: AheadEndpoint) -> Standing:
-        key = (endpoint.sender_peer, endpoint.qos_class)
+    def _position(self, endpoint: AheadEndpoint, key: Key) -> Standing:
+        # ``key``: the endpoint's (sender_peer, qos_class), which its caller has at hand
         level, active = endpoint.level, max(1, self._active)
         cached = self._shapes.get(key)
         if cached is None or cached[0] is not level or cached[1] != active:
@@ -195,9 +198,7 @@ class StandingGrants:
         inputs = self._inputs.get(key)
         if inputs is not None and inputs[0] == books and inputs[1] == epoch and inputs[2] is shape:
             return inputs[4]
-        unlanded, settled, room = self._allocator.ahead_inputs(
-            endpoint.sender_peer, endpoint.qos_class, epoch
-        )
+        unlanded, settled, room = self._allocator.ahead_inputs(key[0], key[1], epoch)
         standing = position(shape, unlanded, settled=settled, cap_room=room)
         self._inputs[key] = (books, epoch, shape, unlanded, standing)
         return standing
@@ -210,11 +211,10 @@ class StandingGrants:
 
     def _evaluate_all(self) -> None:
         for endpoint in list(self._endpoints()):
-            self._evaluate(endpoint)
+            self._evaluate(endpoint, (endpoint.sender_peer, endpoint.qos_class))
 
-    def _evaluate(self, endpoint: AheadEndpoint) -> None:
-        key = (endpoint.sender_peer, endpoint.qos_class)
-        position = self._position(endpoint)
+    def _evaluate(self, endpoint: AheadEndpoint, key: Key) -> None:
+        position = self._position(endpoint, key)
         if position.due:
             if key not in self._line:
                 self._line[key] = endpoint

@@ -99,8 +99,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "issue 10 item 6: an honest write that uses exactly its grant is admitted",
         D.BOUNDARY_FLIP,
         _ADMISSION,
-        "if any(landed[r] + record.reclaimed_by_return[r] > record.granted[r] for r in landed):",
-        "if any(landed[r] + record.reclaimed_by_return[r] >= record.granted[r] for r in landed):",
+        "if landed[r] + back[r] > granted[r]:",
+        "if landed[r] + back[r] >= granted[r]:",
     ),
     one(
         "refused_write_not_quarantined",
