@@ -109,7 +109,10 @@ class LevelReports:
         self.in_flight = _plus(self.in_flight, charge)
 
     def complete(self, charge: Vector) -> None:
-        self.in_flight = _plus(self.in_flight, {r: -a for r, a in charge.items()})
+        out = dict(self.in_flight)
+        for r, a in charge.items():
+            out[r] = out.get(r, 0) - a
+        self.in_flight = {r: v for r, v in out.items() if v}
 
     def raise_waiting(self, charge: Vector) -> bool:
         """At least ``charge`` waits (a retried charge is not counted twice); whether the
@@ -139,7 +142,19 @@ class LevelReports:
         # Plain loops, not any() over generators: a sender observes several times per
         # transfer, and under contention every call of this path is paid cold.
         level = self.level()
-        news = _nonzero(returned) != self._reported_returned
+        # news: the non-zero returned totals differ from those last reported (which hold only
+        # non-zero amounts), compared in place rather than through a filtered copy
+        reported_returned = self._reported_returned
+        news = False
+        count = 0
+        for r, a in returned.items():
+            if a:
+                count += 1
+                if reported_returned.get(r) != a:
+                    news = True
+                    break
+        if count != len(reported_returned):
+            news = True
         if not news:
             reported = self._reported or {}
             for r, a in level.items():

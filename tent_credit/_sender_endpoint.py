@@ -35,6 +35,8 @@ from .errors import (
 
 __all__ = ["SenderEndpoint", "SenderEndpointStatistics"]
 
+_RESOURCE_SLOTS = max(CreditResource) + 1  # a list indexed by resource value
+
 
 @attrs.frozen(kw_only=True)
 class SenderEndpointStatistics:
@@ -283,7 +285,7 @@ class SenderEndpoint(_SenderReservations, _SenderReports):
         if update.sequence == 0:
             return [self._violation("update sequence 0 is reserved")]
         entry = self._ledger.entry(key)
-        previous = [0] * (max(CreditResource) + 1)
+        previous = [0] * _RESOURCE_SLOTS
         for resource, total in entry.grant_total.items():
             previous[resource] = total
         pairs = [(int(g.resource), g.amount) for g in update.grants]

@@ -199,13 +199,19 @@ class _SenderReservations(_SenderState):
         if self._key is None:
             raise InvalidEntry("no active credit key")
         entry = self._ledger.entry(self._key)
+        consumed, returned = entry.consumed, entry.returned
         targets: dict[CreditResource, int] = {}
+        # The checks inline, their helpers (and the label's f-string) only to raise: a gate
+        # states its waiting work at every blocked pick, several times per transfer.
         for resource, amount in waiting.items():
             if not isinstance(resource, CreditResource):
                 raise InvalidArgument(f"unknown credit resource {describe(resource)}")
-            check_u64(amount, f"waiting[{resource.name}]")
-            base = checked_add(entry.consumed[resource], entry.returned[resource])
-            targets[resource] = checked_add(base, amount)
+            if type(amount) is not int or not 0 <= amount <= U64_MAX:
+                check_u64(amount, f"waiting[{resource.name}]")
+            target = consumed[resource] + returned[resource] + amount
+            if target > U64_MAX:
+                checked_add(checked_add(consumed[resource], returned[resource]), amount)
+            targets[resource] = target
         return targets
 
     def _check_satisfiable(self, key: CreditKey, charge: CreditCharge) -> None:

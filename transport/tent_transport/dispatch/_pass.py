@@ -100,6 +100,7 @@ class _CorePass(_CoreCompletion):
         self._reject_reason.clear()
         if (
             gate is not None
+            and self._queued  # none left: only a submit refills, and it changes the key
             and not (result.dropped or result.rejected)
             and not self._queue.pick_reads_clock()
         ):
