@@ -234,8 +234,10 @@ def decode(data: bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> ControlMessage
        (else ``UNKNOWN_TYPE``), ``schema_version`` 1 (else ``UNSUPPORTED_SCHEMA``), then the
        exact field count and every field's type and range, list lengths and uniqueness, known
        resources (else ``INVALID_FIELD``);
-    5. construction of the message (an ``InvalidArgument`` of a constructor becomes
-       ``DecodeError(INVALID_FIELD)``).
+    5. construction of the message from the checked values, without running the classes'
+       validators again (step 4 made the same checks; ``tests/credit/test_wire.py`` compares
+       every accepted message with the validated constructors' build). A session id's own
+       check still runs, and its ``InvalidArgument`` becomes ``DecodeError(INVALID_FIELD)``.
 
     The schema's CBOR subset has no maps, floats, strings or tags but bignums, so step 2's
     header rules are all canonical CBOR asks of it: the bytes it lets through are exactly what
