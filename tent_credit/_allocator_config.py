@@ -53,7 +53,9 @@ def _frozen(values: Mapping[CreditResource, int]) -> ResourceVector:
 
 def _resource_map(value: object, what: str) -> ResourceVector:
     """Validate a ``{CreditResource: u64}`` mapping and return a read-only sorted copy."""
-    if not isinstance(value, Mapping):
+    # a dict skips the ABC's isinstance (a Python-level check): the receiver's own calls
+    # (a release, a top-up) pass a dict several times per landed write
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise InvalidArgument(f"{what} must be a mapping of CreditResource to int")
     out: dict[CreditResource, int] = {}
     for resource, amount in value.items():

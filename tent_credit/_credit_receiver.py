@@ -216,7 +216,8 @@ class CreditReceiver:
         """The receiver's transport saw a sender's data arrive (see the allocator)."""
         _check_key_epoch(sender_peer, qos_class, epoch)
         self._allocator.data_landed(sender_peer, qos_class, epoch, amounts)
-        self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+        if self._trace is not None:  # the vector only for a trace: asked per write
+            self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
         self._landed(sender_peer, qos_class, epoch)
 
     def _landed(self, sender_peer: int, qos_class: int, epoch: int) -> None:
@@ -248,7 +249,8 @@ class CreditReceiver:
         quarantined_before = self._allocator.quarantined_keys
         admission = self._allocator.admit_write(sender_peer, qos_class, epoch, amounts)
         if admission.accepted:
-            self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+            if self._trace is not None:  # the vector only for a trace: asked per write
+                self._trace_event("land", sender_peer, qos_class, epoch, amounts=_vector(amounts))
             self._landed(sender_peer, qos_class, epoch)
             return admission
         if self._allocator.quarantined_keys != quarantined_before:
@@ -283,7 +285,8 @@ class CreditReceiver:
         """The local consumer finished with landed data: free it and push to stalled senders."""
         _check_key_epoch(sender_peer, qos_class, epoch)
         self._allocator.release(sender_peer, qos_class, epoch, amounts)
-        self._trace_event("release", sender_peer, qos_class, epoch, amounts=_vector(amounts))
+        if self._trace is not None:  # the vector only for a trace: asked per write
+            self._trace_event("release", sender_peer, qos_class, epoch, amounts=_vector(amounts))
         self._capacity_freed()
 
     def fence_complete(

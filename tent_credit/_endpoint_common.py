@@ -35,11 +35,11 @@ class EndpointEvent:
 
 
 def _amounts(vector: Mapping[CreditResource, int]) -> tuple[CreditAmount, ...]:
-    return tuple(CreditAmount(resource=r, amount=a) for r, a in sorted(vector.items()))
+    return tuple([CreditAmount(resource=r, amount=a) for r, a in sorted(vector.items())])
 
 
 def _nonzero_amounts(vector: Mapping[CreditResource, int]) -> tuple[CreditAmount, ...]:
-    return tuple(CreditAmount(resource=r, amount=a) for r, a in sorted(vector.items()) if a)
+    return tuple([CreditAmount(resource=r, amount=a) for r, a in sorted(vector.items()) if a])
 
 
 def _check_now(now_ns: int) -> None:

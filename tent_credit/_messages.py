@@ -74,8 +74,12 @@ def _schema(_inst: Any, _attr: attrs.Attribute[int], value: int) -> None:
 
 
 def _amounts(_inst: Any, attr: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, tuple) or not all(isinstance(a, CreditAmount) for a in value):
+    # loops, not all() over a generator: every update and report is built through this
+    if not isinstance(value, tuple):
         raise InvalidArgument(f"{attr.name} must be a tuple of CreditAmount")
+    for a in value:
+        if not isinstance(a, CreditAmount):
+            raise InvalidArgument(f"{attr.name} must be a tuple of CreditAmount")
     if len(value) > MAX_RESOURCES_PER_MESSAGE:
         raise InvalidArgument(f"{attr.name} has more than {MAX_RESOURCES_PER_MESSAGE} amounts")
     resources = [a.resource for a in value]
