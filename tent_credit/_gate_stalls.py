@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from ._arith import check_u64, checked_add, checked_sub
+from ._arith import U64_MAX, check_u64, checked_add, checked_sub
 from ._backpressure import BackpressureInfo, BackpressureSource
 from ._describe import describe
 from ._gate_state import _GateState, _Route
@@ -228,7 +228,10 @@ class _GateStalls(_GateState):
 def _plus(vector: Mapping[CreditResource, int], charge: CreditCharge) -> dict[CreditResource, int]:
     out = dict(vector)
     for resource, amount in charge.parts:
-        out[resource] = checked_add(out.get(resource, 0), amount)
+        total = out.get(resource, 0) + amount
+        if total > U64_MAX:  # checked_add, only to raise: every pick adds a charge
+            checked_add(out.get(resource, 0), amount)
+        out[resource] = total
     return out
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import types
 from typing import NamedTuple
 
-from ._arith import U32_MAX, check_u64
+from ._arith import U32_MAX, U64_MAX, check_u64
 from ._backpressure import BackpressureInfo
 from ._describe import describe
 from ._endpoints import SenderEndpoint
@@ -189,7 +189,8 @@ class _GateState:
         return self._mode
 
     def _route(self, receiver: int, qos_class: int) -> _Route:
-        check_u64(receiver, "receiver")
+        if type(receiver) is not int or not 0 <= receiver <= U64_MAX:  # inline: every pick
+            check_u64(receiver, "receiver")
         if type(qos_class) is not int or not 0 <= qos_class <= U32_MAX:
             raise InvalidArgument(f"qos_class must be a u32 int, got {describe(qos_class)}")
         route = self._routes.get((receiver, qos_class))

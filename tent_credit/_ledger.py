@@ -64,6 +64,7 @@ _RESOURCES: tuple[CreditResource, ...] = tuple(CreditResource)
 # Per-resource counters live in plain lists indexed by the resource's wire value (1..4); slot 0
 # is unused. ``CreditResource`` is an IntEnum, so a member indexes the list directly.
 _SLOTS = max(_RESOURCES) + 1
+assert list(_RESOURCES) == list(range(1, _SLOTS)), "_as_mapping zips the lists from slot 1"
 
 
 def update_acceptance(
@@ -184,7 +185,9 @@ class ReservationToken:
 
 
 def _as_mapping(values: list[int]) -> Mapping[CreditResource, int]:
-    return types.MappingProxyType({r: values[r] for r in _RESOURCES})
+    # zip in C, not a comprehension: the resources are 1..4 in order (checked at import), and
+    # a snapshot after every change of an entry builds three of these
+    return types.MappingProxyType(dict(zip(_RESOURCES, values[1:], strict=True)))
 
 
 def _check_charge(charge: object) -> None:
@@ -215,6 +218,10 @@ class SenderCreditLedger:
             raise InvalidArgument(f"max_entries must be an int >= 1, got {describe(max_entries)}")
         self._max_entries = max_entries
         self._entries: dict[CreditKey, _Entry] = {}
+        # The last key opened and its entry: an endpoint asks about its one key several times
+        # per transfer, by the same object, and a CreditKey's hash is a Python call (attrs).
+        # Set where an entry is installed, cleared where one is removed (_install, deactivate).
+        self._hot: tuple[CreditKey, _Entry] | None = None
         self._next_token_id = 1
         self._updates_applied = 0
         self._duplicates_or_old = 0
@@ -252,7 +259,7 @@ class SenderCreditLedger:
         if current is None:
             if len(self._entries) >= self._max_entries:
                 raise TooManyRequests(f"ledger holds its maximum of {self._max_entries} entries")
-            self._entries[key] = _Entry(epoch)
+            self._install(key, _Entry(epoch))
             self._changes += 1
             return
         if epoch < current.epoch:
@@ -260,9 +267,13 @@ class SenderCreditLedger:
         if epoch == current.epoch:
             return
         current.fenced = True
-        self._entries[key] = _Entry(epoch)
+        self._install(key, _Entry(epoch))
         self._changes += 1
         self._epoch_resets += 1
+
+    def _install(self, key: CreditKey, entry: _Entry) -> None:
+        self._entries[key] = entry
+        self._hot = (key, entry)
 
     def deactivate(self, key: CreditKey, epoch: int) -> None:
         """Remove ``key``'s entry at ``epoch`` and fence its tokens.
@@ -280,12 +291,16 @@ class SenderCreditLedger:
             raise InvalidEntry(f"cannot deactivate epoch {epoch}: the entry is at {current.epoch}")
         current.fenced = True
         del self._entries[key]
+        if self._hot is not None and self._hot[1] is current:
+            self._hot = None
         self._changes += 1
 
     def entry(self, key: CreditKey) -> LedgerEntrySnapshot:
         """A snapshot of ``key``'s entry; :class:`InvalidEntry` if there is none."""
-        _check_key(key)
-        e = self._entries.get(key)
+        if type(key) is not CreditKey:  # _check_key, inline: asked several times per transfer
+            _check_key(key)
+        hot = self._hot
+        e = hot[1] if hot is not None and hot[0] is key else self._entries.get(key)
         if e is None:
             raise InvalidEntry(f"no ledger entry for {key!r}")
         if e.snapshot is not None:
@@ -391,7 +406,8 @@ class SenderCreditLedger:
                 if seen & (1 << r):
                     raise InvalidArgument(f"update names {r.name} twice")
                 seen |= 1 << r
-            e = self._entries.get(key)
+            hot = self._hot
+            e = hot[1] if hot is not None and hot[0] is key else self._entries.get(key)
             if e is None:
                 raise InvalidEntry(f"no ledger entry for {key!r}")
             if e.epoch != epoch:
@@ -438,7 +454,8 @@ class SenderCreditLedger:
         """
         _check_key(key)
         _check_charge(charge)
-        e = self._entries.get(key)
+        hot = self._hot
+        e = hot[1] if hot is not None and hot[0] is key else self._entries.get(key)
         if e is None:
             raise InvalidEntry(f"no ledger entry for {key!r}")
         if e.last_sequence == 0:

@@ -65,10 +65,13 @@ def _check_key(key: object) -> None:
 def _resource_tuple(_inst: object, attr: attrs.Attribute[object], value: object) -> None:
     if not isinstance(value, tuple) or not value:
         raise InvalidArgument(f"{attr.name} must be a non-empty tuple of CreditResource")
-    if not all(isinstance(r, CreditResource) for r in value):
-        raise InvalidArgument(f"{attr.name} must hold CreditResource members only")
-    if any(a >= b for a, b in itertools.pairwise(value)):
-        raise InvalidArgument(f"{attr.name} must be unique and sorted by resource")
+    # loops, not all()/any() over generators: a blocked reservation builds one of these
+    for r in value:
+        if not isinstance(r, CreditResource):
+            raise InvalidArgument(f"{attr.name} must hold CreditResource members only")
+    for a, b in itertools.pairwise(value):
+        if a >= b:
+            raise InvalidArgument(f"{attr.name} must be unique and sorted by resource")
 
 
 @attrs.frozen(kw_only=True)

@@ -51,7 +51,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from ._arith import U32_MAX, check_u64
+from ._arith import U32_MAX, U64_MAX, check_u64
 from ._describe import describe
 from ._messages import MAX_VERSIONS, SUPPORTED_VERSIONS, CapabilityActivation
 from ._types import SessionId
@@ -514,7 +514,8 @@ class PeerNegotiation:
         return self._state
 
     def _check_now(self, now_ns: int) -> None:
-        check_u64(now_ns, "now_ns")
+        if type(now_ns) is not int or not 0 <= now_ns <= U64_MAX:  # inline: every reservation
+            check_u64(now_ns, "now_ns")
         if self._last_now_ns is not None and now_ns < self._last_now_ns:
             raise InvalidArgument(
                 f"now_ns {now_ns} is before the last time seen ({self._last_now_ns})"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ._arith import check_u64
+from ._arith import U64_MAX, check_u64
 from ._backpressure import BackpressureInfo
 from ._describe import describe
 from ._endpoint_common import EndpointEvent, _check_now, _vector
@@ -103,14 +103,16 @@ class _SenderState:
     def _check_time(self, now_ns: int) -> None:
         # The endpoint's clock only moves forward: checked before anything changes, so a call
         # with a stale time fails whole instead of half-applying a batch.
-        _check_now(now_ns)
+        if type(now_ns) is not int or not 0 <= now_ns <= U64_MAX:  # the check, inline: a
+            _check_now(now_ns)  # sender asks it several times per transfer; it raises here
         if now_ns < self._now_ns:
             raise InvalidArgument(f"now_ns {now_ns} is before the last time seen ({self._now_ns})")
 
     def _advance(self, now_ns: int) -> None:
         # Only once the whole call is validated: a refused call leaves the clock (and with it
         # ``update_age_ns``) where it was (docs/design.md#principle-5).
-        self._check_time(now_ns)
+        if type(now_ns) is not int or not self._now_ns <= now_ns <= U64_MAX:
+            self._check_time(now_ns)  # raises (inline above: a sender advances per call)
         self._now_ns = now_ns
 
     # ---------------------------------------------------------------- properties
