@@ -216,6 +216,26 @@ def test_deactivate_removes_the_entry() -> None:
 # -- apply_update --------------------------------------------------------------------------------
 
 
+def test_an_equal_key_object_and_the_installing_one_see_the_same_entry() -> None:
+    """The ledger finds the key it installed last by identity (a CreditKey hashes in Python):
+    an equal key object, a replaced entry and a removed one must all read as by equality."""
+    ledger = ledger_with_grant()
+    twin = CreditKey(receiver_session=SESSION, sender_peer=7, qos_class=2)
+    assert twin == KEY and twin is not KEY
+    token_of(ledger.try_reserve(twin, charge(data_bytes=100)))
+    assert ledger.entry(KEY).consumed[R.DATA_BYTES] == 100
+    ledger.activate(OTHER, 1)  # another key installed last
+    assert ledger.entry(KEY).consumed[R.DATA_BYTES] == 100
+    ledger.activate(twin, 2)  # the epoch fence, by the equal object: a fresh entry
+    for key in (KEY, twin):
+        assert ledger.entry(key).epoch == 2 and ledger.entry(key).consumed[R.DATA_BYTES] == 0
+    ledger.deactivate(KEY, 2)
+    for key in (KEY, twin):
+        with pytest.raises(InvalidEntry):
+            ledger.entry(key)
+    assert ledger.keys() == (OTHER,)
+
+
 def test_first_update_may_carry_any_sequence_and_is_applied() -> None:
     ledger = SenderCreditLedger(max_entries=1)
     ledger.activate(KEY, 1)
