@@ -32,6 +32,7 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
         "--json",
     ),
     "control_read.py": ("--frames", "--rounds", "--payload"),
+    "credit_calls.py": ("--transfers", "--congestion"),
     "credit_ops.py": ("--quick",),
     "door_cost.py": ("--seconds", "--rounds", "--flood"),
     "fuzz_wire.py": ("--inputs", "--seed", "--atheris-runs", "--quick"),
@@ -98,6 +99,19 @@ def test_credit_ops_reports_each_hot_path_beside_its_baseline() -> None:
         assert isinstance(entry, dict)
         assert entry["ops_per_second"] > 0 and entry["baseline_ops_per_second"] > 0
         assert entry["ratio_to_baseline"] > 0
+
+
+@pytest.mark.slow  # two engine pairs in real processes
+def test_credit_calls_counts_both_ends_entry_by_entry() -> None:
+    data = _run(str(BENCH / "credit_calls.py"), "--transfers", "20")
+    assert [row["block_bytes"] for row in data["rows"]] == [4 << 10, 4 << 20]
+    for row in data["rows"]:
+        for end, entry in (("sender", "_gate.py:__call__"), ("receiver", "admit_write")):
+            counted = row[end]
+            assert counted["calls_per_transfer"] > 0
+            # every credited transfer enters the gate at the sender, admission at the receiver
+            hits = [e for e in counted["entries"] if entry in e["entry"]]
+            assert hits and hits[0]["entered_per_transfer"] >= 1, counted["entries"]
 
 
 def test_control_read_reports_both_read_sizes_per_round() -> None:

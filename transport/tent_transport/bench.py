@@ -321,14 +321,17 @@ def engine_run(
     use_uvloop: bool = False,
     credit: bool = True,
     congestion: str | None = None,
+    receiver: Callable[..., None] = engine_receiver,
 ) -> dict[str, float]:
     """One engine run: a receiver process and this process as the sender, both on the same
     event loop implementation (asyncio's, or uvloop's with ``use_uvloop``), with credit at
     both ends or (``credit=False``) at neither; ``congestion``: the data connections' TCP
-    congestion control (``None``: the system's)."""
+    congestion control (``None``: the system's). ``receiver``: the receiver process's target,
+    :func:`engine_receiver` or a picklable function that calls it (a profiler around it,
+    benchmarks/credit_calls.py)."""
     parent, child = SPAWN.Pipe()
     process = SPAWN.Process(
-        target=engine_receiver,
+        target=receiver,
         args=(child, 8, block, tls, use_uvloop),
         kwargs={"credit": credit, "congestion": congestion},
     )
