@@ -16,7 +16,7 @@ import attrs
 from ._arith import U64_MAX
 from ._describe import describe
 from ._fairness import GrantSplit
-from ._types import CreditResource
+from ._types import CreditResource, _IdentityEnum
 from .errors import InvalidArgument
 
 __all__ = [
@@ -39,7 +39,7 @@ class AllocationClass(enum.Enum):
     STAGING_INTERNAL = "staging_internal"  # inner staging transfers: the whole capacity
 
 
-class EpochState(enum.Enum):
+class EpochState(_IdentityEnum):
     """Lifecycle of one key's epoch on the receiver."""
 
     ACTIVE = "active"  # current epoch of a connected sender: may be granted more

@@ -10,7 +10,6 @@ all of them.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable
 
 import attrs
@@ -18,11 +17,11 @@ import attrs
 from ._allocator_config import AllocationClass, EpochState, ResourceVector
 from ._arith import U32_MAX, U64_MAX
 from ._describe import describe
-from ._types import CreditResource
+from ._types import CreditResource, _IdentityEnum
 from .errors import InvalidArgument, InvalidEntry
 
 
-class _Event(enum.Enum):
+class _Event(_IdentityEnum):
     GRANT = "grant"
     REPORT_USAGE = "report_usage"
     LAND = "land"

@@ -21,7 +21,7 @@ from ._arith import U32_MAX, U64_MAX
 from ._backpressure import BackpressureInfo
 from ._describe import describe
 from ._negotiation import CreditMode, NegotiationState
-from ._types import CreditCharge, CreditResource, Plan, SessionId, charge_for_plan
+from ._types import CreditCharge, CreditResource, Plan, SessionId, _IdentityEnum, charge_for_plan
 from .errors import InvalidArgument
 
 if TYPE_CHECKING:  # annotations only: the gate module imports this one
@@ -187,7 +187,7 @@ class RejectReason(enum.Enum):
     """The owner's route was removed (:meth:`DispatchGate.remove_endpoint`) since it queued."""
 
 
-class TicketState(enum.Enum):
+class TicketState(_IdentityEnum):
     """Lifecycle of a :class:`GateToken`."""
 
     RESERVED = "reserved"

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from ._types import CreditKey, CreditResource
+from ._types import CreditKey, CreditResource, _IdentityEnum
 from .errors import InvalidArgument
 
 __all__ = [
@@ -37,7 +37,7 @@ class UpdateDisposition(enum.Enum):
     """Applied, but it skipped sequence numbers after the first update (some were lost)."""
 
 
-class TokenState(enum.Enum):
+class TokenState(_IdentityEnum):
     """Lifecycle of a :class:`ReservationToken` (docs/semantics.md#sender-ledger "Reservations are
     tokens")."""
 

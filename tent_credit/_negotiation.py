@@ -54,7 +54,7 @@ import attrs
 from ._arith import U32_MAX, U64_MAX, check_u64
 from ._describe import describe
 from ._messages import MAX_VERSIONS, SUPPORTED_VERSIONS, CapabilityActivation
-from ._types import SessionId
+from ._types import SessionId, _IdentityEnum
 from .errors import (
     InvalidArgument,
     LocalProtocolError,
@@ -74,7 +74,7 @@ __all__ = [
 ]
 
 
-class CreditMode(enum.Enum):
+class CreditMode(_IdentityEnum):
     """Rollout mode of receiver credits for one peer (RFC "Compatibility and Rollout")."""
 
     DISABLED = "disabled"
@@ -85,7 +85,7 @@ class CreditMode(enum.Enum):
     """Negotiate; a peer without a common version fails explicitly (never "unlimited")."""
 
 
-class NegotiationState(enum.Enum):
+class NegotiationState(_IdentityEnum):
     """Negotiation and freshness state of one peer context (docs/semantics.md#negotiation)."""
 
     DISABLED = "disabled"

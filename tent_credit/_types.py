@@ -27,6 +27,15 @@ __all__ = [
 ]
 
 
+class _IdentityEnum(enum.Enum):
+    """An enum whose members hash by identity. ``Enum.__hash__`` is a Python call (the hash of
+    the member's name), and the enums built on this one key dicts on every transfer (a plan's
+    charge, a token's transition, a peer's policy); members are singletons, so identity is
+    already their equality. Hashes differ between processes, as salted name hashes do."""
+
+    __hash__ = object.__hash__
+
+
 class CreditResource(enum.IntEnum):
     """Receiver resources a charge can draw on (RFC "Credit Key and Resource Model")."""
 
@@ -189,7 +198,7 @@ class CreditCharge:
         return dict(self.parts)
 
 
-class Plan(enum.Enum):
+class Plan(_IdentityEnum):
     """How a transfer moves its bytes: decides which remote resources it charges (RFC table)."""
 
     REMOTE_DIRECT_WRITE = "remote_direct_write"

@@ -30,7 +30,15 @@ class OwnerKind(enum.Enum):
     STAGING_INTERNAL = "staging_internal"
 
 
-class OwnerState(enum.Enum):
+class _IdentityEnum(enum.Enum):
+    """Members hash by identity: ``Enum.__hash__`` is a Python call (the name's hash), and the
+    queue keys dicts by these on every owner's move; members are singletons, so identity is
+    already their equality."""
+
+    __hash__ = object.__hash__
+
+
+class OwnerState(_IdentityEnum):
     """Lifecycle state of an owner (§2)."""
 
     QUEUED = "queued"
@@ -38,7 +46,7 @@ class OwnerState(enum.Enum):
     TERMINAL = "terminal"
 
 
-class TaskStatus(enum.Enum):
+class TaskStatus(_IdentityEnum):
     """Public task status (§2: QUEUED/DISPATCHING read as PENDING, TERMINAL as its status)."""
 
     PENDING = "pending"

@@ -77,6 +77,8 @@ class TransferPhase(enum.Enum):
 class EndReason(enum.Enum):
     """Why a transfer ended (its :class:`TaskStatus` says how)."""
 
+    __hash__ = object.__hash__  # as tent_sched's TaskStatus: a dict key on every transfer
+
     COMPLETED = "completed"
     """Every slice succeeded (COMPLETED)."""
     SLICE_FAILED = "slice_failed"
