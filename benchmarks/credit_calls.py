@@ -135,24 +135,18 @@ def _row(
 )
 def main(transfers: int, congestion: str) -> None:
     """Count credit's calls per transfer at both ends (module docstring)."""
+    shapes = (("4 KiB one at a time", 4 << 10, True), ("4 MiB pipelined", 4 << 20, False))
     with tempfile.TemporaryDirectory() as scratch:
         rows = [
             _row(
-                "4 KiB one at a time",
+                name,
                 transfers,
-                4 << 10,
-                sequential=True,
+                block,
+                sequential=one_at_a_time,
                 congestion=congestion,
                 scratch=Path(scratch),
-            ),
-            _row(
-                "4 MiB pipelined",
-                transfers,
-                4 << 20,
-                sequential=False,
-                congestion=congestion,
-                scratch=Path(scratch),
-            ),
+            )
+            for name, block, one_at_a_time in shapes
         ]
     print(
         json.dumps(
