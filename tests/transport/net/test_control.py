@@ -35,6 +35,7 @@ from tent_credit import (
     CreditMode,
     CreditReceiver,
     CreditResource,
+    EndpointEvent,
     NegotiationState,
     SenderEndpoint,
     SessionId,
@@ -184,8 +185,9 @@ class _SenderHooks:
     def descriptors(self, client: ControlClient, payload: bytes) -> None:
         pass
 
-    def credit_received(self, client: ControlClient) -> None:
+    def credit_received(self, client: ControlClient) -> bool:
         self.credit_messages = getattr(self, "credit_messages", 0) + 1
+        return False  # no pass follows here: the client flushes itself
 
 
 def _receiver(*, refresh_ns: int = 0) -> CreditReceiver:
@@ -231,6 +233,64 @@ def test_psk_handshake_binds_identity_and_activates_credit() -> None:
         assert client.peer == 2
         assert [s.peer for s in hooks.opened] == [1]  # identity from the handshake
         assert sender.sessions[0].rails == (("127.0.0.1", 9),)
+        await client.close()
+        await server.close()
+
+    run(scenario())
+
+
+class _FrameHooks(_SenderHooks):
+    """Sender hooks that mark the end of a credit frame's handling (``frames["state"]``) and
+    answer whether a flush follows (a driver's dispatch pass) or the client must flush."""
+
+    def __init__(self, frames: dict[str, str | None], *, pass_follows: bool) -> None:
+        super().__init__()
+        self.frames = frames
+        self.pass_follows = pass_follows
+
+    def credit_received(self, client: ControlClient) -> bool:
+        super().credit_received(client)
+        self.frames["state"] = "after_hook"
+        # the frame's callback ends when control returns to the loop: a flush later is not its
+        asyncio.get_running_loop().call_soon(self.frames.update, {"state": None})
+        return self.pass_follows
+
+
+@pytest.mark.parametrize("pass_follows", [False, True], ids=["client-flushes", "pass-flushes"])
+def test_a_credit_frame_is_flushed_once_by_the_client_or_by_the_pass(pass_follows: bool) -> None:
+    """A credit frame's answers are flushed once: by the client after the frame, unless its
+    hook says a flush follows anyway (the engine's dispatch pass flushes every client). The
+    client flushed before asking the hook, twice per frame under the engine."""
+
+    async def scenario() -> None:
+        credit = _receiver()
+        server, port = await _server(psk(2, p1=KEY_12), credit, _Hooks())
+        endpoint = SenderEndpoint(sender_peer=1, mode=CreditMode.REQUIRED)
+        frames: dict[str, str | None] = {"state": None}
+        flushed = [0]  # flushes made within a credit frame's handling
+        sender = _FrameHooks(frames, pass_follows=pass_follows)
+        client = ControlClient(
+            psk(1, p2=KEY_12), "127.0.0.1", port, endpoint=endpoint, hooks=sender
+        )
+        receive, flush = endpoint.receive_message, client.flush
+
+        def receive_counted(data: bytes, now_ns: int) -> list[EndpointEvent]:
+            frames["state"] = "receiving"
+            return receive(data, now_ns)
+
+        def flush_counted() -> None:
+            if frames["state"] is not None:  # within a credit frame's handling
+                flushed[0] += 1
+                frames["state"] = None
+            flush()
+
+        endpoint.receive_message = receive_counted  # type: ignore[method-assign]
+        client.flush = flush_counted  # type: ignore[method-assign]
+        await client.start()
+        await until(lambda: endpoint.available()[R.DATA_BYTES] == 4096, what="initial grant")
+        handled = sender.credit_messages  # the activation and the initial grant at least
+        assert handled >= 2
+        assert flushed[0] == (0 if pass_follows else handled)
         await client.close()
         await server.close()
 

@@ -193,7 +193,7 @@ class Engine:
             core=self.core,
             rails=self.rails,
             options=options,
-            wake=self._wake,
+            wake=self._schedule_pass,
             spawn=self._spawn,
             closed=lambda: self._closed,
         )
@@ -550,9 +550,16 @@ class Engine:
 
     def _wake(self) -> None:
         """Schedule one dispatch pass (coalesced); callable from any thread."""
+        self._schedule_pass()
+
+    def _schedule_pass(self) -> bool:
+        """:meth:`_wake`, answering whether a pass is scheduled now (``False``: the engine is not
+        bound to a loop yet). The links' credit hook asks it: the pass flushes every client."""
         loop = self._loop
-        if loop is None or self._pass_scheduled:
-            return
+        if loop is None:
+            return False
+        if self._pass_scheduled:
+            return True
         self._pass_scheduled = True
         try:
             running = asyncio.get_running_loop()
@@ -562,6 +569,7 @@ class Engine:
             loop.call_soon(self._run_pass)
         else:
             loop.call_soon_threadsafe(self._run_pass)
+        return True
 
     def _run_pass(self) -> None:
         self._pass_scheduled = False

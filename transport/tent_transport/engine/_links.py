@@ -56,7 +56,7 @@ class SenderLinks:
         core: DispatchCore,
         rails: Sequence[Rail],
         options: EngineOptions,
-        wake: Callable[[], None],
+        wake: Callable[[], bool],
         spawn: Callable[[Coroutine[Any, Any, None]], None],
         closed: Callable[[], bool],
     ) -> None:
@@ -194,8 +194,11 @@ class SenderLinks:
                 return
         self._wake()
 
-    def credit_received(self, client: ControlClient) -> None:
-        self._wake()  # a grant may make a stalled owner eligible: refill now, not at the timer
+    def credit_received(self, client: ControlClient) -> bool:
+        # a grant may make a stalled owner eligible: refill now, not at the timer; the pass
+        # flushes every linked client (one no longer linked flushes itself)
+        scheduled = self._wake()
+        return scheduled and self.of(client) is not None
 
     def regions(self, peer: int) -> SegmentDescriptors | None:
         """The latest descriptors the peer exposed to this engine (``None``: none yet)."""
