@@ -65,7 +65,7 @@ from ._messages import (
     ReceiverCreditUpdate,
     SenderCreditUsage,
 )
-from ._types import CreditAmount, CreditResource, SessionId
+from ._types import CreditAmount, CreditResource, SessionId, _IdentityEnum
 from .errors import DecodeError, InvalidArgument
 
 __all__ = [
@@ -88,12 +88,8 @@ one. The deepest valid item is an amount inside ``[.., [[resource, amount]], ..]
 U16_MAX = 0xFFFF
 
 
-class _Kind(enum.Enum):
-    """How one field is represented on the wire."""
-
-    # Enum's own __hash__ is a Python call (hash of the name); members are singletons, so
-    # identity is their equality and their hash, for the per-field lookups of every decode
-    __hash__ = object.__hash__
+class _Kind(_IdentityEnum):
+    """How one field is represented on the wire (hashed by identity: a lookup per field)."""
 
     U16 = enum.auto()
     U32 = enum.auto()
