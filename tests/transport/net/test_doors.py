@@ -301,7 +301,8 @@ def test_an_engine_reconnects_and_transfers_through_floods_of_both_doors() -> No
         for i in range(4):
             data = os.urandom(block)
             request = write_request(peer, segment.segment_id, i * block, data)
-            assert tx.submit([request]).result(30).status is TaskStatus.COMPLETED
+            state = tx.submit([request]).wait(30)
+            assert state.status is TaskStatus.COMPLETED, state  # its detail says why, if not
             rx.release(rx.next_landed(10))
             assert memory[i * block : (i + 1) * block] == data
         assert all(f.is_alive() for f in floods)  # the floods ran throughout

@@ -142,10 +142,10 @@ def test_receiver_killed_mid_transfer_and_restarted_fences_the_old_session(devic
         "senders": [1],
         "segment_bytes": 32 * BLOCK,
         "regions": {1: [0, 32 * BLOCK]},
-        "release": "delay",
-        # a slow consumer: most of phase 1 waits for credit, about 1 s in all, so that a poller
-        # stalled by load still kills the receiver mid-transfer (at 20 ms, 2 of 8 runs missed)
-        "release_delay_s": 0.1,
+        # a consumer that holds what landed: phase 1 lands its first 4 blocks (the capacity)
+        # and the rest wait for credit until the kill, however late a poller stalled by load
+        # gets to it (a consumer releasing after 0.1 s let all 32 complete first under load)
+        "release": "manual",
         "ports": [control_port, rail_port],
     }
     rx, address, segment = _start_receiver(receiver_spec)
@@ -170,7 +170,8 @@ def test_receiver_killed_mid_transfer_and_restarted_fences_the_old_session(devic
             time.sleep(0.01)
         old_session = stats["session"]
         rx.kill()  # SIGKILL mid-transfer
-        rx, _address, _segment = _start_receiver(receiver_spec)
+        # the restarted receiver's consumer releases on landing: phase 2 runs to the end
+        rx, _address, _segment = _start_receiver({**receiver_spec, "release": "landing"})
         kind, report = tx.recv(90)
         assert kind == "done"
         first, second = report["phases"]
