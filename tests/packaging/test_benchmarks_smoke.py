@@ -225,6 +225,11 @@ def test_transport_reports_rounds_uvloop_checksum_ceiling_and_both_processes_cpu
         assert row["verified_ratio"] == pytest.approx(
             row["engine"]["throughput_mib_s"] / row["bare_verified_mib_s"]
         )
+        # and against that loop landing where the engine lands (not in one warm buffer)
+        assert row["landing_ratio"] == pytest.approx(
+            row["engine"]["throughput_mib_s"] / row["bare_landing_mib_s"]
+        )
+        assert row["bare_landing_receiver_cpu_us_per_block"] > 0
         assert row["engine_uvloop"]["throughput_mib_s"] > 0  # the transport extra has uvloop
         for engine in (row["engine"], row["engine_uvloop"], row["engine_no_credit"]):
             assert engine["sender_cpu_us_per_transfer"] > 0
@@ -242,6 +247,9 @@ def test_transport_reports_rounds_uvloop_checksum_ceiling_and_both_processes_cpu
     assert data["goal_verified_ratio"] == 0.9
     assert min(r["verified_ratio"] for r in rounds) <= data["verified_ratio"]
     assert data["verified_ratio"] <= max(r["verified_ratio"] for r in rounds)
+    assert min(r["landing_ratio"] for r in rounds) <= data["landing_ratio"]
+    assert data["landing_ratio"] <= max(r["landing_ratio"] for r in rounds)
+    assert data["bare"]["landing_mib_s"] in [r["bare_landing_mib_s"] for r in rounds]
     assert "engine_tls" not in data
     assert data["overhead"]["engine_us_per_4kib"] > 0
     assert data["overhead"]["uvloop_us_per_4kib"] > 0  # beside the default loop

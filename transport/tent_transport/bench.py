@@ -9,12 +9,16 @@ Two processes, one sender and one receiver, every figure measured in the same ru
 * ``bare``: a plain ``socket.sendall`` loop into a ``recv_into`` loop moving the same 4 MiB
   blocks (the ceiling), and a 4 KiB ``sendall`` / 1-byte-ack ping-pong (µs per round trip);
   ``checksum_ceiling``: the same loop computing every block's CRC32C at both ends, as the
-  engine's wire does, over the plain loop;
+  engine's wire does, over the plain loop; and ``bare_landing``: that checksumming loop with
+  its receiver landing each block where the engine's does (block ``i`` at place ``i % PLACES``
+  of a region of ``PLACES`` blocks) instead of reusing one cache-warm buffer, and waking for
+  :data:`LANDING_MARK` bytes at a time as the engine's receiver does;
 * ``engine``: the engine with credit gating: a receiver of 8 blocks, grant-ahead at its adaptive
   default (the activation grants two blocks), release on landing, so credit really cycles;
   throughput,
   ``ratio`` against the bare loop, ``verified_ratio`` against the checksumming one (goal ≥ 0.9
-  on two cores: the same bytes and checksums, so what is left is the engine's own cost),
+  on two cores: the same bytes and checksums), ``landing_ratio`` against the loop that also
+  lands where the engine does (what is left is the engine's own cost),
   credit stalls and control messages per transfer; ``uvloop_ratio``, the same with both
   processes on uvloop (when installed); and ``engine_tls``, the same with the data
   connections under TLS;
@@ -64,6 +68,13 @@ BLOCK = 4 << 20
 SMALL = 4 << 10
 PIPELINE = 64
 """Transfers the engine runs keep submitted (each of the receiver's 8 slots eight times over)."""
+PLACES = 16
+"""Blocks of the engine receiver's segment; write ``i`` lands at block ``i % PLACES``, so no two
+of the (at most 8) writes in flight share a place. 64 MiB of 4 MiB blocks outgrow the caches
+a single reused 4 MiB buffer stays in (docs/benchmarks.md#transport-landing)."""
+LANDING_MARK = 2 << 20
+"""The landing loop's receive low-water mark: the TCP transport's (``READ_MARK`` of
+devices/tcp/_mark.py, docs/transport.md#transport-read-mark), so the loop wakes as rarely."""
 KEY = b"benchmark-shared-key-0123456789!"
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -92,23 +103,37 @@ def engine_config(slots: int, block: int, credit: bool = True) -> dict[str, Any]
 # ------------------------------------------------------------------------------ bare loops
 
 
-def bare_receiver(
-    conn: Connection, total: int, small: int, verify: bool = False, congestion: str | None = None
+def bare_receiver(  # noqa: PLR0917 (a spawned process's arguments)
+    conn: Connection,
+    total: int,
+    small: int,
+    verify: bool = False,
+    congestion: str | None = None,
+    places: int = 1,
+    mark: int = 0,
 ) -> None:
     """Receive ``total`` bytes in whole blocks (each checksummed with ``verify``), then answer
     ``small`` 4 KiB messages with one byte each (``congestion``: the accepted socket's TCP
-    congestion control, which it takes from the listener; ``None``: the system's)."""
+    congestion control, which it takes from the listener; ``None``: the system's). Block ``i``
+    lands at block ``i % places`` of a region of ``places`` blocks; ``mark`` > 0: each read
+    waits for that many bytes of the block, or for the rest of it (``SO_RCVLOWAT``)."""
     server = socket.create_server(("127.0.0.1", 0))
     apply_congestion(server, congestion)
     conn.send(server.getsockname()[1])
     peer, _ = server.accept()
-    buffer = memoryview(bytearray(BLOCK))
+    region = memoryview(bytearray(BLOCK * places))
+    lowat = 1
     received = 0
     cpu = time.process_time()
     while received < total:
         size = min(BLOCK, total - received)
+        place = received // BLOCK % places * BLOCK
+        buffer = region[place : place + BLOCK]
         filled = 0
         while filled < size:
+            if mark and min(mark, size - filled) != lowat:
+                lowat = min(mark, size - filled)
+                peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, lowat)
             n = peer.recv_into(buffer[filled:size])
             if not n:
                 return
@@ -116,6 +141,8 @@ def bare_receiver(
         if verify:
             checksum(buffer[:size])
         received += size
+    if lowat != 1:
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
     peer.sendall(b"k")
     conn.send(time.process_time() - cpu)
     small_buffer = memoryview(bytearray(SMALL))
@@ -128,15 +155,25 @@ def bare_receiver(
 
 
 def bare(
-    blocks: int, small: int, *, verify: bool = False, congestion: str | None = None
+    blocks: int,
+    small: int,
+    *,
+    verify: bool = False,
+    congestion: str | None = None,
+    places: int = 1,
+    mark: int = 0,
 ) -> dict[str, float]:
     """The ceiling: ``sendall`` of 4 MiB blocks into ``recv_into``, and (``small`` > 0) a 4 KiB
     ping-pong. With ``verify`` both ends compute each block's CRC32C, as the engine's wire
     does (the sender for the header, the receiver to verify), so the loop carries that cost
-    too."""
+    too; with ``places`` the receiver lands block ``i`` at block ``i % places`` of a region that
+    large (the engine run's :data:`PLACES`) instead of reusing one buffer, and with ``mark``
+    wakes for that many bytes at a time (:data:`LANDING_MARK`)."""
     total = blocks * BLOCK
     parent, child = SPAWN.Pipe()
-    process = SPAWN.Process(target=bare_receiver, args=(child, total, small, verify, congestion))
+    process = SPAWN.Process(
+        target=bare_receiver, args=(child, total, small, verify, congestion, places, mark)
+    )
     process.start()
     port = parent.recv()
     sock = socket.socket()
@@ -231,11 +268,11 @@ def engine_receiver(
         )
         engine = Engine(load_engine_config(engine_config(slots, block, credit)), options)
         address = await engine.start()
-        segment = engine.register(bytearray(slots * block * 2))
+        segment = engine.register(bytearray(PLACES * block))
         conn.send((address, segment.segment_id))
         while 1 not in engine.sender_sessions():
             await asyncio.sleep(0.002)
-        engine.expose(1, segment.segment_id, 0, slots * block * 2)
+        engine.expose(1, segment.segment_id, 0, PLACES * block)
         cpu = time.process_time()
         await asyncio.get_running_loop().run_in_executor(None, conn.recv)
         conn.send(time.process_time() - cpu)  # the waiting thread spends none of it
@@ -274,7 +311,7 @@ async def _engine_sender(
             local=payload,
             peer=peer,
             remote_segment=segment,
-            remote_offset=(i % 16) * block,
+            remote_offset=(i % PLACES) * block,
             length=block,
         )
 
@@ -403,7 +440,9 @@ def run(
     rows: list[dict[str, Any]] = []
     for _ in range(rounds):
         blocks, plain = _long_enough(loop_run, blocks, seconds)
-        verified = loop_run(blocks, 0, verify=True)["throughput_mib_s"]
+        checked = loop_run(blocks, 0, verify=True)
+        verified = checked["throughput_mib_s"]
+        landing = loop_run(blocks, 0, verify=True, places=PLACES, mark=LANDING_MARK)
         engine = engine_at(blocks, BLOCK)
         plain_engine = engine_at(blocks, BLOCK, credit=False)
         row: dict[str, Any] = {
@@ -411,10 +450,14 @@ def run(
             "bare_sender_cpu_us_per_block": plain["sender_cpu_us_per_block"],
             "bare_receiver_cpu_us_per_block": plain["receiver_cpu_us_per_block"],
             "bare_verified_mib_s": verified,
+            "bare_verified_receiver_cpu_us_per_block": checked["receiver_cpu_us_per_block"],
             "engine": engine,
             "ratio": engine["throughput_mib_s"] / plain["throughput_mib_s"],
             "checksum_ceiling": verified / plain["throughput_mib_s"],
             "verified_ratio": engine["throughput_mib_s"] / verified,
+            "bare_landing_mib_s": landing["throughput_mib_s"],
+            "bare_landing_receiver_cpu_us_per_block": landing["receiver_cpu_us_per_block"],
+            "landing_ratio": engine["throughput_mib_s"] / landing["throughput_mib_s"],
             "engine_no_credit": plain_engine,
             "credit_ratio": engine["throughput_mib_s"] / plain_engine["throughput_mib_s"],
         }
@@ -438,6 +481,10 @@ def run(
             "sender_cpu_us_per_block": middle["bare_sender_cpu_us_per_block"],
             "receiver_cpu_us_per_block": middle["bare_receiver_cpu_us_per_block"],
             "us_per_4kib": ping["us_per_4kib"],
+            "verified_mib_s": middle["bare_verified_mib_s"],
+            "verified_receiver_cpu_us_per_block": middle["bare_verified_receiver_cpu_us_per_block"],
+            "landing_mib_s": middle["bare_landing_mib_s"],
+            "landing_receiver_cpu_us_per_block": middle["bare_landing_receiver_cpu_us_per_block"],
         },
         "engine": middle["engine"],
         "ratio": middle["ratio"],
@@ -447,6 +494,9 @@ def run(
         # the engine against the loop that checksums too: the same work but the engine's own
         "verified_ratio": statistics.median(r["verified_ratio"] for r in rows),
         "goal_verified_ratio": 0.9,
+        # the engine against that loop with its receiver landing where the engine's does
+        # (PLACES blocks, not one warm buffer): what is left is the engine's own cost
+        "landing_ratio": statistics.median(r["landing_ratio"] for r in rows),
         "engine_no_credit": middle["engine_no_credit"],
         # credit at both ends against none, same path, same round (RFC criterion 7's claim)
         "credit_ratio": statistics.median(r["credit_ratio"] for r in rows),
