@@ -287,22 +287,39 @@ def test_an_engine_reconnects_and_transfers_through_floods_of_both_doors() -> No
         link = tx.engine._links[peer]
         tx._call(link.client.drop_connection)  # the honest sender's connection dropped
 
-        def new_session() -> bool:
-            ps = rx.engine.control.session_of(1)
-            return ps is not None and ps.session != first.session
+        def session_back(old: int) -> int:
+            """The sender's next session after ``old``, its region exposed and known."""
 
-        for _ in range(3000):  # bounded
-            if rx._call(new_session):
-                break
-            time.sleep(0.01)
-        assert rx._call(new_session), "the honest sender did not get its session back"
-        rx.expose(1, segment.segment_id, 0, len(memory))
-        tx.wait_regions(peer, lambda d: d.session != first.session and bool(d.regions))
+            def current() -> int:
+                ps = rx.engine.control.session_of(1)
+                return -1 if ps is None else ps.session
+
+            for _ in range(3000):  # bounded
+                if rx._call(current) not in (-1, old):
+                    break
+                time.sleep(0.01)
+            session = rx._call(current)
+            assert session not in (-1, old), "the honest sender did not get its session back"
+            rx.expose(1, segment.segment_id, 0, len(memory))
+            tx.wait_regions(peer, lambda d: d.session == session and bool(d.regions))
+            return session
+
+        session = session_back(first.session)
+        failed: list[str] = []
         for i in range(4):
             data = os.urandom(block)
             request = write_request(peer, segment.segment_id, i * block, data)
             state = tx.submit([request]).wait(30)
-            assert state.status is TaskStatus.COMPLETED, state  # its detail says why, if not
+            # The flood may evict the new data connection before its bind is read (a flood
+            # that opens 64 connections within one round trip of the sender's bind): the
+            # session restarts and the transfer ends FAILED, typed, as docs/transport.md's
+            # failure semantics say; the application resubmits on the next session. Bounded:
+            # a sender kept out for good still fails here.
+            while state.status is TaskStatus.FAILED and len(failed) < 3:
+                failed.append(state.detail)
+                session = session_back(session)
+                state = tx.submit([request]).wait(30)
+            assert state.status is TaskStatus.COMPLETED, (state, failed)
             rx.release(rx.next_landed(10))
             assert memory[i * block : (i + 1) * block] == data
         assert all(f.is_alive() for f in floods)  # the floods ran throughout
