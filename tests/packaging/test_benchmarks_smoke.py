@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from tent_transport.bench import LANDING_MARK
+from tent_transport.devices.tcp._mark import READ_MARK
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -208,6 +210,12 @@ def test_checker_workers_measures_each_repeated_model(tmp_path: Path) -> None:
         for row in (two, m["summary"]["1"]):  # memory: the estimate beside the measured growth
             assert row["estimated_bytes_per_state"] > 0
             assert row["rss_growth_bytes_per_state"] >= 0
+
+
+def test_the_landing_loop_wakes_like_the_transports_receiver() -> None:
+    # bench may not import the TCP transport's package (only a transport imports its own), so
+    # it states the mark again: the two must not drift apart
+    assert LANDING_MARK == READ_MARK
 
 
 @pytest.mark.slow
