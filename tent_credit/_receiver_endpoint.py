@@ -30,7 +30,7 @@ from ._messages import (
 from ._standing import StandingGrants
 from ._trace import TraceSink, message_fields
 from ._types import CreditResource, SessionId
-from ._wire import decode, encode
+from ._wire import decode, encode, encode_update
 from .errors import DecodeError, InvalidArgument, LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -515,6 +515,20 @@ class ReceiverEndpoint:
             retry_after_us=self._retry_after_us,
         )
 
+    def _update_bytes(self, granted: Mapping[CreditResource, int]) -> bytes:
+        # _update's message, encoded without being built (no trace to show it to)
+        self._sequence += 1
+        receiver = self._receiver
+        return encode_update(
+            self._qos_class,
+            receiver.session,
+            self._epoch,
+            self._sequence,
+            receiver.freshness_ttl_ms,
+            granted,
+            self._retry_after_us,
+        )
+
     def messages_to_send(self, now_ns: int) -> list[bytes]:
         """The activation (once per offer) and at most one update: the latest full vector."""
         _check_now(now_ns)
@@ -540,18 +554,22 @@ class ReceiverEndpoint:
             granted = self._granted()
             self._push_due = self._news(granted) != self._last_sent
         self._news_due = False
+        update = b""
+        trace = self._receiver._trace
         if self._version and self._push_due:
             if granted is None:
                 granted = self._granted()
-            out.append(self._update(granted))
+            if trace is None:
+                update = self._update_bytes(granted)
+            else:
+                out.append(self._update(granted))
             self._push_due = False
             self._last_push_ns = now_ns
             self._pushed += 1
             news = self._news(granted)
             self._repeated += news == self._last_sent
             self._last_sent = news
-        self._sent += len(out)
-        trace = self._receiver._trace
+        self._sent += len(out) + bool(update)
         if trace is not None:
             for m in out:
                 trace.record(
@@ -565,7 +583,10 @@ class ReceiverEndpoint:
                         ),
                     },
                 )
-        return [encode(m) for m in out]
+        frames = [encode(m) for m in out]
+        if update:
+            frames.append(update)
+        return frames
 
     def get_timer(self) -> int | None:
         refresh = self._receiver.refresh_interval_ns
