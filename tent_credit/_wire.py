@@ -221,7 +221,7 @@ def encode_update(  # noqa: PLR0917 (the update's fields, in wire order)
     """What ``encode(ReceiverCreditUpdate(...))`` writes for these fields (``flags`` 0, the
     grants in resource order), without building the message: the receiver sends one update
     per top-up, and the validated message and its amounts were half of that update's Python
-    calls (docs/benchmarks.md#update-encode). The same range checks run inline; a value that
+    calls (docs/benchmarks.md#credit-update-path). The same range checks run inline; a value that
     fails one goes through the validated constructor, which raises
     :class:`InvalidArgument` as :func:`encode`'s caller would see."""
     fields = (qos_class, epoch, sequence, freshness_ttl_ms, retry_after_us)
@@ -281,6 +281,8 @@ def decode(data: bytes, *, max_bytes: int = MAX_MESSAGE_BYTES) -> ControlMessage
        validators again (step 4 made the same checks; ``tests/credit/test_wire.py`` compares
        every accepted message with the validated constructors' build). A session id's own
        check still runs, and its ``InvalidArgument`` becomes ``DecodeError(INVALID_FIELD)``.
+       A credit update takes steps 4 and 5 in one pass (:func:`_update_of`); whatever that
+       pass does not accept goes through the table, so every refusal keeps its code.
 
     The schema's CBOR subset has no maps, floats, strings or tags but bignums, so step 2's
     header rules are all canonical CBOR asks of it: the bytes it lets through are exactly what
