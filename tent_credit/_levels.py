@@ -101,7 +101,9 @@ class LevelReports:
         in_flight, waiting = self.in_flight, self.waiting
         source = self._level_of
         if source[0] is not in_flight or source[1] is not waiting:
-            self._level = _plus(in_flight, waiting)
+            # nothing waiting (a pipelined sender's usual case): the level is in_flight itself,
+            # which holds no zero (commit and complete filter them) and is never changed in place
+            self._level = _plus(in_flight, waiting) if waiting else in_flight
             self._level_of = (in_flight, waiting)
         return self._level
 
