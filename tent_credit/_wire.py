@@ -341,7 +341,7 @@ def _update_of(structure: Any) -> ReceiverCreditUpdate | None:
     for any update with a field out of its range, which the table-driven steps 4 and 5 then
     decode or refuse with their own error. A sender decodes one update per transfer, and the
     table's loops were a third of that decode's calls; this accepts exactly what the table
-    accepts for tag 1 (``tests/credit/test_wire.py`` decodes every message both ways)."""
+    accepts for tag 1 (``tests/credit/test_wire_update.py`` decodes odd updates both ways)."""
     if type(structure) is not list or len(structure) != _UPDATE_ITEMS or structure[0] != 1:
         return None
     _, version, flags, qos, session, epoch, sequence, ttl, grants, retry = structure
