@@ -16,7 +16,7 @@ from typing import Protocol
 import attrs
 
 from ._allocator import ReceiverCreditAllocator
-from ._endpoint_common import EndpointEvent, _amounts, _byte_items, _check_now
+from ._endpoint_common import EndpointEvent, _byte_items, _check_now
 from ._messages import (
     GRANT_AHEAD_VERSION,
     CapabilityActivation,
@@ -24,7 +24,6 @@ from ._messages import (
     ControlMessage,
     CreditReturn,
     Heartbeat,
-    ReceiverCreditUpdate,
     SenderCreditUsage,
 )
 from ._standing import StandingGrants
@@ -503,20 +502,8 @@ class ReceiverEndpoint:
         # what makes an update news to its sender: the grant totals and whether to wait
         return (tuple(granted.values()), self._retry_after_us)
 
-    def _update(self, granted: Mapping[CreditResource, int]) -> ReceiverCreditUpdate:
-        self._sequence += 1
-        return ReceiverCreditUpdate(
-            qos_class=self._qos_class,
-            receiver_session_id=self._receiver.session,
-            epoch=self._epoch,
-            sequence=self._sequence,
-            freshness_ttl_ms=self._receiver.freshness_ttl_ms,
-            grants=_amounts(granted),
-            retry_after_us=self._retry_after_us,
-        )
-
     def _update_bytes(self, granted: Mapping[CreditResource, int]) -> bytes:
-        # _update's message, encoded without being built (no trace to show it to)
+        # the next update, encoded without building the message (one per top-up)
         self._sequence += 1
         receiver = self._receiver
         return encode_update(
@@ -559,10 +546,7 @@ class ReceiverEndpoint:
         if self._version and self._push_due:
             if granted is None:
                 granted = self._granted()
-            if trace is None:
-                update = self._update_bytes(granted)
-            else:
-                out.append(self._update(granted))
+            update = self._update_bytes(granted)
             self._push_due = False
             self._last_push_ns = now_ns
             self._pushed += 1
@@ -571,7 +555,8 @@ class ReceiverEndpoint:
             self._last_sent = news
         self._sent += len(out) + bool(update)
         if trace is not None:
-            for m in out:
+            # the update as a message only for the trace: decode is encode's inverse
+            for m in [*out, decode(update)] if update else out:
                 trace.record(
                     "receiver",
                     "send",
