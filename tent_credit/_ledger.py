@@ -317,6 +317,25 @@ class SenderCreditLedger:
         )
         return e.snapshot
 
+    def vectors(self, key: CreditKey) -> tuple[int, Sequence[int], Sequence[int], Sequence[int]]:
+        """``key``'s last accepted sequence and its live grant, consumed and returned totals,
+        each indexed by resource value (index 0 unused); :class:`InvalidEntry` if there is no
+        entry.
+
+        The sequences are the entry's own, valid until its next change: read them, never keep
+        or change them. The sender endpoint reads its one key here between events instead of
+        through :meth:`entry`, whose snapshot is rebuilt after every change (a reservation, an
+        update): four mappings and a frozen record, twice per transfer
+        (docs/benchmarks.md#credit-sender-vectors)."""
+        hot = self._hot
+        e = hot[1] if hot is not None and hot[0] is key else None
+        if e is None:
+            _check_key(key)
+            e = self._entries.get(key)
+            if e is None:
+                raise InvalidEntry(f"no ledger entry for {key!r}")
+        return e.last_sequence, e.grant, e.consumed, e.returned
+
     def available(self, key: CreditKey) -> Mapping[CreditResource, int]:
         """``grant_total − consumed − returned`` per resource.
 

@@ -6,7 +6,6 @@ itself: these are the immutable values it answers with and the token lifecycle t
 
 from __future__ import annotations
 
-import enum
 import itertools
 import types
 from collections.abc import Mapping
@@ -26,7 +25,7 @@ __all__ = [
 ]
 
 
-class UpdateDisposition(enum.Enum):
+class UpdateDisposition(_IdentityEnum):
     """What :meth:`SenderCreditLedger.apply_update` did with a well-formed update (a value)."""
 
     APPLIED = "applied"

@@ -32,13 +32,17 @@ module is pure bookkeeping: the endpoint owns the clock and the ledger.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 from ._types import CreditResource
 
 __all__ = ["LevelReports"]
 
 Vector = Mapping[CreditResource, int]
+# Each resource's index in a ledger vector, as a plain int at run time: an int indexes a list
+# and finds a CreditResource key (same hash, same equality) at half an enum member's cost.
+_VALUES = cast("tuple[CreditResource, ...]", tuple(int(r) for r in CreditResource))
 
 
 def _plus(a: Vector, b: Vector) -> dict[CreditResource, int]:
@@ -137,19 +141,24 @@ class LevelReports:
         level = self.level()
         return {r: a - level.get(r, 0) for r, a in available.items() if a > level.get(r, 0)}
 
-    def observe(self, now_ns: int, available: Vector, returned: Vector) -> None:
-        """Re-evaluate rule 1 and start or clear rule 2's hold from the current level, credit
-        on hand and returned totals (call after any change of them; :meth:`due` then only
-        compares times)."""
-        # Plain loops, not any() over generators: a sender observes several times per
-        # transfer, and under contention every call of this path is paid cold.
+    def observe(
+        self, now_ns: int, grant: Sequence[int], consumed: Sequence[int], returned: Sequence[int]
+    ) -> None:
+        """Re-evaluate rule 1 and start or clear rule 2's hold from the current level and the
+        entry's totals, each indexed by resource value (the ledger's own vectors: credit on
+        hand is ``grant − consumed − returned``). Call after any change of them; :meth:`due`
+        then only compares times."""
+        # Plain loops over the resource values, not any() over generators or mappings built
+        # for the call: a sender observes several times per transfer, and under contention
+        # every call of this path is paid cold.
         level = self.level()
         # news: the non-zero returned totals differ from those last reported (which hold only
-        # non-zero amounts), compared in place rather than through a filtered copy
+        # non-zero amounts)
         reported_returned = self._reported_returned
         news = False
         count = 0
-        for r, a in returned.items():
+        for r in _VALUES:
+            a = returned[r]
             if a:
                 count += 1
                 if reported_returned.get(r) != a:
@@ -167,8 +176,8 @@ class LevelReports:
         # rule 2: some credit on hand beyond the level (what idle() would return is non-empty)
         quiet = False
         if self._reported is not None:
-            for r, a in available.items():
-                if a > level.get(r, 0):
+            for r in _VALUES:
+                if grant[r] - consumed[r] - returned[r] > level.get(r, 0):
                     quiet = True
                     break
         if not quiet:

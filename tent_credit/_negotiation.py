@@ -171,6 +171,13 @@ def transition(state: NegotiationState, event: NegotiationEvent) -> NegotiationS
     return nxt
 
 
+# FRESH_UPDATE_ACCEPTED's row of the table, by state (which hashes by identity, in C): the
+# event's own hash is a Python call
+_FRESH_UPDATE_TO = {
+    state: nxt for (state, event), nxt in TRANSITIONS.items() if event is _E.FRESH_UPDATE_ACCEPTED
+}
+
+
 @attrs.frozen(kw_only=True)
 class NegotiationSnapshot:
     """A copy of a :class:`PeerNegotiation`'s whole state (for statistics and tests)."""
@@ -427,10 +434,19 @@ class PeerNegotiation:
         other state or when ``(session, epoch)`` is not the current one (report a new session
         or epoch with :meth:`on_new_session_or_epoch` first). A failure changes nothing.
         """
+        # The checks inline, their helpers only to raise: a sender accepts an update per
+        # transfer (and the table's key holds an event, which hashes in Python).
         self._check_now(now_ns)
-        _check_session_epoch(session, epoch)
-        _check_ttl(freshness_ttl_ms)
-        nxt = transition(self._state, _E.FRESH_UPDATE_ACCEPTED)
+        if type(session) is not SessionId or type(epoch) is not int or not 0 < epoch <= U64_MAX:
+            _check_session_epoch(session, epoch)
+        if freshness_ttl_ms is not None and (
+            type(freshness_ttl_ms) is not int or not 0 <= freshness_ttl_ms <= U32_MAX
+        ):
+            _check_ttl(freshness_ttl_ms)
+        state = self._state
+        nxt = _FRESH_UPDATE_TO.get(state)
+        if nxt is None:
+            nxt = transition(state, _E.FRESH_UPDATE_ACCEPTED)  # raises: not allowed in state
         if session != self._session or epoch != self._epoch:
             raise LocalProtocolError(
                 f"update of session {session.value:#x} epoch {epoch} does not match the "

@@ -134,7 +134,8 @@ class _SenderReports(_SenderState):
         self._levels.sent(level, entry.returned, now_ns)
         # credit still idle after the report (the activation's grant beside a first report)
         # starts its hold now, not at some later event (rule 2)
-        self._levels.observe(now_ns, entry.available, entry.returned)
+        _, grant, consumed, returned = self._ledger.vectors(self._key)
+        self._levels.observe(now_ns, grant, consumed, returned)
         self._usage_sequence += 1
         self._usage_dirty = False
         self._last_usage_ns = now_ns

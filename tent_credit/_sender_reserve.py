@@ -50,7 +50,7 @@ class _SenderReservations(_SenderState):
             self._blocked += 1
             self._trace_reserve(charge, None)
             return self._backpressure(tuple(r for r, _ in charge.parts))
-        if not self._ledger.entry(key).has_update:
+        if not self._ledger.vectors(key)[0]:  # no update yet at this epoch
             self._blocked += 1
             self._raise_demand(key, charge)
             self._trace_reserve(charge, None)
@@ -62,11 +62,16 @@ class _SenderReservations(_SenderState):
             self._trace_reserve(charge, None)
             self._blocked_charge = charge
             return self._backpressure(result.exhausted)
-        if self._ahead and self._direct_waiting:
-            # version 2, a caller without a gate: the reserved charge no longer waits
-            self._levels.unwait(dict(charge.parts))
         if self._ahead:
-            self._observe_level()
+            if self._direct_waiting:
+                # version 2, a caller without a gate: the reserved charge no longer waits
+                self._levels.unwait(dict(charge.parts))
+                self._observe_level()
+            elif self._levels.settling():
+                # Otherwise the level stands and only the credit on hand fell: that can end
+                # rule 2's hold but neither start it nor make news, so only a hold running
+                # needs a new look (a reservation is the most frequent event).
+                self._observe_level()
         self._trace_reserve(charge, result)
         return result
 
@@ -194,12 +199,12 @@ class _SenderReservations(_SenderState):
     def _demand_targets(self, waiting: Mapping[CreditResource, int]) -> dict[CreditResource, int]:
         # The validation half of set_pending_demand (the gate checks a demand with it before
         # it reserves, so a demand that cannot be expressed is refused before anything changes).
-        if not isinstance(waiting, Mapping):
+        # a dict skips the ABC's isinstance (a Python-level check): the gate's own calls
+        if type(waiting) is not dict and not isinstance(waiting, Mapping):
             raise InvalidArgument(f"waiting must be a mapping, got {describe(waiting)}")
         if self._key is None:
             raise InvalidEntry("no active credit key")
-        entry = self._ledger.entry(self._key)
-        consumed, returned = entry.consumed, entry.returned
+        _, _, consumed, returned = self._ledger.vectors(self._key)
         targets: dict[CreditResource, int] = {}
         # The checks inline, their helpers (and the label's f-string) only to raise: a gate
         # states its waiting work at every blocked pick, several times per transfer.
@@ -218,9 +223,9 @@ class _SenderReservations(_SenderState):
         # A charge no u64 grant can ever cover (consumed + returned + amount > 2**64 - 1) is
         # refused before anything changes, counters included (issue 10 item 10); blocking it
         # would need a demand target past u64.
-        entry = self._ledger.entry(key)
+        _, _, consumed, returned = self._ledger.vectors(key)
         for resource, amount in charge.parts:
-            if entry.consumed[resource] + entry.returned[resource] + amount > U64_MAX:
+            if consumed[resource] + returned[resource] + amount > U64_MAX:
                 raise ArithmeticOverflow(
                     f"{resource.name} charge of {amount} can never be granted: consumed + "
                     "returned + charge exceeds 2**64 - 1"

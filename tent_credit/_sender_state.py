@@ -198,8 +198,8 @@ class _SenderState:
     def _observe_level(self) -> None:
         # Version 2: the level or the credit on hand changed (_levels rule 2's hold).
         if self._key is not None and self._ahead:
-            entry = self._ledger.entry(self._key)
-            self._levels.observe(self._now_ns, entry.available, entry.returned)
+            _, grant, consumed, returned = self._ledger.vectors(self._key)
+            self._levels.observe(self._now_ns, grant, consumed, returned)
 
     def _fenced_in_flight(self) -> int:
         current = (self._key, self._epoch)
