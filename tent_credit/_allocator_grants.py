@@ -19,11 +19,12 @@ from types import MappingProxyType
 from ._allocator_config import AllocationClass, GrantDecision, ResourceVector, _frozen
 from ._allocator_state import _AllocatorState
 from ._arith import checked_add
+from ._describe import describe
 from ._epoch_record import _check_qos, _check_sender, _EpochId, _Event, _next_state
 from ._fairness import GrantSplit, max_min_share
 from ._grant_plan import _plan_grant
 from ._types import CreditResource
-from .errors import KeyQuarantined
+from .errors import InvalidArgument, KeyQuarantined
 
 
 class _GrantPolicy(_AllocatorState):
@@ -130,6 +131,19 @@ class _GrantPolicy(_AllocatorState):
         answered with whether it was made. Raises like :meth:`grant_exact`; a failure changes
         nothing."""
         amounts = self._amounts(amounts, "amounts")
+        return self._grant_exactly(sender_peer, qos_class, amounts) is not None
+
+    def _top_up_own(
+        self, sender_peer: int, qos_class: int, amounts: Mapping[CreditResource, int]
+    ) -> bool:
+        """:meth:`top_up` for the grant-ahead loop of this receiver (:mod:`._standing`), whose
+        amounts are its own arithmetic over the books (modelled resources, whole charges no
+        larger than the free capacity): the argument's validation and copy are skipped, every
+        check of the grant itself runs (key, quarantine, record state, room, ``max_grant``).
+        A negative amount would lower a cumulative grant: it still raises."""
+        for a in amounts.values():
+            if type(a) is not int or a < 0:
+                raise InvalidArgument(f"a top-up amount must be a u64 int, got {describe(a)}")
         return self._grant_exactly(sender_peer, qos_class, amounts) is not None
 
     def _grant_exactly(

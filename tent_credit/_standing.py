@@ -153,7 +153,7 @@ class StandingGrants:
                 # blocks with one block free and a quantum of two waited for good).
                 return
             amounts = position.top_up(units, unlanded)
-            if not self._allocator.top_up(key[0], key[1], amounts):
+            if not self._allocator._top_up_own(key[0], key[1], amounts):
                 return
             self.top_ups += 1
             served.add(key)

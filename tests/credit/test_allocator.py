@@ -619,10 +619,11 @@ def test_releasing_an_unheld_control_slot_is_a_local_protocol_error() -> None:
     assert_refused_unchanged(alloc, LocalProtocolError, alloc.release_control)
 
 
-@pytest.mark.parametrize("ask", ["grant_exact", "top_up"])
+@pytest.mark.parametrize("ask", ["grant_exact", "top_up", "_top_up_own"])
 def test_an_exact_grant_stays_within_the_key_cap_the_user_pool_and_max_grant(ask: str) -> None:
     # The grant-ahead loop computes its amounts within these bounds already; the allocator
-    # checks them again (its last line before the commit), and so must a direct caller.
+    # checks them again (its last line before the commit), and so must a direct caller. The
+    # loop's own entry (_top_up_own) skips only the argument's validation, never these.
     alloc = make_allocator(max_key_outstanding={Q: 3})
     for peer in (1, 2, 3):
         alloc.open_epoch(peer, 0)
@@ -652,4 +653,7 @@ def test_top_up_refuses_what_is_not_a_grant_before_it_changes_anything() -> None
             alloc.top_up(1, 0, amounts)  # type: ignore[dict-item]
     with pytest.raises(InvalidEntry):
         alloc.top_up(9, 0, {Q: 1})  # no such key
+    # the grant-ahead loop's own entry still refuses an amount that would lower a total
+    with pytest.raises(InvalidArgument):
+        alloc._top_up_own(1, 0, {Q: -1})
     assert snapshot(alloc) == before
