@@ -259,6 +259,7 @@ class SenderEndpoint(_SenderReservations, _SenderReports):
         self._ledger.activate(key, epoch)
         self._key = key
         self._epoch = epoch
+        self._slot = (session.value, epoch)
         self._usage_sequence = 0
         self._demand_target = {}
         self._reported_target = {}
@@ -344,7 +345,7 @@ class SenderEndpoint(_SenderReservations, _SenderReports):
 
     def statistics(self) -> SenderEndpointStatistics:
         ls = self._ledger.statistics()
-        current = self._in_flight.get((self._key, self._epoch), 0) if self._key else 0
+        current = self._in_flight.get(self._slot, 0) if self._slot else 0
         return SenderEndpointStatistics(
             state=self._negotiation.state,
             key=self._key,

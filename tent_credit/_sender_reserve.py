@@ -277,10 +277,10 @@ class _SenderReservations(_SenderState):
         Raises :class:`InvalidEntry` for a token of a fenced epoch or one already settled.
         """
         self._ledger.commit(token)
-        slot = (token.key, token.epoch)
+        slot = (token.key.receiver_session.value, token.epoch)
         self._in_flight[slot] = self._in_flight.get(slot, 0) + 1
         self._usage_dirty = True
-        if slot == (self._key, self._epoch):
+        if slot == self._slot:
             self._levels.commit(token.charge.as_dict())
             self._observe_level()
         self._trace_token("commit", token)
@@ -306,13 +306,13 @@ class _SenderReservations(_SenderState):
         self._check_time(now_ns)
         if token.state is not TokenState.COMMITTED:
             raise InvalidEntry(f"token {token.token_id} is {token.state.name}, not COMMITTED")
-        slot = (token.key, token.epoch)
+        slot = (token.key.receiver_session.value, token.epoch)
         count = self._in_flight.get(slot, 0)
         if count <= 0:
             raise InvalidEntry(f"token {token.token_id} was already completed")
         self._advance(now_ns)
         self._in_flight[slot] = count - 1
-        if slot == (self._key, self._epoch):
+        if slot == self._slot:
             self._levels.complete(token.charge.as_dict())
             self._observe_level()
         self._trace_token("complete", token)

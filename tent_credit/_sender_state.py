@@ -83,8 +83,10 @@ class _SenderState:
         self._retry_after_us = 0
         # (exhausted, retry hint, fallback) -> the BackpressureInfo last made for them
         self._last_backpressure: tuple[tuple[object, ...], BackpressureInfo] | None = None
-        # committed, not yet completed work per (key, epoch): the fence drains the old ones
-        self._in_flight: dict[tuple[CreditKey, int], int] = {}
+        # committed, not yet completed work per entry, (session id, epoch) of this sender's
+        # key (ints hash in C, a CreditKey in Python): the fence drains the old ones
+        self._in_flight: dict[tuple[int, int], int] = {}
+        self._slot: tuple[int, int] | None = None  # the current entry's, once activated
         self._now_ns = 0
         self._received = 0
         self._sent = 0
@@ -202,7 +204,7 @@ class _SenderState:
             self._levels.observe(self._now_ns, grant, consumed, returned)
 
     def _fenced_in_flight(self) -> int:
-        current = (self._key, self._epoch)
+        current = self._slot
         return sum(n for slot, n in self._in_flight.items() if slot != current)
 
     def _maybe_fence_drained(self, now_ns: int) -> list[EndpointEvent]:
@@ -210,7 +212,7 @@ class _SenderState:
             return []
         if self._fenced_in_flight():
             return []
-        current = (self._key, self._epoch)
+        current = self._slot
         self._in_flight = {slot: n for slot, n in self._in_flight.items() if slot == current}
         self._negotiation.on_fence_drained(now_ns)
         return [EndpointEvent(kind="fence_drained")]
