@@ -366,6 +366,7 @@ def _update_of(structure: Any) -> ReceiverCreditUpdate | None:
     ):
         return None
     amounts = []
+    new, put = object.__new__, object.__setattr__  # frozen attrs instances, as _trusted builds
     seen = 0  # a bit per resource value (1..4)
     for pair in grants:
         if type(pair) is not list or len(pair) != 2:
@@ -376,9 +377,11 @@ def _update_of(structure: Any) -> ReceiverCreditUpdate | None:
         if type(amount) is not int or not 0 <= amount <= U64_MAX:
             return None
         seen |= 1 << resource
-        amounts.append(_amount(_RESOURCE_OF[resource], amount))
-    instance = object.__new__(ReceiverCreditUpdate)
-    put = object.__setattr__  # a frozen attrs instance, as _trusted builds it
+        grant = new(CreditAmount)  # _amount, inline (a call per grant)
+        put(grant, "resource", _RESOURCE_OF[resource])
+        put(grant, "amount", amount)
+        amounts.append(grant)
+    instance = new(ReceiverCreditUpdate)
     put(instance, "schema_version", version)
     put(instance, "flags", flags)
     put(instance, "qos_class", qos)
@@ -445,7 +448,14 @@ def _prescan(data: bytes) -> None:
                 open_counts.append(initial - 0x80)
                 continue
             if initial < 0x1C and not expect_bignum_bytes:
-                pos = _long_argument(data, pos, initial)[0]
+                # _long_argument, inline: sequences, totals and sessions, several per message
+                size = 1 << (initial - 24)
+                if pos + size > end:
+                    raise DecodeError("truncated CBOR header", WireErrorCode.MALFORMED)
+                argument = int.from_bytes(data[pos : pos + size], "big")
+                if argument < _MIN_FOR_ADDITIONAL_INFO[initial]:
+                    raise DecodeError("non-minimal integer encoding", WireErrorCode.NON_CANONICAL)
+                pos += size
             else:
                 pos, expect_bignum_bytes, opened = _item(
                     data, pos, initial, expect_bignum_bytes, open_counts
