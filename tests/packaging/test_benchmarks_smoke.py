@@ -35,6 +35,7 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
     ),
     "control_read.py": ("--frames", "--rounds", "--payload"),
     "credit_calls.py": ("--transfers", "--congestion"),
+    "credit_time.py": ("--transfers", "--congestion"),
     "credit_ops.py": ("--quick",),
     "door_cost.py": ("--seconds", "--rounds", "--flood"),
     "fuzz_wire.py": ("--inputs", "--seed", "--atheris-runs", "--quick"),
@@ -114,6 +115,19 @@ def test_credit_calls_counts_both_ends_entry_by_entry() -> None:
             # every credited transfer enters the gate at the sender, admission at the receiver
             hits = [e for e in counted["entries"] if entry in e["entry"]]
             assert hits and hits[0]["entered_per_transfer"] >= 1, counted["entries"]
+
+
+@pytest.mark.slow  # two engine pairs in real processes
+def test_credit_time_times_both_ends_beside_the_run_without_credit() -> None:
+    data = _run(str(BENCH / "credit_time.py"), "--transfers", "100")
+    assert data["us_per_transfer"] > 0 and data["us_per_transfer_without_credit"] > 0
+    for end, entry in (("sender", "DispatchGate.__call__"), ("receiver", "admit_write")):
+        timed = data[end]
+        assert timed["us_in_credit_per_transfer"] > 0
+        assert timed["cpu_us_per_transfer_without_credit"] > 0
+        # every credited transfer enters the gate at the sender, admission at the receiver
+        hits = [e for e in timed["entries"] if entry in e["entry"]]
+        assert hits and hits[0]["calls_per_transfer"] >= 1, timed["entries"]
 
 
 def test_control_read_reports_both_read_sizes_per_round() -> None:
