@@ -127,12 +127,7 @@ def _row(
     type=click.IntRange(min=10),
     help="Transfers per shape.",
 )
-@click.option(
-    "--congestion",
-    default="",
-    callback=lambda _c, _p, v: bench.checked_congestion(v),
-    help="The data connections' TCP congestion control (default: the system's).",
-)
+@bench.congestion_option()
 def main(transfers: int, congestion: str) -> None:
     """Count credit's calls per transfer at both ends (module docstring)."""
     shapes = (("4 KiB one at a time", 4 << 10, True), ("4 MiB pipelined", 4 << 20, False))

@@ -116,12 +116,7 @@ def timed_receiver(*args: Any, **kwargs: Any) -> None:
     type=click.IntRange(min=100),
     help="Transfers per run.",
 )
-@click.option(
-    "--congestion",
-    default="",
-    callback=lambda _c, _p, v: bench.checked_congestion(v),
-    help="The data connections' TCP congestion control (default: the system's).",
-)
+@bench.congestion_option()
 def main(transfers: int, congestion: str) -> None:
     """Time credit in place at both ends (module docstring)."""
     block = bench.SMALL

@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -64,8 +64,12 @@ from tent_transport.devices._congestion import (
 from tent_transport.dispatch import TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
 BLOCK = 4 << 20
 SMALL = 4 << 10
+
+
 PIPELINE = 64
 """Transfers the engine runs keep submitted (each of the receiver's 8 slots eight times over)."""
 PLACES = 16
@@ -77,6 +81,19 @@ LANDING_MARK = 2 << 20
 devices/tcp/_mark.py, docs/transport.md#transport-read-mark), so the loop wakes as rarely."""
 KEY = b"benchmark-shared-key-0123456789!"
 SPAWN = multiprocessing.get_context("spawn")
+
+
+def congestion_option(
+    help_text: str = "The data connections' TCP congestion control (default: the system's).",
+) -> Callable[[_Command], _Command]:
+    """The ``--congestion`` option of ``tent bench transport`` and ``incast`` and of the credit
+    benchmarks: a name :func:`checked_congestion` accepts (``""``: the system's)."""
+    return click.option(
+        "--congestion",
+        default="",
+        callback=lambda _ctx, _param, name: checked_congestion(name),
+        help=help_text,
+    )
 
 
 def engine_config(slots: int, block: int, credit: bool = True) -> dict[str, Any]:
@@ -568,10 +585,7 @@ def bench() -> None:
     "--uvloop/--no-uvloop", "use_uvloop", default=True, show_default=True,
     help="Also run the engine on uvloop (both processes), when it is installed.",
 )  # fmt: skip
-@click.option(
-    "--congestion", default="", callback=lambda _ctx, _param, name: checked_congestion(name),
-    help="Every socket's TCP congestion control, e.g. cubic (default: the system's).",
-)  # fmt: skip
+@congestion_option("Every socket's TCP congestion control, e.g. cubic (default: the system's).")
 def transport_command(
     *,
     blocks: int,

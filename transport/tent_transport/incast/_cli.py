@@ -24,7 +24,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ..bench import checked_congestion
+from ..bench import congestion_option
 from ._config import (
     DEVICES,
     MIB,
@@ -317,12 +317,9 @@ class _Progress:
     show_default=True,
     help="Custom rows: submits each sender keeps outstanding.",
 )
-@click.option(
-    "--congestion",
-    default="",
-    callback=lambda _ctx, _param, name: checked_congestion(name),
-    help="The TCP data connections' congestion control, e.g. cubic (default: the system's; "
-    "docs/incast.md).",
+@congestion_option(
+    "The TCP data connections' congestion control, e.g. cubic (default: the system's; "
+    "docs/incast.md)."
 )
 def incast_command(
     *,
