@@ -311,7 +311,8 @@ class DispatchGate(_GateRoutes):
             state, stale_at = endpoint
             if stale_at is not None and (until is None or stale_at < until):
                 until = stale_at
-            parts.append((route, tuple(route.waiting.items()), route.legacy_in_flight, state))
+            # the waiting dict itself: a route's is replaced, never changed in place
+            parts.append((route, route.waiting, route.legacy_in_flight, state))
         return tuple(parts), until
 
     def _blocked_again(

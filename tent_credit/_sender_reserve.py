@@ -80,7 +80,10 @@ class _SenderReservations(_SenderState):
     def _repeat_state(self) -> tuple[object, ...]:
         # Everything a blocked try_reserve reads or changes, the clock aside: the ledger (its
         # change counter), the peer's state, version, key and epoch, the retry hint, and the
-        # demand the blocked path raises (and a gate restates right after it).
+        # demand the blocked path raises (and a gate restates right after it). The waiting
+        # work and the demand target are held as the dicts themselves, not copies of their
+        # items: both are replaced, never changed in place (a dispatch pass asks for this
+        # stamp several times per block).
         n = self._negotiation
         return (
             self._ledger.changes,
@@ -90,8 +93,8 @@ class _SenderReservations(_SenderState):
             self._epoch,
             self._retry_after_us,
             self._direct_waiting,
-            tuple(self._levels.waiting.items()),
-            tuple(self._demand_target.items()),
+            self._levels.waiting,
+            self._demand_target,
         )
 
     def repeat_stamp(self, charge: CreditCharge) -> tuple[object, ...] | None:
@@ -246,7 +249,8 @@ class _SenderReservations(_SenderState):
             if shortfall > 0:
                 target = checked_add(entry.grant_total[resource], shortfall)
                 if target > self._demand_target.get(resource, 0):
-                    self._demand_target[resource] = target
+                    # a new dict, never a change in place: a repeat stamp holds the old one
+                    self._demand_target = {**self._demand_target, resource: target}
                     self._usage_dirty = True
 
     def _backpressure(self, exhausted: tuple[CreditResource, ...]) -> BackpressureInfo:
