@@ -268,6 +268,14 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
             lambda d, need=need: bool(d.regions) and (need is None or d.session != need),
             timeout=30,
         )
+        if phase.get("pinned"):
+            # the credit activation, not only the regions (they may come first): a transfer
+            # submitted before it is pinned to no (session, epoch), so no fence applies to it
+            for _ in range(3000):  # bounded: 30 s
+                endpoint = engine._links[peer].endpoint
+                if endpoint is not None and endpoint.key is not None:
+                    break
+                await asyncio.sleep(0.01)
         segment = spec["segment"]
         results: list[dict[str, Any]] = []
         stalls = 0
