@@ -76,10 +76,8 @@ class _Clock:
                 if name.startswith("_") and name != "__call__":
                     continue
                 method = getattr(cls, name)
-                if isinstance(method, property) or not callable(method):
-                    continue
-                if isinstance(getattr(cls, name, None), type):
-                    continue
+                if isinstance(method, property | type) or not callable(method):
+                    continue  # a property, a nested class or a plain value
                 setattr(cls, name, self.wrap(f"{cls.__name__}.{name}", method))
 
     def report(self, transfers: int) -> dict[str, Any]:
