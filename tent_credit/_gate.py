@@ -38,7 +38,7 @@ from ._arith import check_u64
 from ._backpressure import BackpressureInfo, BackpressureSource
 from ._gate_routes import _GateRoutes
 from ._gate_stalls import _plus
-from ._gate_state import GateToken, _Repeat, _Route
+from ._gate_state import GateToken, _current, _Repeat, _Route
 from ._ledger import ReservationToken
 from ._negotiation import CreditMode
 from ._types import CreditCharge
@@ -203,7 +203,7 @@ class DispatchGate(_GateRoutes):
             return GateRejected(RejectReason.ROUTE_REMOVED)
         route = self._route(ctx.receiver, ctx.qos_class)
         endpoint = route.endpoint
-        if ctx.snapshot is not None and ctx.snapshot != self.snapshot(*route.ident):
+        if ctx.snapshot is not None and ctx.snapshot != _current(endpoint):
             # RFC "Replay and restart safety": an old snapshot never spends new-epoch credit.
             self._end_stall(owner_id, now_ns, dispatched=False)
             route.rejected_snapshots += 1
@@ -213,7 +213,9 @@ class DispatchGate(_GateRoutes):
         # A block adds the charge to the route's waiting demand: refuse one that cannot be
         # added (ArithmeticOverflow) before anything counts it (issue 10 item 10).
         waiting = _plus(route.waiting, charge)
-        action = GATE_POLICY[(self._mode, endpoint.state, self._config.required_fallback)]
+        # the endpoint's fields, not its properties (here and below): read at every pick
+        state = endpoint._negotiation._state
+        action = GATE_POLICY[(self._mode, state, self._config.required_fallback)]
         if action is GateAction.REJECT:
             self._end_stall(owner_id, now_ns, dispatched=False)
             route.rejected_failed += 1
@@ -232,7 +234,7 @@ class DispatchGate(_GateRoutes):
             route.legacy_in_flight += 1
             route.legacy_fallbacks += 1
             return self._eligible(route, owner_id, charge, None, now_ns)
-        if endpoint.key is not None and owner_id not in self._stalls:
+        if endpoint._key is not None and owner_id not in self._stalls:
             endpoint._demand_targets(waiting)
         result = endpoint.try_reserve(charge, now_ns)
         if isinstance(result, BackpressureInfo):
@@ -271,7 +273,7 @@ class DispatchGate(_GateRoutes):
     ) -> GateBlocked:
         owner_id = owner.owner_id
         fresh = owner_id not in self._stalls
-        if info.source is BackpressureSource.RECEIVER_CREDIT and route.endpoint.key is not None:
+        if info.source is BackpressureSource.RECEIVER_CREDIT and route.endpoint._key is not None:
             # RFC "blocked: keep queued; record stall; request/update demand": ask the receiver
             # for everything waiting on this route, not just the head owner's shortfall.
             waiting = _plus(route.waiting, charge) if fresh else route.waiting

@@ -14,7 +14,7 @@ from ._arith import U32_MAX, check_u64
 from ._describe import describe
 from ._endpoints import SenderEndpoint
 from ._gate_settle import _GateSettlement
-from ._gate_state import _Route
+from ._gate_state import _current, _Route
 from ._gate_values import TICKET_TRANSITIONS, DispatchContext, RouteRemoval, TicketState
 from ._types import Plan, SessionId
 from .errors import InvalidArgument, InvalidEntry, TooManyRequests
@@ -128,9 +128,7 @@ class _GateRoutes(_GateSettlement):
 
         Raises :class:`InvalidEntry` for an unregistered route.
         """
-        endpoint = self._route(receiver, qos_class).endpoint
-        key = endpoint.key
-        return None if key is None else (key.receiver_session, endpoint.epoch)
+        return _current(self._route(receiver, qos_class).endpoint)
 
     def context(self, plan: Plan, receiver: int, qos_class: int = 0) -> DispatchContext:
         """A :class:`DispatchContext` pinned to the route's current snapshot (remote plans).

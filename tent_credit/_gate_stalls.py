@@ -65,7 +65,8 @@ class _GateStalls(_GateState):
         known = self._stalls.get(owner_id)
         if known is None:
             return False
-        if known[1].info != info:
+        # an endpoint answers a repeated block with the same object: no attrs __eq__ then
+        if known[1].info is not info and known[1].info != info:
             self._stalls[owner_id] = (route, attrs.evolve(known[1], info=info))
         return True
 
@@ -81,7 +82,7 @@ class _GateStalls(_GateState):
         route.stalled_owners -= 1
         route.stalled_bytes -= stall.length
         endpoint = route.endpoint
-        if dispatched and endpoint.ahead and endpoint.key is not None:
+        if dispatched and endpoint._ahead and endpoint._key is not None:  # fields: per dispatch
             # version 2: the owner's charge moves from waiting to in flight in the sender's
             # level (it commits next), so the level stays what the receiver was told
             endpoint.set_pending_demand(route.waiting)

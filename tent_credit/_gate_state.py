@@ -30,8 +30,15 @@ from ._gate_values import (
 )
 from ._ledger import ReservationToken
 from ._negotiation import CreditMode
-from ._types import CreditCharge, CreditKey, CreditResource
+from ._types import CreditCharge, CreditKey, CreditResource, SessionId
 from .errors import InvalidArgument, InvalidEntry
+
+
+def _current(endpoint: SenderEndpoint) -> tuple[SessionId, int] | None:
+    """The endpoint's current ``(session, epoch)`` (``None`` before its first activation): what
+    a pinned context must still name. Its fields, not its properties: read at every pick."""
+    key = endpoint._key
+    return None if key is None else (key.receiver_session, endpoint._epoch)
 
 
 class GateToken:

@@ -170,7 +170,8 @@ class DispatchContext:
         ``None`` for READ and local plans: they are never stalled by a remote ledger, so the
         queue must not skip them behind a blocked remote owner (RFC "Terminology and Direction").
         """
-        return (self.receiver, self.qos_class) if self.remote else None
+        # the plan test inline (not .remote): asked several times per pick
+        return (self.receiver, self.qos_class) if self.plan in _REMOTE_PLANS else None
 
 
 # --------------------------------------------------------------------------- decisions

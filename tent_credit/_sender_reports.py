@@ -41,7 +41,7 @@ class _SenderReports(_SenderState):
                 )
             )
             self._last_offer_ns = now_ns
-        if self._key is not None and self._negotiation.state in (
+        if self._key is not None and self._negotiation._state in (
             NegotiationState.ACTIVE,
             NegotiationState.FENCING,
             NegotiationState.STALE,
@@ -116,7 +116,7 @@ class _SenderReports(_SenderState):
         # (where version 1 sends its heartbeat); 0: never.
         if self._refresh_interval_ns is not None:
             return self._refresh_interval_ns
-        return self._negotiation.freshness_ttl_ms * 500_000
+        return self._negotiation._ttl_ms * 500_000
 
     def _level_report(self, now_ns: int) -> SenderCreditUsage | None:
         # Version 2 (_levels): a report only with news; its demand is consumed + returned +
@@ -203,10 +203,12 @@ class _SenderReports(_SenderState):
             deadlines.append(due)
         if self._awaiting_activation and self._last_offer_ns is not None:
             deadlines.append(self._last_offer_ns + self._usage_interval_ns)
-        ttl_ms = self._negotiation.freshness_ttl_ms
-        age = self._negotiation.update_age_ns(self._now_ns)
-        if ttl_ms and age is not None and self._negotiation.state is NegotiationState.ACTIVE:
-            refreshed = self._now_ns - age
+        # the negotiation's fields, not its queries: asked at every flush (every dispatch
+        # pass); its clock never runs ahead of this endpoint's, which feeds it
+        n = self._negotiation
+        ttl_ms = n._ttl_ms
+        refreshed = n._last_refresh_ns
+        if ttl_ms and refreshed is not None and n._state is NegotiationState.ACTIVE:
             if not self._ahead:
                 deadlines.append(refreshed + ttl_ms * 500_000)  # heartbeat at half the TTL
             deadlines.append(refreshed + ttl_ms * 1_000_000)  # staleness

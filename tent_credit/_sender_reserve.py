@@ -84,11 +84,12 @@ class _SenderReservations(_SenderState):
         # work and the demand target are held as the dicts themselves, not copies of their
         # items: both are replaced, never changed in place (a dispatch pass asks for this
         # stamp several times per block).
+        # (the fields, not their properties: a dispatch pass asks for it several times per block)
         n = self._negotiation
         return (
-            self._ledger.changes,
-            n.state,
-            n.version,
+            self._ledger._changes,
+            n._state,
+            n._version,
             self._key,
             self._epoch,
             self._retry_after_us,
@@ -259,7 +260,7 @@ class _SenderReservations(_SenderState):
         ident = (
             tuple(sorted(set(exhausted))),
             self._retry_after_us,
-            self._negotiation.state is NegotiationState.LEGACY,
+            self._negotiation._state is NegotiationState.LEGACY,
         )
         last = self._last_backpressure
         if last is not None and last[0] == ident:
@@ -281,7 +282,7 @@ class _SenderReservations(_SenderState):
         Raises :class:`InvalidEntry` for a token of a fenced epoch or one already settled.
         """
         self._ledger.commit(token)
-        slot = (token.key.receiver_session.value, token.epoch)
+        slot = (token._key.receiver_session.value, token._entry.epoch)
         self._in_flight[slot] = self._in_flight.get(slot, 0) + 1
         self._usage_dirty = True
         if slot == self._slot:
@@ -308,9 +309,9 @@ class _SenderReservations(_SenderState):
         if not isinstance(token, ReservationToken):
             raise InvalidArgument(f"expected a ReservationToken, got {describe(token)}")
         self._check_time(now_ns)
-        if token.state is not TokenState.COMMITTED:
+        if token._state is not TokenState.COMMITTED:
             raise InvalidEntry(f"token {token.token_id} is {token.state.name}, not COMMITTED")
-        slot = (token.key.receiver_session.value, token.epoch)
+        slot = (token._key.receiver_session.value, token._entry.epoch)
         count = self._in_flight.get(slot, 0)
         if count <= 0:
             raise InvalidEntry(f"token {token.token_id} was already completed")

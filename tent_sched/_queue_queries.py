@@ -76,6 +76,16 @@ class _QueueQueries(_QueueState):
         entries = self._entries
         return self._head < len(entries) and entries[self._head].key != NO_DEADLINE_KEY
 
+    def at_capacity(self) -> bool:
+        """Whether the outstanding owners or bytes are at their limit (``max_outstanding_owners``
+        or ``max_outstanding_bytes``): what :attr:`statistics` would show against
+        :attr:`limits`, without building the snapshot (a driver asks at every pass). O(1)."""
+        limits = self._limits
+        return (
+            self._outstanding_owners >= limits.max_outstanding_owners
+            or self._outstanding_bytes >= limits.max_outstanding_bytes
+        )
+
     def statistics(self) -> QueueStatistics:
         """A frozen snapshot of the queue's gauges and counters."""
         completions = self._completions

@@ -313,8 +313,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "issue 10 item 5: a refused complete leaves the clock unchanged",
         D.VALIDATE_AFTER_MUTATE,
         _SENDER_RESERVE,
-        "        self._check_time(now_ns)\n        if token.state is not TokenState.COMMITTED:",
-        "        self._advance(now_ns)\n        if token.state is not TokenState.COMMITTED:",
+        "        self._check_time(now_ns)\n        if token._state is not TokenState.COMMITTED:",
+        "        self._advance(now_ns)\n        if token._state is not TokenState.COMMITTED:",
     ),
     one(
         "epoch_zero_activation_escapes",

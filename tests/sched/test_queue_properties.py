@@ -6,7 +6,8 @@ The model keeps every owner in a dict and recomputes each answer from scratch: a
 over that order with promotion, drop, head-of-line stop and gate answers. The implementation's
 sorted list with a front index and lazy deletion must agree with it after every step.
 
-Invariants checked after every step: the queue never exceeds its limits; ``dispatching_bytes``
+Invariants checked after every step: the queue never exceeds its limits (and ``at_capacity()``
+says when it is at one); ``dispatching_bytes``
 equals the sum of the eligible DISPATCHING lengths; deadline owners are in EDF order in
 ``queued_ids()``; owner ids are never reused; an owner without a deadline is never dropped; and a
 failing call changes nothing.
@@ -464,6 +465,9 @@ class QueueMachine(RuleBasedStateMachine):
         dispatching = [o for o in self.owners.values() if o.state is OwnerState.DISPATCHING]
         assert stats.dispatching_owners == len(dispatching)
         assert stats.queued_owners == len(self.model_order())
+        assert self.queue.at_capacity() == (
+            owners >= limits.max_outstanding_owners or nbytes >= limits.max_outstanding_bytes
+        )
 
     @invariant()
     def dispatching_bytes_is_the_sum_of_eligible_dispatching_lengths(self) -> None:

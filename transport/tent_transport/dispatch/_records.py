@@ -294,19 +294,13 @@ def pressure_of(
         oldest = gate.oldest_stall(peer)
         if oldest is not None:
             return oldest.info
-    if queue is not None:
-        stats = queue.statistics()
-        limits = queue.limits
-        if (
-            stats.outstanding_owners >= limits.max_outstanding_owners
-            or stats.outstanding_bytes >= limits.max_outstanding_bytes
-        ):
-            return BackpressureInfo(
-                source=BackpressureSource.LOCAL_QUEUE,
-                peer=peer,
-                qos_class=default_qos,
-                exhausted=(),
-                retry_after_us=0,
-                fallback_allowed=True,
-            )
+    if queue is not None and queue.at_capacity():
+        return BackpressureInfo(
+            source=BackpressureSource.LOCAL_QUEUE,
+            peer=peer,
+            qos_class=default_qos,
+            exhausted=(),
+            retry_after_us=0,
+            fallback_allowed=True,
+        )
     return None
