@@ -447,7 +447,8 @@ class PeerNegotiation:
         nxt = _FRESH_UPDATE_TO.get(state)
         if nxt is None:
             nxt = transition(state, _E.FRESH_UPDATE_ACCEPTED)  # raises: not allowed in state
-        if session != self._session or epoch != self._epoch:
+        current = self._session  # compared by value: attrs' __eq__ is two Python calls
+        if current is None or session.value != current.value or epoch != self._epoch:
             raise LocalProtocolError(
                 f"update of session {session.value:#x} epoch {epoch} does not match the "
                 f"current session/epoch; report the new one first"
