@@ -82,9 +82,8 @@ class _SenderReservations(_SenderState):
         # change counter), the peer's state, version, key and epoch, the retry hint, and the
         # demand the blocked path raises (and a gate restates right after it). The waiting
         # work and the demand target are held as the dicts themselves, not copies of their
-        # items: both are replaced, never changed in place (a dispatch pass asks for this
-        # stamp several times per block).
-        # (the fields, not their properties: a dispatch pass asks for it several times per block)
+        # items: both are replaced, never changed in place. Fields, not properties, throughout:
+        # a dispatch pass asks for this stamp several times per block.
         n = self._negotiation
         return (
             self._ledger._changes,

@@ -78,7 +78,7 @@ class _QueueQueries(_QueueState):
 
     def at_capacity(self) -> bool:
         """Whether the outstanding owners or bytes are at their limit (``max_outstanding_owners``
-        or ``max_outstanding_bytes``): what :attr:`statistics` would show against
+        or ``max_outstanding_bytes``): what :meth:`statistics` would show against
         :attr:`limits`, without building the snapshot (a driver asks at every pass). O(1)."""
         limits = self._limits
         return (

@@ -7,10 +7,9 @@ over that order with promotion, drop, head-of-line stop and gate answers. The im
 sorted list with a front index and lazy deletion must agree with it after every step.
 
 Invariants checked after every step: the queue never exceeds its limits (and ``at_capacity()``
-says when it is at one); ``dispatching_bytes``
-equals the sum of the eligible DISPATCHING lengths; deadline owners are in EDF order in
-``queued_ids()``; owner ids are never reused; an owner without a deadline is never dropped; and a
-failing call changes nothing.
+says when it is at one); ``dispatching_bytes`` equals the sum of the eligible DISPATCHING
+lengths; deadline owners are in EDF order in ``queued_ids()``; owner ids are never reused; an
+owner without a deadline is never dropped; and a failing call changes nothing.
 """
 
 from __future__ import annotations
