@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 from net_helpers import run, until, verbs_receiver, write_request
+from tent_transport.control import FrameKind
 from tent_transport.devices import Opcode, SliceRequest, SliceStatus
+from tent_transport.devices.verbs import VerbsRegion, decode_verbs_message
+from tent_transport.devices.verbs._notice import NOTICE_SEGMENT
 from tent_transport.engine import _engine
 from verbs_engine import BLOCK, connected, engines, fabric, move
 
@@ -72,6 +75,74 @@ def test_a_sender_that_gets_no_grant_never_holds_an_rkey(monkeypatch: pytest.Mon
             assert outcome.status is TaskStatus.FAILED and "credit" in outcome.detail, outcome
             assert tx.rails[0].statistics().posted == 0 and rx.receiver.statistics().landed == 0
             assert bytes(memory) == bytes(4 * BLOCK)
+        finally:
+            await tx.close()
+            await rx.close()
+
+    run(scenario(), timeout=60)
+
+
+def test_the_ring_goes_out_behind_every_region_so_a_ready_sender_holds_them() -> None:
+    """A sender posts once it holds the receiver's notice ring (``VerbsRail.ready``), so the
+    ring's region must reach it after every data region the receiver registered by then: the
+    frames arrive in order, but a read may split them, and a post between the ring and a
+    region is refused by the sender's own device (the write fails). Here two regions are
+    registered while the rkeys are held back (no grant yet), the first publication of a data
+    region is refused (a full control queue), and the ring may only go out once both regions
+    have; the sender ends up ready with both and moves a block into each."""
+
+    async def scenario() -> None:
+        rx, tx = engines()
+        host, port = await rx.start()
+        await tx.start()
+        try:
+            verbs = verbs_receiver(rx)
+            assert verbs is not None
+            hold = [True]
+            granted = verbs._granted
+            verbs._granted = lambda session: not hold[0] and granted(session)  # type: ignore[method-assign]
+            peer = await tx.connect(host, port)
+            await until(lambda: 1 in verbs._sessions, what="the verbs exchange")
+            rx_session = verbs._sessions[1]
+            memory = rx.allocate(8 * BLOCK)
+            first = rx.register(memory[: 4 * BLOCK])
+            second = rx.register(memory[4 * BLOCK :])
+            rx.expose(1, first.segment_id, 0, 4 * BLOCK)
+            rx.expose(1, second.segment_id, 0, 4 * BLOCK)
+            assert len(rx_session.regions) == 2 and not rx_session.offered
+            publish = rx_session.ps.connection.publish
+            log: list[str] = []  # what went out, in order
+            at_ring: list[bool] = []  # were all regions out when the ring went?
+            refused = [False]
+
+            def watched(kind: FrameKind, payload: bytes) -> bool:
+                if kind is not FrameKind.VERBS:
+                    return publish(kind, payload)
+                message = decode_verbs_message(payload)
+                if isinstance(message, VerbsRegion) and message.segment == NOTICE_SEGMENT:
+                    at_ring.append(set(rx_session.regions) <= rx_session.offered)
+                    log.append("ring")
+                elif isinstance(message, VerbsRegion):
+                    if not refused[0]:
+                        refused[0] = True
+                        log.append("refused")
+                        return False
+                    log.append(f"region {message.segment}")
+                return publish(kind, payload)
+
+            rx_session.ps.connection.publish = watched
+            hold[0] = False
+            await until(lambda: tx.rails[0].ready(peer), what="the ring at the sender")
+            assert at_ring == [True], log
+            assert log[0] == "refused" and log[-1] == "ring", log
+            held = tx.rails[0].device._peers[peer].regions
+            assert {first.segment_id, second.segment_id} <= set(held)
+            for segment in (first.segment_id, second.segment_id):
+                outcome = await tx.submit(
+                    [write_request(peer, segment, 0, os.urandom(BLOCK))]
+                ).wait(10)
+                assert outcome.status is TaskStatus.COMPLETED, outcome
+                rx.release(await rx.landed())
         finally:
             await tx.close()
             await rx.close()

@@ -195,8 +195,8 @@ class VerbsReceiver:
             FrameKind.VERBS, encode_verbs_message(attrs.evolve(local, schema=schema))
         )
         for exposure in self._segments.exposures(ps.peer, ps.session):
-            self.expose(exposure)
-        self._offer(rx)
+            self._register(rx, exposure)
+        self._offer(rx)  # once, for all of them: the ring goes out behind every region
 
     def _granted(self, rx: _Rx) -> bool:
         # Under credit: the session negotiated a version (its activation, with the initial
@@ -210,23 +210,37 @@ class VerbsReceiver:
         return stats.version != 0 or stats.messages_received == 0
 
     def _offer(self, rx: _Rx) -> None:
-        """Send the rkeys not yet sent, if the session is under credit; else retry shortly."""
+        """Send the rkeys not yet sent, if the session is under credit; else retry shortly.
+
+        The notice ring's region goes out last, once every region registered so far went out:
+        a sender posts once it holds the ring (``VerbsRail.ready``) and the frames arrive in
+        order, so a ready sender holds every region registered by then (a later exposure's
+        goes out ahead of its descriptors: :meth:`expose`, then the engine publishes them).
+        With the ring first, a sender whose read split the frames after the ring posted to a
+        region it did not hold yet, and its device refused the write (seen under load in the
+        transport tests). A frame the connection could not take goes out again shortly."""
         if rx.retiring or not rx.ps.current:
             return
         if not self._granted(rx):
-            if self._offer_timer is None and self._loop is not None:
-                self._offer_timer = self._loop.call_later(0.005, self._offer_all)
+            self._offer_soon()
             return
         publish = rx.ps.connection.publish
 
         def encoded(region: VerbsRegion) -> bytes:
             return encode_verbs_message(attrs.evolve(region, schema=rx.schema))
 
-        if not rx.ring_offered:
-            rx.ring_offered = publish(FrameKind.VERBS, encoded(rx.ring_region))
         for exposure_id, region in rx.regions.items():
             if exposure_id not in rx.offered and publish(FrameKind.VERBS, encoded(region)):
                 rx.offered.add(exposure_id)
+        unsent = any(exposure_id not in rx.offered for exposure_id in rx.regions)
+        if not rx.ring_offered and not unsent:
+            rx.ring_offered = publish(FrameKind.VERBS, encoded(rx.ring_region))
+        if unsent or not rx.ring_offered:
+            self._offer_soon()
+
+    def _offer_soon(self) -> None:
+        if self._offer_timer is None and self._loop is not None:
+            self._offer_timer = self._loop.call_later(0.005, self._offer_all)
 
     def _offer_all(self) -> None:
         self._offer_timer = None
@@ -238,6 +252,10 @@ class VerbsReceiver:
         rx = self._sessions.get(exposure.peer)
         if rx is None or rx.ps.session != exposure.session or exposure.exposure_id in rx.regions:
             return  # registered at the exchange, from the segment table
+        self._register(rx, exposure)
+        self._offer(rx)
+
+    def _register(self, rx: _Rx, exposure: Exposure) -> None:
         view = self._segments.segment(exposure.segment_id).view
         rx.regions[exposure.exposure_id] = self.device.exposures.expose(
             exposure.peer,
@@ -248,12 +266,13 @@ class VerbsReceiver:
             length=exposure.length,
             readable=bool(exposure.access & Access.READ),
         )
-        self._offer(rx)
 
     def revoke(self, exposure: Exposure) -> None:
         """Deregister a revoked exposure's MR: its rkey is invalid at once."""
         rx = self._sessions.get(exposure.peer)
         region = None if rx is None else rx.regions.pop(exposure.exposure_id, None)
+        if rx is not None:
+            rx.offered.discard(exposure.exposure_id)
         if rx is not None and region is not None:
             with contextlib.suppress(InvalidEntry):
                 self.device.exposures.release(exposure.peer, region)
