@@ -29,7 +29,7 @@ from tent_transport.dispatch import TransferPlan, TransferRequest
 from tent_transport.engine import Engine, EngineOptions
 from tent_transport.errors import LocalProtocolError
 from tent_transport.segments import Access
-from verbs_engine import BLOCK, connected, engines, fabric, move
+from verbs_engine import BLOCK, connected, engines, fabric, move, started
 
 from tent_credit import CreditResource
 from tent_sched import TaskStatus
@@ -193,12 +193,8 @@ def test_verbs_rkeys_go_out_only_after_the_activation() -> None:
     initial grant) went out: a sender never holds an rkey it has no credit for."""
 
     async def scenario() -> None:
-        rx, tx = engines()
-        host, port = await rx.start()
-        await tx.start()
-        try:
+        async with started() as (rx, tx, host, port):
             verbs = verbs_receiver(rx)
-            assert verbs is not None
             granted: list[bool] = []
             offer = verbs._offer
 
@@ -228,9 +224,6 @@ def test_verbs_rkeys_go_out_only_after_the_activation() -> None:
             await until(lambda: tx.rails[0].ready(peer), what="rkeys at the sender")
             assert len(granted) == 2 and all(granted)  # the notice ring and the region
             await move(rx, tx, peer, segment.segment_id, memory, n=2)
-        finally:
-            await tx.close()
-            await rx.close()
 
     run(scenario())
 

@@ -17,7 +17,7 @@ from tent_transport.devices import Opcode, SliceRequest, SliceStatus
 from tent_transport.devices.verbs import VerbsRegion, decode_verbs_message
 from tent_transport.devices.verbs._notice import NOTICE_SEGMENT
 from tent_transport.engine import _engine
-from verbs_engine import BLOCK, connected, engines, fabric, move
+from verbs_engine import BLOCK, connected, engines, fabric, move, started
 
 from tent_credit import NegotiationState, SenderEndpoint
 from tent_sched import TaskStatus
@@ -38,12 +38,8 @@ def test_a_sender_that_gets_no_grant_never_holds_an_rkey(monkeypatch: pytest.Mon
     monkeypatch.setattr(_engine, "SenderEndpoint", no_common_version)
 
     async def scenario() -> None:
-        rx, tx = engines()
-        host, port = await rx.start()
-        await tx.start()
-        try:
+        async with started() as (rx, tx, host, port):
             verbs = verbs_receiver(rx)
-            assert verbs is not None
             decisions: list[bool] = []
             granted = verbs._granted
 
@@ -75,9 +71,6 @@ def test_a_sender_that_gets_no_grant_never_holds_an_rkey(monkeypatch: pytest.Mon
             assert outcome.status is TaskStatus.FAILED and "credit" in outcome.detail, outcome
             assert tx.rails[0].statistics().posted == 0 and rx.receiver.statistics().landed == 0
             assert bytes(memory) == bytes(4 * BLOCK)
-        finally:
-            await tx.close()
-            await rx.close()
 
     run(scenario(), timeout=60)
 
@@ -92,12 +85,8 @@ def test_the_ring_goes_out_behind_every_region_so_a_ready_sender_holds_them() ->
     have; the sender ends up ready with both and moves a block into each."""
 
     async def scenario() -> None:
-        rx, tx = engines()
-        host, port = await rx.start()
-        await tx.start()
-        try:
+        async with started() as (rx, tx, host, port):
             verbs = verbs_receiver(rx)
-            assert verbs is not None
             hold = [True]
             granted = verbs._granted
             verbs._granted = lambda session: not hold[0] and granted(session)  # type: ignore[method-assign]
@@ -143,9 +132,6 @@ def test_the_ring_goes_out_behind_every_region_so_a_ready_sender_holds_them() ->
                 ).wait(10)
                 assert outcome.status is TaskStatus.COMPLETED, outcome
                 rx.release(await rx.landed())
-        finally:
-            await tx.close()
-            await rx.close()
 
     run(scenario(), timeout=60)
 

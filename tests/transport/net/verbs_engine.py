@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,20 @@ def engines(mode: str = "required") -> tuple[Engine, Engine]:
         ),
     )
     return rx, tx
+
+
+@contextlib.asynccontextmanager
+async def started(mode: str = "required") -> AsyncIterator[tuple[Engine, Engine, str, int]]:
+    """A receiver and a sender engine (:func:`engines`), started, not connected: the receiver,
+    the sender and the receiver's host and port; both closed on the way out."""
+    rx, tx = engines(mode)
+    host, port = await rx.start()
+    await tx.start()
+    try:
+        yield rx, tx, host, port
+    finally:
+        await tx.close()
+        await rx.close()
 
 
 async def move(rx: Engine, tx: Engine, peer: int, segment: int, memory: Any, *, n: int) -> None:
