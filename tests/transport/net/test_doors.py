@@ -318,12 +318,15 @@ def test_an_engine_reconnects_and_transfers_through_floods_of_both_doors() -> No
             state = tx.submit([request]).wait(30)
             # The flood may evict the new data connection before its bind is read (a flood
             # that opens 64 connections within one round trip of the sender's bind): the
-            # session restarts and the transfer ends FAILED, typed, as docs/transport.md's
-            # failure semantics say; the application resubmits on the next session. Bounded:
-            # a sender kept out for good still fails here.
-            while state.status is TaskStatus.FAILED and len(failed) < 3:
+            # transfer ends FAILED, typed, as docs/transport.md's failure semantics say, and
+            # the application resubmits, on the next session when the session restarted, on
+            # the same one when only the data connection came back (a CI run waited 30 s for
+            # a restart that never came). A restart seen late costs one more failure.
+            # Bounded: a sender kept out for good still fails here.
+            while state.status is TaskStatus.FAILED and len(failed) < 5:
                 failed.append(state.detail)
-                session = session_back(session)
+                if rx._call(current) != session:
+                    session = session_back(session)
                 state = tx.submit([request]).wait(30)
             assert state.status is TaskStatus.COMPLETED, (state, failed)
             rx.release(rx.next_landed(10))
