@@ -203,13 +203,9 @@ class _SenderReports(_SenderState):
             deadlines.append(due)
         if self._awaiting_activation and self._last_offer_ns is not None:
             deadlines.append(self._last_offer_ns + self._usage_interval_ns)
-        # the negotiation's fields, not its queries: asked at every flush (every dispatch
-        # pass); its clock never runs ahead of this endpoint's, which feeds it
-        n = self._negotiation
-        ttl_ms = n._ttl_ms
-        refreshed = n._last_refresh_ns
-        if ttl_ms and refreshed is not None and n._state is NegotiationState.ACTIVE:
-            if not self._ahead:
-                deadlines.append(refreshed + ttl_ms * 500_000)  # heartbeat at half the TTL
-            deadlines.append(refreshed + ttl_ms * 1_000_000)  # staleness
+        stale_at = self._negotiation.stale_at_ns()  # one query: asked at every flush
+        if stale_at is not None:
+            if not self._ahead:  # the heartbeat at half the TTL
+                deadlines.append(stale_at - self._negotiation._ttl_ms * 500_000)
+            deadlines.append(stale_at)
         return min(deadlines) if deadlines else None
