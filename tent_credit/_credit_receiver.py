@@ -34,6 +34,9 @@ class CreditReceiver:
     activations carry the new session, which fences every sender's old ledger entry.
 
     ``initial_grant`` is what an activation grants up front (keep it small: RFC principle 3).
+    ``hold_partial`` (version 2): a top-up that could only be part of a key's quantum waits for
+    that key's own release, or for :meth:`grant_partial`, the transport's timer
+    (docs/credit_protocol.md#partial-hold).
     """
 
     def __init__(
@@ -46,7 +49,10 @@ class CreditReceiver:
         initial_grant: Mapping[CreditResource, int] | None = None,
         versions: tuple[int, ...] = SUPPORTED_VERSIONS,
         trace: TraceSink | None = None,
+        hold_partial: bool = False,
     ) -> None:
+        if type(hold_partial) is not bool:
+            raise InvalidArgument(f"hold_partial must be a bool, got {describe(hold_partial)}")
         self._allocator = ReceiverCreditAllocator(config, session)
         if type(freshness_ttl_ms) is not int or not 0 <= freshness_ttl_ms <= 0xFFFF_FFFF:
             raise InvalidArgument(
@@ -65,7 +71,10 @@ class CreditReceiver:
         self._endpoints: dict[tuple[int, int], ReceiverEndpoint] = {}
         self._due: dict[ReceiverEndpoint, None] = {}  # endpoints that may owe a message
         self._ahead = StandingGrants(
-            self._allocator, self._ahead_endpoints, static=config.grant_chunk
+            self._allocator,
+            self._ahead_endpoints,
+            static=config.grant_chunk,
+            hold_partial=hold_partial,
         )
         self._tickets = 0  # the push order's clock: one tick per stall or serve of a stall
         self._trace = trace  # docs/traces.md; None: tracing off
@@ -153,6 +162,18 @@ class CreditReceiver:
         """Version 2: the ``(sender_peer, qos_class)`` keys whose top-up is due and waits for
         capacity, head first (served strictly in this order; see :mod:`._standing`)."""
         return self._ahead.line()
+
+    @property
+    def partial_waiting(self) -> bool:
+        """Version 2 with ``hold_partial``: the head of the waiting line is held for its own
+        release instead of being granted part of its quantum; a transport calls
+        :meth:`grant_partial` once its hold ran out (docs/credit_protocol.md#partial-hold)."""
+        return self._ahead.partial_waiting
+
+    def grant_partial(self) -> bool:
+        """Grant the held head what is free and serve on (the hold's timer); whether anything
+        was granted. A no-op when no head is held."""
+        return self._ahead.grant_partial()
 
     def endpoint(self, sender_peer: int, qos_class: int = 0) -> ReceiverEndpoint | None:
         """The latest endpoint of a sender's connection (closed or open), or ``None``.

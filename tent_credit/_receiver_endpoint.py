@@ -398,6 +398,7 @@ class ReceiverEndpoint:
         if self._version == GRANT_AHEAD_VERSION:
             self._on_level(target, consumed, returned)
             if any(reclaimed.values()):
+                self._receiver._ahead.returned(self)  # its unlanded credit fell: re-evaluate
                 self._receiver._capacity_freed()
             return events
         if target is not None:

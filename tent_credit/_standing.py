@@ -4,9 +4,10 @@ One per :class:`~tent_credit.CreditReceiver`. It keeps every version-2 key's unl
 topped up to its hold (:mod:`._ahead`) and serves the keys whose top-up is due in order:
 
 1. A key's position is re-evaluated when its level changes (a usage report), when its own data
-   lands (its unlanded credit fell), and for every key when the number of keys with a level
-   changes (the adaptive chunk moved). A key whose top-up is due (deficit ≥ quantum) joins the
-   **waiting line** at the back; one that is no longer due leaves it.
+   lands or its sender returns credit (its unlanded credit fell), and for every key when the
+   number of keys with a level changes (the adaptive chunk moved). A key whose top-up is due
+   (deficit ≥ quantum) joins the **waiting line** at the back; one that is no longer due
+   leaves it.
 2. Whenever something may be granted (a key joined, capacity was released, returned or
    reclaimed), the line is served **strictly first come**: the head gets ``min(deficit, free
    units, max_grant units)`` units if that reaches its quantum (or is at least one unit, when
@@ -14,6 +15,10 @@ topped up to its hold (:mod:`._ahead`) and serves the keys whose top-up is due i
    back if it is still due; a head that cannot be served stops the pass, so no later key
    passes it (a key waits behind at most one grant to every other key: the bounded bypass
    ``tent check`` proves on the gated model).
+   With ``hold_partial``, such a head with nothing unlanded is not granted part of its
+   quantum by a pass: it waits (the line with it) for its own release, whose top-up may then
+   complete the quantum in one grant and one update, until the transport's timer calls
+   :meth:`StandingGrants.grant_partial` (``partial_waiting`` says when one is due).
 3. A key is **capped** when its level exceeds its hold (it wants more than its share); the
    updates it is sent then carry ``retry_after_us``, as do those of a key in the line, so its
    sender waits for the next top-up instead of reporting again.
@@ -68,10 +73,13 @@ class StandingGrants:
         endpoints: Callable[[], Iterable[AheadEndpoint]],
         *,
         static: int = 0,
+        hold_partial: bool = False,
     ) -> None:
         self._allocator = allocator
         self._endpoints = endpoints
         self._static = static
+        self._hold_partial = hold_partial
+        self._partial_waiting = False  # the last pass stopped at a head held for its release
         config = allocator.config
         self._pool = {r: config.limit_for(r, AllocationClass.USER) for r in config.capacity}
         self._line: dict[Key, AheadEndpoint] = {}  # insertion order is the line's order
@@ -95,6 +103,21 @@ class StandingGrants:
         """The waiting line, head first."""
         return tuple(self._line)
 
+    @property
+    def partial_waiting(self) -> bool:
+        """With ``hold_partial``: the head waits for its own release where a pass without
+        the hold would have granted it part of its quantum (rule 2)."""
+        return self._partial_waiting
+
+    def grant_partial(self) -> bool:
+        """The hold ran out: grant the waiting head what is free, and serve on. Whether
+        anything was granted (nothing when no head waits that way any more)."""
+        if not self._partial_waiting:
+            return False
+        before = self.top_ups
+        self.serve(partial=next(iter(self._line)))
+        return self.top_ups != before
+
     # ---------------------------------------------------------------- events
 
     def level_changed(self, endpoint: AheadEndpoint) -> None:
@@ -110,6 +133,14 @@ class StandingGrants:
         """Data of the key landed: its unlanded credit fell (rule 1), then serve."""
         self._evaluate(endpoint, (endpoint.sender_peer, endpoint.qos_class))
         self.serve()
+
+    def returned(self, endpoint: AheadEndpoint) -> None:
+        """The key's sender returned credit: its unlanded credit fell (rule 1). Re-evaluated
+        only: the caller serves the line with the capacity freed (``_capacity_freed``).
+        Without it a key whose level stayed the same was never due again (found by ``tent
+        check`` on ``gated/three/ci``: two failed submits returned their credit while a third
+        owner waited, and it waited for good)."""
+        self._evaluate(endpoint, (endpoint.sender_peer, endpoint.qos_class))
 
     def membership_changed(self) -> None:
         """An endpoint opened, closed or was quarantined: forget what left, re-evaluate."""
@@ -127,8 +158,10 @@ class StandingGrants:
 
     # ---------------------------------------------------------------- the line
 
-    def serve(self) -> None:
-        """Serve the line first come (rule 2)."""
+    def serve(self, partial: Key | None = None) -> None:
+        """Serve the line first come (rule 2); ``partial``: the head whose partial grant the
+        hold's timer released."""
+        self._partial_waiting = False
         served: set[Key] = set()
         while self._line:
             key, endpoint = next(iter(self._line.items()))
@@ -151,6 +184,11 @@ class StandingGrants:
                 # free instead: the rest of the capacity may be landed data its consumer holds
                 # until more arrives (found by the staged test: a consumer waiting for three
                 # blocks with one block free and a quantum of two waited for good).
+                return
+            if units < min(position.quantum, max_units) and self._hold_partial and key != partial:
+                # held: the head's own release may complete its quantum (one grant, one
+                # update), or the transport's timer grants it this part (grant_partial)
+                self._partial_waiting = True
                 return
             amounts = position.top_up(units, unlanded)
             if not self._allocator._top_up_own(key[0], key[1], amounts):

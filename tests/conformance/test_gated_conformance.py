@@ -20,7 +20,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from tent_models.checker import check
-from tent_models.configs.gated import KNOWN_BAD, ci_config, hoarding_config, tiny_config
+from tent_models.configs.gated import (
+    KNOWN_BAD,
+    ci_config,
+    hoarding_config,
+    three_config,
+    tiny_config,
+)
 from tent_models.conformance import (
     ActionInstance,
     Divergence,
@@ -78,11 +84,21 @@ def random_configs(draw: st.DrawFn) -> GatedConfig:
         max_receiver_restarts=1,
         max_faults=draw(st.sampled_from((1, 2, None))),
         cancel=draw(st.booleans()),
+        hold_partial=draw(st.booleans()),
     )
 
 
 configs = st.one_of(
-    st.sampled_from((tiny_config(), ci_config(), hoarding_config())), random_configs()
+    st.sampled_from(
+        (
+            tiny_config(),
+            ci_config(),
+            hoarding_config(),
+            three_config(),
+            three_config(hold_partial=True),
+        )
+    ),
+    random_configs(),
 )
 
 
@@ -98,7 +114,7 @@ def candidates(spec: GatedSpec, state: GatedState) -> list[ActionInstance]:
     found += [("cancel", (o,)) for o in owners]
     found += [(a, (o,)) for a in ("land", "complete") for o in owners]
     found += [(a, (k,)) for a in ("release", "sender_flush", "receiver_flush") for k in keys]
-    found += [("refresh_tick", ()), ("receiver_restart", ())]
+    found += [("refresh_tick", ()), ("receiver_restart", ()), ("grant_partial", ())]
     for k in keys:
         for bag in (state.to_sender[k], state.to_receiver[k]):
             found += [(a, (k, m)) for m, _n in bag for a in ("deliver", "duplicate", "lose")]
@@ -195,6 +211,14 @@ def test_the_real_system_refutes_each_mutant_and_follows_each_bad_config(name: s
     # A report the mutant withholds for lack of data credit is the next step of its trace.
     actions = [*counterexample.actions, ("sender_flush", (0,))]
     divergence = run_gated(spec, actions)
+    if divergence is None:
+        # The stuck state comes before the mutant's own step (returns_not_evaluated: the
+        # report returning the credit is still in flight): deliver what the receiver is sent.
+        state = spec.initial_states()[0]
+        for action, args in actions:
+            state = spec.apply(state, action, args)
+        actions += [("deliver", (k, m)) for k, bag in enumerate(state.to_receiver) for m, _ in bag]
+        divergence = run_gated(spec, actions)
     assert divergence is not None, f"the real system agrees with {name}"
     if divergence.kind is DivergenceKind.INVARIANT:
         # The mutant's changed hook is part of the invariant it breaks (a report it withholds
@@ -356,3 +380,38 @@ def test_a_grant_for_a_canceled_owner_goes_back_in_the_real_system() -> None:
     final = _replay_to_recovery(spec, prefix)
     assert final.senders[0].returned == (1, 1, 1)
     assert [o.status for o in final.owners] == ["CANCELED", "COMPLETED"]
+
+
+# --- 4. found by the model checker on gated/three ---------------------------------------------
+
+
+@pytest.mark.parametrize("hold_partial", [False, True])
+def test_returned_credit_makes_the_key_due_again_in_the_real_system(hold_partial: bool) -> None:
+    # The recoverability counterexample of gated/three (7 December 2026): two refused submits
+    # return their credit while a third owner waits with the same level; the receiver reclaims
+    # the returns and must evaluate the key again (its unlanded credit fell), or that owner
+    # waits for good. In lockstep: the real receiver puts the key in line and grants it.
+    spec = GatedSpec(three_config(hold_partial=hold_partial))
+    lockstep = gated_lockstep(spec)
+    steps: list[ActionInstance] = [
+        ("admit", (0,)),
+        ("admit", (1,)),
+        ("pick", (3, 3)),
+        ("submit", (1, False)),
+        ("sender_flush", (0,)),
+        ("pick", (3, 3)),
+        ("admit", (2,)),
+        ("submit", (2, False)),
+        ("pick", (3, 3)),
+    ]
+    for _ in range(2):  # the first report (its demand), then the one that returns the credit
+        steps_done = [lockstep.step(*step) for step in steps]
+        assert not any(isinstance(v, Divergence) for v in steps_done), lockstep.divergence
+        (report, _n), *_ = lockstep.state.to_receiver[0]
+        steps = [("deliver", (0, report)), ("sender_flush", (0,))]
+    assert lockstep.state.receivers[0].reclaimed == (0, 0, 0)
+    (report, _n), *_ = lockstep.state.to_receiver[0]
+    verdict = lockstep.step("deliver", (0, report))
+    assert not isinstance(verdict, Divergence), verdict
+    receiver = lockstep.state.receivers[0]
+    assert receiver.reclaimed == (1, 1, 1) and receiver.grants_unsent  # granted again

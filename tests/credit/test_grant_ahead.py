@@ -50,8 +50,16 @@ class Net:
     """One receiver and ``senders`` sender endpoints, lossless; every control message is
     counted (``frames``) and every update remembered per sender (``updates``)."""
 
-    def __init__(self, senders: int, *, slots: int = 8, hold_ns: int = 1_000, **kw: object):
-        self.rx = CreditReceiver(config(slots, **kw), SessionId(1))
+    def __init__(
+        self,
+        senders: int,
+        *,
+        slots: int = 8,
+        hold_ns: int = 1_000,
+        hold_partial: bool = False,
+        **kw: object,
+    ):
+        self.rx = CreditReceiver(config(slots, **kw), SessionId(1), hold_partial=hold_partial)
         self.now = 1_000
         self.tx: dict[int, SenderEndpoint] = {}
         self.frames = 0
@@ -277,6 +285,54 @@ def test_a_head_with_nothing_unlanded_takes_what_is_free() -> None:
     net.pump()
     assert net.granted(1) == 4  # the free unit, at once
     assert net.rx.waiting_line == ((1, 0),)  # still two short of its hold: back in the line
+
+
+def _consumer_holds_three(*, hold_partial: bool) -> Net:
+    # the staged case above: three blocks landed and held by the consumer, the key waits
+    net = Net(1, slots=3, grant_chunk=3, hold_partial=hold_partial)
+    net.wait(1, 4)
+    net.pump()
+    net.dispatch(1, 4)
+    for _ in range(3):
+        net.land(1)
+    net.pump()
+    assert net.rx.waiting_line == ((1, 0),) and net.granted(1) == 3
+    return net
+
+
+def test_a_held_partial_grant_leaves_with_the_release_that_completes_the_quantum() -> None:
+    # hold_partial: the one free unit is not granted alone; the key's next release makes it
+    # two, its quantum, and both go out in one grant and one update (docs/incast.md: a
+    # single-unit grant was half the updates of the 4-sender row)
+    held, at_once = (_consumer_holds_three(hold_partial=h) for h in (True, False))
+    before = {id(net): len(net.updates[1]) for net in (held, at_once)}
+    for net in (held, at_once):
+        net.release_and_complete(1)
+        net.pump()
+    assert held.granted(1) == 3 and held.rx.partial_waiting and not at_once.rx.partial_waiting
+    assert at_once.granted(1) == 4  # the part, at once: an update of its own
+    for net in (held, at_once):
+        net.release_and_complete(1)
+        net.pump()
+    # held: both units in one grant; at once: the part left the key one unit short of its
+    # quantum, so the second release's unit waits for the next landing's top-up
+    assert (held.granted(1), at_once.granted(1)) == (5, 4) and not held.rx.partial_waiting
+    assert len(held.updates[1]) - before[id(held)] == 1
+    assert len(at_once.updates[1]) - before[id(at_once)] == 1
+
+
+def test_a_held_partial_grant_is_granted_when_the_hold_runs_out() -> None:
+    # a consumer that keeps its data until more arrives never releases: the transport's
+    # timer grants the part, so the hold delays the key and never stalls it
+    net = _consumer_holds_three(hold_partial=True)
+    net.release_and_complete(1)
+    net.pump()
+    assert net.granted(1) == 3 and net.rx.partial_waiting
+    assert net.rx.grant_partial()
+    net.pump()
+    assert net.granted(1) == 4 and not net.rx.partial_waiting
+    assert net.rx.waiting_line == ((1, 0),)  # still short of its hold: back in the line
+    assert not net.rx.grant_partial()  # nothing held any more: a no-op
 
 
 def test_no_update_without_news_but_a_repeated_report_is_answered() -> None:

@@ -21,10 +21,22 @@ length ``L`` charges ``(L, 1, 1)``.
   because the gate returns idle credit (``GatedSpec.return_idle``). Without the return path
   (``gated/bad/no_idle_return``, on the same model without cancels) the checker finds the
   8-step counterexample of docs/spec_review_gated.md.
+* ``gated/three/ci`` (:func:`three_config`): one key, three owners of one byte, two bytes of
+  capacity, no refresh and no fault. Three owners give the key a level above its hold
+  (capped, quantum 2), so a head can be short of its quantum while its own landed data holds
+  the rest (the receiver grants it what is free), and two refused submits can return their
+  credit while the third owner waits: the receiver must evaluate the key again when it
+  reclaims those returns (before 7 December 2026 it did not, and that owner waited for
+  good: the recoverability counterexample this model found). ``gated/partial_hold/ci``: the same
+  with ``hold_partial``, the short head waiting for its own release or the timer
+  (``grant_partial``; docs/credit_protocol.md#partial-hold).
 * ``gated/bad/no_refresh`` (:func:`no_refresh_config`): ``gated/tiny`` with neither refresh and
   loss as the only fault. Version 2 sends no frame without news, so a lost update (or report)
   is never repeated: the key stalls for good, a recoverability counterexample. The refreshes
   are what makes "no repeats" safe under loss.
+* ``gated/bad/returns_not_evaluated`` (:class:`ReturnsNotEvaluated`): ``gated/three/ci`` with
+  the receiver that served the line on reclaimed returns without evaluating the key: the
+  recoverability counterexample above.
 * ``gated/bad/line_passes_blocked_head`` and ``gated/bad/line_serves_last_come``
   (:func:`line_config`): two keys with charges of different sizes; a line that lets a younger
   key pass a head that cannot be served, or that serves the last comer first, passes a waiting
@@ -52,11 +64,13 @@ __all__ = [
     "NoIdleReturn",
     "NoSnapshotCheck",
     "PartialReserve",
+    "ReturnsNotEvaluated",
     "ci_config",
     "hoarding_config",
     "idle_config",
     "line_config",
     "no_refresh_config",
+    "three_config",
     "tiny_config",
 ]
 
@@ -114,6 +128,24 @@ def hoarding_config(*, cancel: bool = True) -> GatedConfig:
     )
 
 
+def three_config(*, hold_partial: bool = False) -> GatedConfig:
+    """One key, three one-byte owners, two bytes of capacity (module docstring)."""
+    return GatedConfig(
+        name="gated/partial_hold/ci" if hold_partial else "gated/three/ci",
+        keys=1,
+        workload=(OwnerSpec(1, 1), OwnerSpec(1, 1), OwnerSpec(1, 1)),
+        max_outstanding_owners=3,
+        max_outstanding_bytes=3,
+        windows=((3, 3),),
+        capacity=(2, 2, 2),
+        max_grant=(2, 2, 2),
+        initial_grant=(1, 1, 1),
+        refresh=False,
+        max_messages=2,
+        hold_partial=hold_partial,
+    )
+
+
 def no_refresh_config() -> GatedConfig:
     """``gated/tiny`` without the refreshes and with loss as the only fault."""
     return attrs.evolve(
@@ -129,6 +161,8 @@ CONFIGS: Mapping[str, Callable[[], GatedSpec]] = {
     "gated/tiny": lambda: GatedSpec(tiny_config()),
     "gated/ci": lambda: GatedSpec(ci_config()),
     "gated/hoarding/ci": lambda: GatedSpec(hoarding_config()),
+    "gated/three/ci": lambda: GatedSpec(three_config()),
+    "gated/partial_hold/ci": lambda: GatedSpec(three_config(hold_partial=True)),
 }
 
 
@@ -182,6 +216,15 @@ class NoIdleReturn(GatedSpec):
         return (0, 0, 0)
 
 
+class ReturnsNotEvaluated(GatedSpec):
+    """Mutant: reclaimed returns serve the line without evaluating the key that returned them
+    (the receiver before 7 December 2026): a key whose level stayed the same is never due
+    again, and its waiting owner stalls for good."""
+
+    def evaluate_on_return(self) -> bool:
+        return False
+
+
 class LinePassesBlockedHead(GatedSpec):
     """Mutant: a head of the receiver's line that cannot be served does not stop the pass; a
     younger due key whose (smaller) top-up fits is served past it."""
@@ -216,15 +259,19 @@ def line_config() -> GatedConfig:
 
 
 def idle_config() -> GatedConfig:
-    """Two keys share capacity 2 and each holds an activation grant of one charge; key 1's
-    one owner, key 2's two owners; no fault. Key 2's second owner needs the charge key 1 holds:
-    if key 1's owner leaves without using it (a refused submit) before key 1 ever reported,
-    only the gate's return gives it back (version 2's sender returns idle credit itself only
-    after its first report: the activation's grant is not idle before it)."""
+    """Two keys share capacity 2 and each holds an activation grant of one byte; key 1's owner
+    has one byte, key 2's two: it needs the byte key 1 holds. If key 1's owner leaves without
+    using it (a refused submit) before key 1 ever reported, only the gate's return gives it
+    back (version 2's sender returns idle credit itself only after its first report: the
+    activation's grant is not idle before it). Until 7 December 2026 key 2 had two one-byte
+    owners; the counterexample found there was in truth the receiver's missing evaluation of
+    reclaimed returns (``gated/bad/returns_not_evaluated``), and with it fixed key 2's own
+    returned byte served its second owner: a two-byte owner needs key 1's byte whatever key 2
+    returns."""
     return GatedConfig(
         name="gated/bad/no_idle_return",
         keys=2,
-        workload=(OwnerSpec(1, 1), OwnerSpec(2, 1), OwnerSpec(2, 1)),
+        workload=(OwnerSpec(1, 1), OwnerSpec(2, 2)),
         max_outstanding_owners=3,
         max_outstanding_bytes=3,
         windows=((3, 3),),
@@ -292,6 +339,10 @@ KNOWN_BAD: Mapping[str, tuple[Callable[[], GatedSpec], str]] = {
         "recoverability",
     ),
     "gated/bad/no_refresh": (lambda: GatedSpec(no_refresh_config()), "recoverability"),
+    "gated/bad/returns_not_evaluated": (
+        lambda: ReturnsNotEvaluated(three_config()),
+        "recoverability",
+    ),
     "gated/bad/line_passes_blocked_head": (
         lambda: LinePassesBlockedHead(line_config()),
         "bounded_bypass",

@@ -96,6 +96,7 @@ class _GatedDrivers:
             SessionId(self.session),
             refresh_interval_ns=REFRESH_NS if cfg.refresh else 0,
             initial_grant=_amounts(cfg.initial_grant),
+            hold_partial=cfg.hold_partial,
         )
         for k in range(cfg.keys):
             receiver.accept(PEER, k)
@@ -202,6 +203,9 @@ class _GatedDrivers:
         amounts = {r: totals.landed[r] - totals.released[r] for r in _RESOURCES}
         self.receiver.release(PEER, k, 1, amounts)
         return Outcome.applied()
+
+    def _do_grant_partial(self) -> Outcome:
+        return Outcome.applied() if self.receiver.grant_partial() else Outcome.unchanged()
 
     def _do_sender_flush(self, k: int) -> Outcome:
         sent = self.endpoints[k].messages_to_send(self._tick())

@@ -149,7 +149,11 @@ class GatedAdapter(_GatedDrivers):
         7. cancel of an owner that is not QUEUED: CANCELED already → unchanged (idempotent),
            DISPATCHING or another terminal status → InvalidEntry; cancel not configured → no
            counterpart.
+        8. grant_partial with no head held for its release (or no hold configured) →
+           unchanged (the receiver grants nothing).
         """
+        if action == "grant_partial":
+            return Outcome.unchanged()
         if action == "admit":
             index = args[0]
             if (

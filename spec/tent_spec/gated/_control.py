@@ -258,7 +258,12 @@ class GatedControl(GatedCore):
         state = self._with_receiver(state, k, nb)
         if level != b.level:
             state = self.level_changed(state, k, before)
-        return self.serve(state) if any(reclaim) else state
+        if not any(reclaim):
+            return state
+        # returned credit left the key's unlanded credit, as a landing does: its position is
+        # evaluated again (rule 1), or a key whose level stayed the same would wait for good
+        # (found with three owners on one key: two failed submits returned their credit)
+        return self.serve(self.evaluate(state, k) if self.evaluate_on_return() else state)
 
     def _on_activation(self, state: GatedState, k: int, msg: Activation) -> GatedState:
         """The same session: ignored (a duplicate). A new session: the epoch fence - a fresh

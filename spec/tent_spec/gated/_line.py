@@ -5,9 +5,9 @@ the keys whose top-up is due in one global **waiting line** (``GatedState.line``
 head first):
 
 1. A key's position is evaluated when its level changes (a report), when its own data lands
-   (its unlanded credit fell), and for every key when the number of keys with a level changes
-   (the fair share moved) or a key's offer arrives. A due key joins the back of the line; a key
-   no longer due leaves it.
+   or its sender's returns are reclaimed (its unlanded credit fell), and for every key when
+   the number of keys with a level changes (the fair share moved) or a key's offer arrives. A
+   due key joins the back of the line; a key no longer due leaves it.
 2. Whenever something may be granted (a key was evaluated, capacity was released, returned
    credit was reclaimed), the line is **served first come**: the head gets ``min(deficit, free
    units, max_grant units)`` units when that reaches its quantum (or is at least one unit, when
@@ -15,12 +15,15 @@ head first):
    the capacity may be landed data its consumer holds), and goes to the back if it is still
    due; a head that cannot be served **stops the pass**, so nobody passes it. A pass also
    ends at a key it already served. A key therefore waits behind at most one grant to every
-   other key (``bounded_bypass``).
+   other key (``bounded_bypass``). With ``hold_partial``, such a head with nothing unlanded
+   is not granted part of its quantum by the pass: it waits (blocking the line) for its own
+   release, which may complete the quantum and go out as one grant, or for
+   ``grant_partial``, the receiver's timer, which grants it what is free and serves on.
 3. ``retry`` (an update's ``retry_after_us``) is set exactly while the key is capped or in the
    line (:meth:`GatedLine.retry`).
 
-The known-bad variants override :meth:`GatedLine.head_blocks_the_line` or
-:meth:`GatedLine.join_line`.
+The known-bad variants override :meth:`GatedLine.head_blocks_the_line`,
+:meth:`GatedLine.join_line` or :meth:`GatedLine.evaluate_on_return`.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ class GatedLine:
 
     def head_blocks_the_line(self) -> bool:
         """Rule 2: a head that cannot be served stops the pass (nobody passes it)."""
+        return True
+
+    def evaluate_on_return(self) -> bool:
+        """Rule 1: reclaimed returns re-evaluate the key (its unlanded credit fell)."""
         return True
 
     def join_line(self, line: tuple[int, ...], k: int) -> tuple[int, ...]:
@@ -146,8 +153,10 @@ class GatedLine:
                 state = self.evaluate(state, k)
         return state
 
-    def serve(self, state: GatedState) -> GatedState:
-        """Rule 2: serve the line first come, until a head cannot be served or was served."""
+    def serve(self, state: GatedState, partial: int = -1) -> GatedState:
+        """Rule 2: serve the line first come, until a head cannot be served or was served.
+        ``partial``: the key whose partial grant the timer released (``hold_partial``)."""
+        hold = self.config.hold_partial
         served: set[int] = set()
         skipped: list[int] = []  # heads passed over (only by the known-bad variant)
         while len(skipped) < len(state.line):
@@ -167,7 +176,9 @@ class GatedLine:
                 continue
             units = min(position.deficit, units_down(free, position.unit), max_units)
             amounts = position.top_up(units, unlanded)
-            short = units < min(position.quantum, max_units) and (position.held or not units)
+            short = units < min(position.quantum, max_units) and (
+                position.held or not units or (hold and k != partial)
+            )
             if short or not self._fits(state, amounts):
                 if self.head_blocks_the_line():
                     break  # the head waits for capacity: nobody passes it
@@ -179,6 +190,20 @@ class GatedLine:
             if self.position(state, k).due:  # still short: the back of the line
                 state = self._join(state, k)
         return state
+
+    # ---- the timer of a held partial grant (``hold_partial``) ------------------------------
+
+    def _g_grant_partial(self, state: GatedState) -> str | None:
+        if not self.config.hold_partial:
+            return "partial grants are not held"
+        if not state.line:
+            return "the line is empty"
+        if self.serve(state, partial=state.line[0]) == state:
+            return "the head waits for nothing the timer grants"
+        return None
+
+    def _e_grant_partial(self, state: GatedState) -> GatedState:
+        return self.serve(state, partial=state.line[0])
 
     # ---- events ------------------------------------------------------------------------------
 

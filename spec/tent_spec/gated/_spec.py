@@ -81,6 +81,8 @@ class GatedSpec(GatedProperties):
             yield "sender_flush", (k,)
             yield "receiver_flush", (k,)
         yield "refresh_tick", ()
+        if cfg.hold_partial:
+            yield "grant_partial", ()
         for k in range(cfg.keys):
             for bag in (state.to_receiver[k], state.to_sender[k]):
                 for msg, _n in bag:
@@ -146,6 +148,8 @@ class GatedSpec(GatedProperties):
             dead.add("refresh_tick")
         if not cfg.cancel:
             dead.add("cancel")
+        if not cfg.hold_partial:
+            dead.add("grant_partial")
         return frozenset(dead)
 
     def fault_actions(self) -> frozenset[str]:
@@ -339,6 +343,7 @@ _CHART: Mapping[str, tuple[str, str, str | None]] = {
     "sender_flush": ("send", "sender", "network"),
     "receiver_flush": ("send", "receiver", "network"),
     "refresh_tick": ("send", "receiver", "network"),
+    "grant_partial": ("local", "receiver", None),
     "deliver": ("deliver", "network", "to"),
     "duplicate": ("duplicate", "network", "to"),
     "lose": ("lose", "network", "to"),

@@ -269,6 +269,10 @@ class GatedConfig:
     # and every sender re-sends its current report
     refresh: bool = True
     cancel: bool = False  # queued owners may be canceled (the caller's cancel + gate.forget)
+    # a head with nothing unlanded that could only be granted part of its quantum waits for
+    # its own release instead (``grant_partial`` grants it what is free: the transport's
+    # timer, docs/credit_protocol.md#partial-hold); False: it is granted at once
+    hold_partial: bool = False
     max_messages: int = attrs.field(validator=_positive)  # messages in flight, all bags
     max_duplications: int = attrs.field(default=0, validator=_non_negative)
     max_losses: int = attrs.field(default=0, validator=_non_negative)
@@ -311,6 +315,7 @@ _ARITY = {
     "sender_flush": 1,
     "receiver_flush": 1,
     "refresh_tick": 0,
+    "grant_partial": 0,
     "deliver": 2,
     "duplicate": 2,
     "lose": 2,
