@@ -112,7 +112,7 @@ class StandingGrants:
     def grant_partial(self) -> bool:
         """The hold ran out: grant the waiting head what is free, and serve on. Whether
         anything was granted (nothing when no head waits that way any more)."""
-        if not self._partial_waiting:
+        if not self._partial_waiting or not self._line:
             return False
         before = self.top_ups
         self.serve(partial=next(iter(self._line)))
