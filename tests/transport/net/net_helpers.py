@@ -46,6 +46,25 @@ def verbs_receiver(engine: Any) -> Any:
     return half
 
 
+def sync_pair(config: Any, **rx_options: Any) -> tuple[Any, Any, int]:
+    """A receiver ``SyncEngine`` (peer 2; ``rx_options``: more of its ``EngineOptions``) and a
+    sender (peer 1) on ``config``, both started and connected: ``(rx, tx, peer)``."""
+    from procs import KEY
+    from tent_transport.control import PskIdentity
+    from tent_transport.engine import EngineOptions, SyncEngine
+
+    rx = SyncEngine(
+        config,
+        EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY}), **rx_options),
+    )
+    tx = SyncEngine(
+        config, EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}))
+    )
+    host, port = rx.start()
+    tx.start()
+    return rx, tx, tx.connect(host, port)
+
+
 def connect_exposed(rx: Any, tx: Any, size: int) -> tuple[int, bytearray, Any]:
     """Start two ``SyncEngine``\\ s, connect ``tx`` to ``rx`` and expose a fresh ``size``-byte
     segment of ``rx`` to peer 1; return ``(peer, memory, segment)`` once ``tx`` sees it."""

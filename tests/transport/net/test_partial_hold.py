@@ -6,11 +6,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from net_helpers import write_request
-from procs import KEY
+from net_helpers import sync_pair, write_request
 from tent_transport.config import load_engine_config
-from tent_transport.control import PskIdentity
-from tent_transport.engine import EngineOptions, SyncEngine
+from tent_transport.engine import SyncEngine
 
 from tent_sched import TaskStatus
 
@@ -32,15 +30,7 @@ def _pair(hold_ns: int) -> tuple[SyncEngine, SyncEngine, int]:
             },
         }
     )
-    rx = SyncEngine(
-        config, EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY}))
-    )
-    tx = SyncEngine(
-        config, EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}))
-    )
-    host, port = rx.start()
-    tx.start()
-    return rx, tx, tx.connect(host, port)
+    return sync_pair(config)
 
 
 @pytest.mark.parametrize("hold_ns", [0, 5_000_000])

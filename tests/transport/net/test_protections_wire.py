@@ -13,7 +13,7 @@ import types
 import pytest
 import trustme
 from attackers import Liar, RawControl, RawData, write_header
-from net_helpers import data_server, run, until, write_request
+from net_helpers import data_server, run, sync_pair, until, write_request
 from procs import KEY, credit_config
 from tent_transport.config import load_engine_config
 from tent_transport.control import (
@@ -139,15 +139,7 @@ def test_an_oversized_frame_after_the_handshake_closes_the_session_undecoded() -
 
 def _engine_pair(slots: int = 4) -> tuple[SyncEngine, SyncEngine, int]:
     config = load_engine_config(credit_config("required", slots=slots, block=BLOCK, batch=1))
-    rx = SyncEngine(
-        config, EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY}))
-    )
-    tx = SyncEngine(
-        config, EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}))
-    )
-    host, port = rx.start()
-    tx.start()
-    return rx, tx, tx.connect(host, port)
+    return sync_pair(config)
 
 
 def test_a_region_ends_exactly_where_it_was_exposed_end_to_end() -> None:

@@ -6,7 +6,7 @@ import os
 import time
 
 import pytest
-from net_helpers import connect_exposed, write_request
+from net_helpers import connect_exposed, sync_pair, write_request
 from procs import KEY
 from tent_transport.config import load_engine_config
 from tent_transport.control import PskIdentity
@@ -58,21 +58,7 @@ def _config(reserve_blocks: int) -> dict[str, object]:
 
 def _pair(reserve_blocks: int) -> tuple[SyncEngine, SyncEngine, int]:
     config = load_engine_config(_config(reserve_blocks))
-    rx = SyncEngine(
-        config,
-        EngineOptions(
-            peer_id=2,
-            identity=PskIdentity(local_peer=2, keys={1: KEY}),
-            staging_slots=4,
-            staging_slot_bytes=BLOCK,
-        ),
-    )
-    tx = SyncEngine(
-        config, EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}))
-    )
-    host, port = rx.start()
-    tx.start()
-    return rx, tx, tx.connect(host, port)
+    return sync_pair(config, staging_slots=4, staging_slot_bytes=BLOCK)
 
 
 def _staged(peer: int, segment: int, offset: int, data: bytes) -> TransferRequest:

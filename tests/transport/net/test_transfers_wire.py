@@ -9,12 +9,12 @@ import os
 import time
 from typing import Any
 
-from procs import KEY, credit_config
+from net_helpers import sync_pair
+from procs import credit_config
 from tent_transport.config import load_engine_config
-from tent_transport.control import PskIdentity
 from tent_transport.devices import Opcode, SliceRequest, SliceStatus, WriteLease
 from tent_transport.dispatch import TransferRequest
-from tent_transport.engine import EngineOptions, SyncEngine
+from tent_transport.engine import SyncEngine
 
 from tent_credit import CreditResource
 from tent_sched import TaskStatus
@@ -27,15 +27,7 @@ def _pair(**dispatch: Any) -> tuple[SyncEngine, SyncEngine, int]:
     spec = credit_config("required", slots=SLOTS, block=BLOCK, batch=SLOTS)
     spec["dispatch"] = {"slice_bytes": BLOCK // 4, **dispatch}
     config = load_engine_config(spec)
-    rx = SyncEngine(
-        config, EngineOptions(peer_id=2, identity=PskIdentity(local_peer=2, keys={1: KEY}))
-    )
-    tx = SyncEngine(
-        config, EngineOptions(peer_id=1, identity=PskIdentity(local_peer=1, keys={2: KEY}))
-    )
-    host, port = rx.start()
-    tx.start()
-    return rx, tx, tx.connect(host, port)
+    return sync_pair(config)
 
 
 def test_an_honest_transfer_in_slices_is_announced_once_whole() -> None:
