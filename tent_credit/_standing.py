@@ -80,6 +80,7 @@ class StandingGrants:
         self._static = static
         self._hold_partial = hold_partial
         self._partial_waiting = False  # the last pass stopped at a head held for its release
+        self._release_next = False  # grant_partial: the next held head is granted its part
         config = allocator.config
         self._pool = {r: config.limit_for(r, AllocationClass.USER) for r in config.capacity}
         self._line: dict[Key, AheadEndpoint] = {}  # insertion order is the line's order
@@ -115,7 +116,13 @@ class StandingGrants:
         if not self._partial_waiting or not self._line:
             return False
         before = self.top_ups
-        self.serve(partial=next(iter(self._line)))
+        # the first head the pass reaches that waits that way (keys no longer due ahead of it
+        # leave the line in the same pass: the spec's head, whose line holds only due keys)
+        self._release_next = True
+        try:
+            self.serve()
+        finally:
+            self._release_next = False
         return self.top_ups != before
 
     # ---------------------------------------------------------------- events
@@ -158,9 +165,8 @@ class StandingGrants:
 
     # ---------------------------------------------------------------- the line
 
-    def serve(self, partial: Key | None = None) -> None:
-        """Serve the line first come (rule 2); ``partial``: the head whose partial grant the
-        hold's timer released."""
+    def serve(self) -> None:
+        """Serve the line first come (rule 2)."""
         self._partial_waiting = False
         served: set[Key] = set()
         while self._line:
@@ -185,11 +191,13 @@ class StandingGrants:
                 # until more arrives (found by the staged test: a consumer waiting for three
                 # blocks with one block free and a quantum of two waited for good).
                 return
-            if units < min(position.quantum, max_units) and self._hold_partial and key != partial:
-                # held: the head's own release may complete its quantum (one grant, one
-                # update), or the transport's timer grants it this part (grant_partial)
-                self._partial_waiting = True
-                return
+            if units < min(position.quantum, max_units) and self._hold_partial:
+                if not self._release_next:
+                    # held: the head's own release may complete its quantum (one grant, one
+                    # update), or the transport's timer grants it this part (grant_partial)
+                    self._partial_waiting = True
+                    return
+                self._release_next = False  # the timer released this head's part only
             amounts = position.top_up(units, unlanded)
             if not self._allocator._top_up_own(key[0], key[1], amounts):
                 return
