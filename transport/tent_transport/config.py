@@ -216,6 +216,10 @@ class ReceiverCreditConfig:
     freshness_ttl_ms: int = attrs.field(default=0, validator=_int(_RC, 0, _U32_MAX))
     refresh_interval_ns: int = attrs.field(default=0, validator=_int(_RC))
     usage_interval_ns: int = attrs.field(default=1_000_000, validator=_int(_RC))
+    partial_hold_ns: int = attrs.field(default=1_000_000, validator=_int(_RC))
+    """Version 2, at a receiver: how long a key that could only be granted part of its
+    quantum waits for its own release to complete it (one grant and one update instead of
+    two) before it is granted the part (docs/credit_protocol.md#partial-hold; 0: at once)."""
     level_hold_ns: int | None = attrs.field(default=None)
     """Version 2: how long a sender's idle credit lasts before it returns it with a report
     (docs/credit_protocol.md#grant-ahead; ``None``: 20 usage intervals)."""

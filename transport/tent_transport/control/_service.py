@@ -163,8 +163,11 @@ class ControlServer:
         max_queued: int = 256,
         max_pending_handshakes: int = 64,
         control_rate: tuple[float, int, float] = (2_000.0, 4_000, 5.0),
+        partial_hold_ns: int = 0,
         clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
+        if type(partial_hold_ns) is not int or partial_hold_ns < 0:
+            raise ValueError(f"partial_hold_ns must be an int >= 0: {partial_hold_ns!r}")
         if type(max_pending_handshakes) is not int or max_pending_handshakes < 1:
             raise ValueError(
                 f"max_pending_handshakes must be an int >= 1: {max_pending_handshakes!r}"
@@ -192,6 +195,10 @@ class ControlServer:
         self._ids = itertools.count(max(1, time.time_ns() // 1000))
         self._server: PacedListener | None = None
         self._timer = _Timer(self.flush)
+        # the credit core's held partial grant (CreditReceiver.partial_waiting): granted
+        # once it has waited this long for its key's own release (flush arms it)
+        self._partial_hold = partial_hold_ns
+        self._hold_timer = _Timer(self._hold_ran_out)
         self._flush_soon: asyncio.Handle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters = _Counters()
@@ -508,6 +515,9 @@ class ControlServer:
             self._flush_soon = None
         now = self._clock()
         credit = self._credit
+        if credit.partial_waiting:
+            # kept when armed: the hold counts from the first flush that found a head held
+            self._hold_timer.arm(now + self._partial_hold, now)
         due = credit.take_due()
         if not credit.refresh_interval_ns:
             # no refresh timer: only the endpoints that became due can owe anything
@@ -528,6 +538,13 @@ class ControlServer:
                 timers.append(when)
         self._timer.arm(min(timers, default=None), now)
 
+    def _hold_ran_out(self) -> None:
+        if self._credit is not None:
+            # flushed even when nothing was granted: the pass may have left another head held,
+            # whose hold this flush arms
+            self._credit.grant_partial()
+            self.flush()
+
     def _send(self, ps: PeerSession, endpoint: ReceiverEndpoint, now: int) -> None:
         ahead = endpoint.ahead  # version 2 sends only news: nothing to hold back
         for message in endpoint.messages_to_send(now):
@@ -538,6 +555,7 @@ class ControlServer:
 
     async def close(self) -> None:
         self._timer.cancel()
+        self._hold_timer.cancel()
         if self._flush_soon is not None:
             self._flush_soon.cancel()
             self._flush_soon = None

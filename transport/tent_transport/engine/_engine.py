@@ -122,6 +122,7 @@ class Engine:
                 initial_grant=credit.grant.initial_grant,
                 trace=options.trace,
                 versions=credit.versions,
+                hold_partial=credit.partial_hold_ns > 0,
             )
         self.gate = DispatchGate(credit.gate_config()) if credit.enabled else None
         self._collector = CreditCollector(self.registry)
@@ -171,6 +172,7 @@ class Engine:
             qos_class=credit.default_qos_class,
             faults=options.control_faults,
             control_rate=options.control_rate,
+            partial_hold_ns=credit.partial_hold_ns,
         )
         self.receiver.control = self.control
         if options.staging_slots and self.credit is not None:
