@@ -39,6 +39,7 @@ from ._types import CreditResource
 __all__ = [
     "Shape",
     "Standing",
+    "in_heads",
     "position",
     "quantum",
     "shape_of",
@@ -72,6 +73,23 @@ def whole_units(amounts: Vector, unit: Vector) -> int:
         if least is None or units < least:
             least = units
     return 0 if least is None or least < 0 else least
+
+
+def in_heads(level: Vector, head: Vector) -> dict[CreditResource, int]:
+    """``level`` stated in whole charges of ``head`` (an empty head: the level itself, without
+    zero amounts): ``m × head`` with ``m = max ceil(level / head)`` over the head's resources
+    (at least 1), the fewest heads that cover it. Its unit (:func:`unit_of`) is the head's, so
+    a receiver grants in charges the head can use (docs/credit_protocol.md#mixed-charges).
+
+    post: not head or all(__return__.get(r, 0) >= a for r, a in level.items() if a and r in head)
+    """
+    heads = {r: a for r, a in head.items() if a > 0}
+    if not heads:
+        return {r: a for r, a in level.items() if a}
+    m = 1
+    for r, h in heads.items():
+        m = max(m, -(-level.get(r, 0) // h))
+    return {r: m * h for r, h in heads.items()}
 
 
 def quantum(hold: int, *, capped: bool) -> int:

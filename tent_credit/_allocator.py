@@ -287,6 +287,7 @@ class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
         *,
         consumed_totals: Mapping[CreditResource, int],
         returned_totals: Mapping[CreditResource, int],
+        latest: bool = False,
     ) -> Mapping[CreditResource, int]:
         """Apply a sender's cumulative usage report; reclaim newly returned credit.
 
@@ -301,6 +302,12 @@ class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
            (the allocator sees no sequence numbers and reordering is normal on the control path),
            so it reclaims nothing and lowers nothing; it is not an error. Lowering would re-commit
            credit the sender already gave back, and raising would punish plain reordering.
+        5. ``latest``: the caller applies reports in their sequence order (a version-2 receiver
+           endpoint), so a lower *consumed* total is the sender's exact rollback of a refused
+           submit, and is taken as it is: the grant-ahead loop reads from it whether the key
+           has data in flight (:meth:`ahead_inputs`), and a refused charge counted in flight
+           for good left a key with a larger waiting charge unserved
+           (docs/credit_protocol.md#mixed-charges). Returned totals still only grow.
 
         Returns the amounts reclaimed now, per modelled resource. Raises IA (malformed input or
         unmodelled resource), IE (unknown record, or FENCED: its unlanded credit was reclaimed by
@@ -321,9 +328,13 @@ class ReceiverCreditAllocator(_GrantPolicy, _WriteAdmission):
                     f"usage report for {ident} exceeds the grant of {r.name}: consumed {c} + "
                     f"returned {ret} (landed {record.landed[r]}) > granted {granted}"
                 )
-        new_consumed = {
-            r: max(record.consumed_reported[r], consumed.get(r, 0)) for r in self._resources
-        }
+        if latest:
+            known = record.consumed_reported
+            new_consumed = {r: consumed.get(r, known[r]) for r in self._resources}
+        else:
+            new_consumed = {
+                r: max(record.consumed_reported[r], consumed.get(r, 0)) for r in self._resources
+            }
         new_returned = {
             r: max(record.returned_reported[r], returned.get(r, 0)) for r in self._resources
         }

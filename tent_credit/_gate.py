@@ -277,7 +277,8 @@ class DispatchGate(_GateRoutes):
             # RFC "blocked: keep queued; record stall; request/update demand": ask the receiver
             # for everything waiting on this route, not just the head owner's shortfall.
             waiting = _plus(route.waiting, charge) if fresh else route.waiting
-            route.endpoint.set_pending_demand(waiting)
+            head = route.head() or dict(charge.parts)  # the first stalled owner's charge
+            route.endpoint.set_pending_demand(waiting, head=head)
         route.blocked += 1
         route.last_info = info
         self._mark_stall(

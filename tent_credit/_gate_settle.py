@@ -73,7 +73,7 @@ class _GateSettlement(_GateStalls):
             return
         gate_token, nxt = checked
         self._settle_rollback(gate_token, nxt)
-        self._settle_due[gate_token._route.ident] = gate_token._route
+        self._settle_due[gate_token._route.ident] = (gate_token._route, True)
         self._settle_idle()
 
     def _settle_rollback(self, token: GateToken, nxt: TicketState) -> None:

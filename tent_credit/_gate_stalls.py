@@ -57,6 +57,7 @@ class _GateStalls(_GateState):
             ),
         )
         route.waiting = _plus(route.waiting, charge)
+        route.stall_charges[owner_id] = dict(charge.parts)
         route.stalled_owners += 1
         route.stalled_bytes += length
 
@@ -79,13 +80,14 @@ class _GateStalls(_GateState):
             self._stalls_in_order = True
         route, stall = entry
         route.waiting = _minus(route.waiting, stall.charge)
+        route.stall_charges.pop(owner_id, None)
         route.stalled_owners -= 1
         route.stalled_bytes -= stall.length
         endpoint = route.endpoint
         if dispatched and endpoint._ahead and endpoint._key is not None:  # fields: per dispatch
             # version 2: the owner's charge moves from waiting to in flight in the sender's
             # level (it commits next), so the level stays what the receiver was told
-            endpoint.set_pending_demand(route.waiting)
+            endpoint.set_pending_demand(route.waiting, head=route.head())
         if dispatched:  # the stall duration runs from the first block to dispatch
             duration = max(0, now_ns - stall.since_ns)
             route.stalls_ended += 1
@@ -95,7 +97,7 @@ class _GateStalls(_GateState):
                     route.bucket_counts[index] += 1
                     break
         else:  # it left without the credit it asked for (step 6 of DispatchGate's docstring)
-            self._settle_due[route.ident] = route
+            self._settle_due[route.ident] = (route, True)
 
     def observe_pick(
         self, result: PickOutcome, owner: Callable[[int], GatedOwner], now_ns: int
@@ -139,7 +141,8 @@ class _GateStalls(_GateState):
             info = route.last_info
             credit_stall = info is not None and info.source is BackpressureSource.RECEIVER_CREDIT
             if credit_stall and route.endpoint.key is not None:  # the skipped join the demand
-                route.endpoint.set_pending_demand(vector)
+                # behind the route's blocked owner, stalled already: the head stays its charge
+                route.endpoint.set_pending_demand(vector, head=route.head())
         for route, view, charge, info in skipped:
             self._mark_stall(
                 route,
@@ -154,7 +157,8 @@ class _GateStalls(_GateState):
         for ident, route in self._routes.items():
             endpoint = route.endpoint
             if route.withdrawn is not None and route.withdrawn == (endpoint.key, endpoint.epoch):
-                self._settle_due[ident] = route  # a grant for the old demand may have come
+                # a grant for the old demand may have come (not a leave: see _settle_idle)
+                self._settle_due.setdefault(ident, (route, False))
         self._settle_idle()
 
     def forget(self, owner_id: int) -> None:
@@ -178,23 +182,32 @@ class _GateStalls(_GateState):
         it refuses); the next block of such an owner raises :class:`ArithmeticOverflow`.
         """
         due, self._settle_due = self._settle_due, {}
-        for ident, route in due.items():
+        for ident, (route, leaving) in due.items():
             endpoint = route.endpoint
             if self._routes.get(ident) is not route or endpoint.key is None:
                 continue  # removed meanwhile, or no credit key (legacy): nothing to settle
-            waiting = route.waiting
-            idle = {
-                r: a - waiting.get(r, 0)
-                for r, a in endpoint.available().items()
-                if a > waiting.get(r, 0)
-            }
+            waiting, head = route.waiting, route.head()
+            available = endpoint.available()
+            if leaving and head and any(available.get(r, 0) < a for r, a in head.items()):
+                # An owner left, and what is on hand does not cover the head's charge (a
+                # refused smaller charge came back, say): all of it goes back. The receiver
+                # counts a refused charge in flight until a report says otherwise, and only a
+                # return makes the key due again (docs/credit_protocol.md#mixed-charges). Not
+                # at a later pick's settlement: a grant completing it may be on its way.
+                idle = {r: a for r, a in available.items() if a}
+            else:
+                idle = {
+                    r: a - waiting.get(r, 0)
+                    for r, a in available.items()
+                    if a > waiting.get(r, 0)
+                }
             if idle:
                 # RFC "Security and Abuse Boundaries": credit nothing waits for goes back, so
                 # a key whose work left cannot starve another key of the same receiver.
                 endpoint.return_unused(CreditCharge.of(idle))
                 route.idle_returns += 1
             with contextlib.suppress(ArithmeticOverflow):
-                endpoint.set_pending_demand(waiting)
+                endpoint.set_pending_demand(waiting, head=head)
             route.withdrawn = (endpoint.key, endpoint.epoch)
 
     def stall(self, owner_id: int) -> CreditStall | None:

@@ -118,6 +118,9 @@ class _Route:
         self.qos_class = endpoint.qos_class
         self.endpoint = endpoint
         self.waiting: dict[CreditResource, int] = {}
+        # the charges of its credit-stalled owners in queue order (the gate keeps that order
+        # within a key): the first is the head the endpoint states its level in
+        self.stall_charges: dict[int, dict[CreditResource, int]] = {}
         self.stalled_owners = 0
         self.stalled_bytes = 0
         self.last_info: BackpressureInfo | None = None
@@ -142,6 +145,10 @@ class _Route:
     @property
     def ident(self) -> tuple[int, int]:
         return (self.receiver, self.qos_class)
+
+    def head(self) -> dict[CreditResource, int] | None:
+        """The charge of the route's first credit-stalled owner (``None``: none stalls)."""
+        return next(iter(self.stall_charges.values()), None)
 
 
 class _Repeat(NamedTuple):
@@ -181,7 +188,9 @@ class _GateState:
         self._removed: dict[tuple[int, int], None] = {}
         # Routes an owner left without using its credit since the last settlement
         # (step 6 of DispatchGate's docstring): their demand and idle credit are settled next.
-        self._settle_due: dict[tuple[int, int], _Route] = {}
+        # With each route: whether an owner left it (a refused submit, a reject or cancel of a
+        # stalled owner), or it is only settled again (``withdrawn``).
+        self._settle_due: dict[tuple[int, int], tuple[_Route, bool]] = {}
         # A credit-stalled owner's last blocked answer, while its endpoint can vouch that asking
         # again would change nothing (``SenderEndpoint.repeat_stamp``): the owner is asked at
         # every dispatch pass until a grant comes. Dropped when the stall ends.

@@ -25,6 +25,14 @@ lands, so a sender reports only when it has news (docs/credit_protocol.md "Grant
    repeat. Totals are cumulative, so over a lossy channel the two refreshes (this one and the
    receiver's refresh timer) recover any lost report or update; over TCP nothing is lost
    without the connection, and a new connection starts a new epoch.
+4. **Mixed charges** (docs/credit_protocol.md#mixed-charges). The receiver grants in units of
+   the level over the gcd of its amounts; a level of a one-block and a two-block write has
+   the whole level as its unit, more than the capacity may hold, and the key was never
+   granted ahead (it waited for good). So while work waits, the level is stated in whole
+   charges of the **head** (the first waiting charge, :func:`~._ahead.in_heads`), and a lower
+   level is news when its unit differs from the last reported one's: the receiver's unit is
+   then always a charge the head can use. A sender whose charges are all one size states the
+   same level as before and sends nothing more.
 
 Consumed totals alone are never news: the receiver needs them only to check a report. This
 module is pure bookkeeping: the endpoint owns the clock and the ledger.
@@ -35,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import cast
 
+from ._ahead import in_heads, unit_of
 from ._types import CreditResource
 
 __all__ = ["LevelReports"]
@@ -66,16 +75,17 @@ class LevelReports:
         self._hold_ns = hold_ns
         self.in_flight: dict[CreditResource, int] = {}
         self.waiting: dict[CreditResource, int] = {}
+        self.head: dict[CreditResource, int] = {}  # the first waiting charge ({}: none)
         self._reported: dict[CreditResource, int] | None = None
         self._reported_returned: dict[CreditResource, int] = {}
         self._reported_ns = 0
         self._quiet_since: int | None = None  # rule 2's condition holds since then
         self._news = False  # rule 1 holds (a rise or a return), as of the last observe
-        # level() and the in_flight and waiting dicts it was computed from: both are only ever
-        # replaced, never changed in place (commit, complete, raise_waiting, unwait, or a new
-        # dict assigned), so their identity says whether it still holds
+        # level() and the in_flight, waiting and head dicts it was computed from: they are only
+        # ever replaced, never changed in place (commit, complete, raise_waiting, unwait, or a
+        # new dict assigned), so their identity says whether it still holds
         self._level: dict[CreditResource, int] = {}
-        self._level_of: tuple[object, object] = (self.in_flight, self.waiting)
+        self._level_of: tuple[object, object, object] = (self.in_flight, self.waiting, self.head)
 
     def reset(self, now_ns: int) -> None:
         """A new credit key (activation or epoch): nothing is in flight, waiting or reported on
@@ -83,6 +93,7 @@ class LevelReports:
         waits on the new entry when its owners block there)."""
         self.in_flight = {}
         self.waiting = {}
+        self.head = {}
         self._reported = None
         self._reported_returned = {}
         self._reported_ns = now_ns
@@ -100,15 +111,17 @@ class LevelReports:
         return dict(self._reported_returned)
 
     def level(self) -> dict[CreditResource, int]:
-        """In flight plus waiting, per resource (non-zero amounts only). Read only: the same
-        dict until either changes (a sender reads it several times per transfer)."""
-        in_flight, waiting = self.in_flight, self.waiting
+        """In flight plus waiting, per resource (non-zero amounts only), in whole heads while
+        a head waits (rule 4). Read only: the same dict until an input changes (a sender reads
+        it several times per transfer)."""
+        in_flight, waiting, head = self.in_flight, self.waiting, self.head
         source = self._level_of
-        if source[0] is not in_flight or source[1] is not waiting:
+        if source[0] is not in_flight or source[1] is not waiting or source[2] is not head:
             # nothing waiting (a pipelined sender's usual case): the level is in_flight itself,
             # which holds no zero (commit and complete filter them) and is never changed in place
-            self._level = _plus(in_flight, waiting) if waiting else in_flight
-            self._level_of = (in_flight, waiting)
+            level = _plus(in_flight, waiting) if waiting else in_flight
+            self._level = in_heads(level, head) if head else level
+            self._level_of = (in_flight, waiting, head)
         return self._level
 
     def commit(self, charge: Vector) -> None:
@@ -127,6 +140,9 @@ class LevelReports:
         raised = {r: a for r, a in charge.items() if a > waiting.get(r, 0)}
         if raised:
             self.waiting = {**waiting, **raised}
+        if not self.head:  # the first charge that waits
+            self.head = {r: a for r, a in charge.items() if a}
+            raised = raised or self.head
         return bool(raised)
 
     def unwait(self, charge: Vector) -> None:
@@ -135,6 +151,7 @@ class LevelReports:
         self.waiting = {
             r: left for r, w in self.waiting.items() if (left := w - charge.get(r, 0)) > 0
         }
+        self.head = {}  # the head was reserved; the next block names the next one
 
     def idle(self, available: Vector) -> dict[CreditResource, int]:
         """Credit on hand beyond the whole level, in flight plus waiting (rule 2)."""
@@ -172,6 +189,9 @@ class LevelReports:
                 if a > reported.get(r, 0):
                     news = True
                     break
+            else:
+                # rule 4: a waiting head, and the unit the receiver grants in is not its own
+                news = bool(self.head) and unit_of(level) != unit_of(reported)
         self._news = news
         # rule 2: some credit on hand beyond the level (what idle() would return is non-empty)
         quiet = False

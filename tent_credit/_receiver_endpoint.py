@@ -389,6 +389,8 @@ class ReceiverEndpoint:
                 self._epoch,
                 consumed_totals=consumed,
                 returned_totals=returned,
+                # version 2 reads in-flight data from it; only newer reports get here
+                latest=self._version == GRANT_AHEAD_VERSION and target is not None,
             )
         except (RemoteProtocolError, InvalidArgument) as exc:
             return [self._violation(str(exc))]

@@ -163,9 +163,16 @@ class _SenderReservations(_SenderState):
                 },
             )
 
-    def set_pending_demand(self, waiting: Mapping[CreditResource, int]) -> None:
+    def set_pending_demand(
+        self,
+        waiting: Mapping[CreditResource, int],
+        *,
+        head: Mapping[CreditResource, int] | None = None,
+    ) -> None:
         """Declare the total charge of the work now waiting for credit (e.g. the credit-stalled
-        owners of this key in the admission queue).
+        owners of this key in the admission queue), and ``head``, the charge of the first of
+        them (``None`` or ``{}``: none; version 2 states its level in whole heads,
+        docs/credit_protocol.md#mixed-charges; version 1 ignores it).
 
         The demand target becomes ``consumed + returned + waiting`` per resource, i.e. the
         cumulative grant under which all that work would fit. It moves down as well as up
@@ -179,15 +186,20 @@ class _SenderReservations(_SenderState):
         activation; a failure changes nothing.
         """
         targets = self._demand_targets(waiting)  # validates everything first
+        if head is not None:
+            self._demand_targets(head)  # the same checks: a mapping of u64 amounts
         assert self._key is not None  # _demand_targets raised InvalidEntry otherwise
         if self._ahead:
             # version 2: the waiting work is part of the level (_levels), not a target. A gate
             # restates the same waiting work at every blocked pick: only a change is news to
             # the level (every other input of it observes its own changes).
             stated = {r: a for r, a in waiting.items() if a}
+            first = {r: a for r, a in head.items() if a} if head else {}
             self._direct_waiting = False
-            if stated != self._levels.waiting:
-                self._levels.waiting = stated
+            levels = self._levels
+            if stated != levels.waiting or first != levels.head:
+                levels.waiting = stated
+                levels.head = first
                 self._observe_level()
             return
         entry = self._ledger.entry(self._key)

@@ -173,6 +173,11 @@ class _SenderState:
         levels = self._levels
         return dict(levels.waiting), levels.reported, levels.reported_returned
 
+    def level_head(self) -> Mapping[CreditResource, int]:
+        """Version 2, read-only: the charge of the first waiting owner its level is stated in
+        whole charges of (``{}``: none; docs/credit_protocol.md#mixed-charges)."""
+        return dict(self._levels.head)
+
     def available(self) -> Mapping[CreditResource, int]:
         """Available credit of the current key (all zero before the first update)."""
         if self._key is None or not self._ledger.entry(self._key).has_update:

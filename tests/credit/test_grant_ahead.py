@@ -24,6 +24,7 @@ from tent_credit import (
     encode,
 )
 from tent_credit._ahead import quantum, standing, unit_of
+from tent_credit.errors import InvalidArgument
 
 R = CreditResource
 BLOCK = 4 << 20
@@ -532,3 +533,70 @@ def test_idle_credit_left_after_the_first_report_goes_back_after_the_hold() -> N
     (back,) = tx.messages_to_send(4 + 1_000)
     returned = {a.resource: a.amount for a in decode(back).returned_totals}
     assert returned == ONE
+
+
+# --- writes of different sizes (docs/credit_protocol.md#mixed-charges) ----------------------------
+
+SMALL = CreditCharge.of({R.DATA_BYTES: BLOCK // 2, R.REQUEST_SLOTS: 1, R.CONSUMER_SLOTS: 1})
+
+
+def test_a_waiting_head_larger_than_the_rest_is_granted_in_its_own_charges() -> None:
+    # Two blocks of capacity; the sender sends a half-block write and then waits with a
+    # one-block write. Its plain level, (1.5 blocks, 2, 2), is its own unit (gcd 1 with the
+    # slots): more than one grant may carry, so it was never granted ahead. Stated in whole
+    # heads it is two blocks, whose unit is the head's charge.
+    net = Net(1, slots=2)
+    tx = net.tx[1]
+    tx.set_pending_demand(SMALL.as_dict(), head=SMALL.as_dict())
+    net.pump()
+    token = tx.try_reserve(SMALL, net.now)
+    assert isinstance(token, ReservationToken)
+    tx.commit(token)
+    blocked = tx.try_reserve(CHARGE, net.now)
+    assert not isinstance(blocked, ReservationToken)
+    tx.set_pending_demand(ONE, head=ONE)
+    assert dict(tx.level()) == units(2)  # the half block in flight and the head: two heads
+    net.pump()
+    ep = net.endpoint(1)
+    assert ep is not None
+    assert net.rx.allocator.ahead_inputs(1, 0, ep.epoch)[0][R.DATA_BYTES] >= BLOCK + BLOCK // 2
+    assert isinstance(tx.try_reserve(CHARGE, net.now), ReservationToken)
+
+
+def test_a_lower_level_whose_unit_changed_is_news_while_a_head_waits() -> None:
+    net = Net(1, slots=8)
+    tx = net.tx[1]
+    tx.set_pending_demand({r: 3 * a for r, a in SMALL.as_dict().items()}, head=SMALL.as_dict())
+    net.pump()
+    reports = len(net.reports[1])
+    # the three small writes left; now one large write waits: a lower level, a new unit
+    tx.set_pending_demand(ONE, head=ONE)
+    net.pump()
+    assert len(net.reports[1]) == reports + 1
+    assert net.endpoint(1) is not None and dict(net.endpoint(1).level) == ONE
+
+
+def test_a_head_must_be_a_mapping_of_amounts_and_a_bad_one_changes_nothing() -> None:
+    net = Net(1)
+    tx = net.tx[1]
+    tx.set_pending_demand(units(2), head=ONE)
+    before = dict(tx.level()), dict(tx.level_head())
+    with pytest.raises(InvalidArgument):
+        tx.set_pending_demand(units(1), head={R.DATA_BYTES: -1})
+    with pytest.raises(InvalidArgument):
+        tx.set_pending_demand(units(1), head=[1, 2])  # type: ignore[arg-type]
+    assert (dict(tx.level()), dict(tx.level_head())) == before
+
+
+def test_a_newer_report_may_lower_consumption_where_the_caller_orders_reports() -> None:
+    # A refused submit is an exact rollback at the sender; a version-2 receiver endpoint
+    # applies reports in sequence order and takes the lower total (the allocator alone keeps
+    # the largest, for callers that may reorder).
+    alloc = CreditReceiver(config(4), SessionId(1)).allocator
+    epoch = alloc.open_epoch(1, 0)
+    assert alloc.grant_exact(1, 0, units(2)) is not None
+    alloc.on_usage(1, 0, epoch, consumed_totals=units(2), returned_totals={})
+    alloc.on_usage(1, 0, epoch, consumed_totals=units(1), returned_totals={})
+    assert alloc.key_totals(1, 0, epoch).consumed_reported[R.REQUEST_SLOTS] == 2
+    alloc.on_usage(1, 0, epoch, consumed_totals=units(1), returned_totals={}, latest=True)
+    assert alloc.key_totals(1, 0, epoch).consumed_reported[R.REQUEST_SLOTS] == 1

@@ -22,6 +22,7 @@ class _Credit:
     def __init__(self) -> None:
         self.session = types.SimpleNamespace(value=LEASE_SESSION)
         self.owing = False
+        self.partial_waiting = False  # no head held for its release (the hold is off)
         # no slot resource: each write is its own transfer (tests/transport/test_transfers.py)
         self.allocator = types.SimpleNamespace(config=types.SimpleNamespace(capacity={}))
 

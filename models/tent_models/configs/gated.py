@@ -37,6 +37,8 @@ length ``L`` charges ``(L, 1, 1)``.
 * ``gated/bad/returns_not_evaluated`` (:class:`ReturnsNotEvaluated`): ``gated/three/ci`` with
   the receiver that served the line on reclaimed returns without evaluating the key: the
   recoverability counterexample above.
+* ``gated/mixed/ci``, ``gated/mixed_rollback/ci`` and ``gated/bad/level_not_in_heads``: owners
+  of different sizes on one key (:mod:`tent_models.configs.gated_mixed`).
 * ``gated/bad/line_passes_blocked_head`` and ``gated/bad/line_serves_last_come``
   (:func:`line_config`): two keys with charges of different sizes; a line that lets a younger
   key pass a head that cannot be served, or that serves the last comer first, passes a waiting
@@ -53,6 +55,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 from tent_spec.gated import GatedConfig, GatedSpec, GatedState, OwnerSpec, SenderKey
+
+from tent_models.configs import gated_mixed
 
 __all__ = [
     "CONFIGS",
@@ -163,6 +167,7 @@ CONFIGS: Mapping[str, Callable[[], GatedSpec]] = {
     "gated/hoarding/ci": lambda: GatedSpec(hoarding_config()),
     "gated/three/ci": lambda: GatedSpec(three_config()),
     "gated/partial_hold/ci": lambda: GatedSpec(three_config(hold_partial=True)),
+    **gated_mixed.CONFIGS,  # owners of different sizes on one key
 }
 
 
@@ -211,8 +216,8 @@ class NoIdleReturn(GatedSpec):
     """Mutant: the gate never gives idle credit back (the return path of issue 10 item 8 is
     gone; demand is still lowered), so a key whose owner left keeps the receiver's capacity."""
 
-    def idle_credit(self, state: GatedState, key: int) -> tuple[int, ...]:
-        del state, key
+    def idle_credit(self, state: GatedState, key: int, *, leaving: bool = False) -> tuple[int, ...]:
+        del state, key, leaving
         return (0, 0, 0)
 
 
@@ -351,4 +356,5 @@ KNOWN_BAD: Mapping[str, tuple[Callable[[], GatedSpec], str]] = {
         lambda: LineServesLastCome(line_config()),
         "bounded_bypass",
     ),
+    **gated_mixed.KNOWN_BAD,
 }

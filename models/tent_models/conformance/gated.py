@@ -248,6 +248,7 @@ class GatedAdapter(_GatedDrivers):
                     returned=_vec(entry.returned),
                     usage_seq=0,
                     waiting=_vec(waiting),
+                    head=_vec(endpoint.level_head()),
                     reported=_vec(reported),
                     returns_unreported=_vec(entry.returned) != _vec(reported_returned),
                     awaiting=False,

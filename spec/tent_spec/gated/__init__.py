@@ -26,9 +26,9 @@ docs/semantics.md#receiver-allocator):
   dispatches.
 * **Idle credit** (issue 10 item 8, :meth:`GatedSpec.return_idle`): when an owner leaves a key
   without using credit (a refused submit, a rejected or canceled stalled owner), the gate
-  returns the key's available credit beyond what its stalled owners wait for and states what
-  still waits; the key is then settled again at every pick until its entry changes (a grant
-  for the old level may still arrive).
+  returns the key's available credit beyond what its stalled owners wait for (all of it when
+  it does not cover the head's charge) and states what still waits; the key is then settled
+  again at every pick until its entry changes (a grant for the old level may still arrive).
 * **Settlement.** ``submit(owner, ok)``: accepted → the token commits (only while its entry
   lives: a fenced token's commit is InvalidEntry); refused → exact rollback, owner FAILED.
   Committed data ``land``\\ s at the receiver (live session only); ``complete`` ends the owner
@@ -36,9 +36,11 @@ docs/semantics.md#receiver-allocator):
   mints sender credit; the receiver's consumer ``release``\\ s landed data.
 * **Control: credit protocol version 2, grant-ahead** (docs/credit_protocol.md#grant-ahead,
   docs/spec_review_gated.md). A sender endpoint states its **level** (its work in flight on
-  the key plus what the gate said waits) as ``demand = consumed + returned + level`` and
-  reports only news: a rise or a return at once, idle credit (returned with the report) once
-  it lasted its hold, and nothing else but the refresh. The receiver keeps every key's
+  the key plus what the gate said waits, in whole charges of the first waiting owner's while
+  one waits) as ``demand = consumed + returned + level`` and reports only news: a rise, a
+  return, or (a head waiting) a change of the level's unit at once, idle credit (returned with
+  the report) once it lasted its hold, and nothing else but the refresh. The receiver takes a
+  newer report's consumption as it is (a refused submit's rollback lowers it). The receiver keeps every key's
   unlanded credit topped up to its hold, in whole charges of its work, as its data lands
   (:mod:`._ahead`), serving due keys strictly first come from one waiting line
   (:mod:`._line`); an endpoint sends an update only with news (the grants or the retry hint

@@ -55,6 +55,18 @@ def units_up(amounts: Vec, unit: Vec) -> int:
     return max((-(-a // u) for a, u in zip(amounts, unit, strict=True) if u), default=0)
 
 
+def in_heads(level: Vec, head: Vec) -> Vec:
+    """``level`` stated in whole charges of ``head`` (zeros: the level itself): the fewest
+    heads that cover it on every resource, ``m × head`` with ``m = max ceil(level / head)``.
+    Its unit is the head's (a charge holds one request slot, so its gcd is 1), so the
+    receiver grants in charges the head can use; over-stated amounts are bounded by the
+    key's fair share like any level."""
+    if not any(head):
+        return level
+    m = max(-(-a // h) for a, h in zip(level, head, strict=True) if h)
+    return tuple(m * h for h in head)
+
+
 def quantum(hold: int, *, capped: bool) -> int:
     """Rule 5 of the module docstring."""
     if hold <= 1:

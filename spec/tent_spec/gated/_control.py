@@ -250,7 +250,7 @@ class GatedControl(GatedCore):
         before = self.active(state)
         nb = b._replace(
             reclaimed=returned,
-            consumed=_vmax(b.consumed, msg.consumed),
+            consumed=msg.consumed,
             usage_seq=msg.seq,
             level=level,
             push_due=b.push_due or repeat,
@@ -273,7 +273,7 @@ class GatedControl(GatedCore):
         if msg.session == ledger.session:
             return self._with_sender(state, k, ledger._replace(awaiting=False))
         z = self._zero
-        fresh = SenderKey(FENCING, msg.session, 0, z, z, z, 0, z, z, False, False, False)
+        fresh = SenderKey(FENCING, msg.session, 0, z, z, z, 0, z, z, z, False, False, False)
         return self._maybe_fence_drained(self._with_sender(state, k, fresh), k)
 
     def _on_update(self, state: GatedState, k: int, msg: Update) -> GatedState:

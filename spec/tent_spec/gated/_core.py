@@ -14,6 +14,7 @@ from tent_spec.admission import (
     QUEUED,
 )
 
+from ._ahead import in_heads, unit_of
 from ._line import GatedLine
 from ._values import (
     ACTIVE,
@@ -67,14 +68,20 @@ class GatedCore(GatedLine):
         del ledger
         return False
 
-    def idle_credit(self, state: GatedState, key: int) -> Vec:
+    def idle_credit(self, state: GatedState, key: int, *, leaving: bool = False) -> Vec:
         """The key's available credit beyond what its credit-stalled owners wait for: what the
-        gate gives back when an owner left the key without using credit (issue 10 item 8)."""
+        gate gives back when an owner left the key without using credit (issue 10 item 8).
+        ``leaving``: an owner has just left; if what is available does not cover the head's
+        charge (:meth:`head_uncovered`), all of it goes back. Only then, not at the settlements
+        of later picks (``withdrawn``): there a grant completing it may be in flight, and
+        returning that too would answer every grant with a return (the state space of a
+        one-key configuration grew without bound in its returned totals)."""
+        ledger = state.senders[key - 1]
+        available = self.available(ledger)
+        if leaving and self.head_uncovered(self.head(state, key), available):
+            return available
         return tuple(
-            max(0, a - w)
-            for a, w in zip(
-                self.available(state.senders[key - 1]), self.waiting(state, key), strict=True
-            )
+            max(0, a - w) for a, w in zip(available, self.waiting(state, key), strict=True)
         )
 
     # ---- initial state -------------------------------------------------------------------
@@ -87,7 +94,7 @@ class GatedCore(GatedLine):
         cfg = self.config
         z = self._zero
         grant = cfg.initial_grant
-        sender = SenderKey(ACTIVE, 1, 1, grant, z, z, 0, z, z, False, False, False)
+        sender = SenderKey(ACTIVE, 1, 1, grant, z, z, 0, z, z, z, False, False, False)
         receiver = ReceiverKey(True, grant, z, z, z, z, z, 1, 0, False, False, False, False)
         k = cfg.keys
         return [
@@ -124,6 +131,15 @@ class GatedCore(GatedLine):
                 total = _vadd(total, charge_of(o.length))
         return total
 
+    def head(self, state: GatedState, key: int) -> Vec:
+        """The charge of the key's first credit-stalled owner in queue order (zeros: none):
+        the one its sender waits on first (within a key the gate keeps queue order)."""
+        for owner_id in state.queue:
+            o = state.owners[owner_id - 1]
+            if o.key == key and o.stall == STALLED:
+                return charge_of(o.length)
+        return self._zero
+
     def in_flight(self, state: GatedState, key: int) -> Vec:
         """Σ charges of the key's work committed on its current entry and not completed."""
         session = state.senders[key - 1].session
@@ -134,8 +150,19 @@ class GatedCore(GatedLine):
         return total
 
     def level(self, state: GatedState, key: int) -> Vec:
-        """The level the sender states: its work in flight plus what the gate said waits."""
-        return _vadd(self.in_flight(state, key), state.senders[key - 1].waiting)
+        """The level the sender states: its work in flight plus what the gate said waits, in
+        whole charges of the head while an owner waits (:meth:`states_in_heads`)."""
+        ledger = state.senders[key - 1]
+        level = _vadd(self.in_flight(state, key), ledger.waiting)
+        return in_heads(level, ledger.head) if self.states_in_heads() else level
+
+    def states_in_heads(self) -> bool:
+        """Report rule 4 (docs/credit_protocol.md#mixed-charges): a waiting sender states its
+        level in whole charges of its head, so the receiver's unit is a charge the head can
+        use. Without it a key whose charges differ waits for good when the unit its level
+        makes (the level over the gcd of its amounts) is no charge of its work
+        (``gated/bad/level_not_in_heads``)."""
+        return True
 
     def report_idle(self, state: GatedState, key: int) -> Vec:
         """Credit on hand beyond the whole level, in flight plus waiting (report rule 2).
@@ -147,6 +174,15 @@ class GatedCore(GatedLine):
         ledger = state.senders[key - 1]
         level = self.level(state, key)
         return tuple(max(0, a - w) for a, w in zip(self.available(ledger), level, strict=True))
+
+    def head_uncovered(self, head: Vec, available: Vec) -> bool:
+        """Rule 4's return: an owner waits and the credit on hand does not cover its head's
+        charge (a refused submit gave back a smaller charge than the head's, say). All of it
+        goes back then: the receiver counts the refused charge as in flight (reported
+        consumption only grows) and waits for it to land, so only a return makes the key due
+        again (found by ``tent check``: a one-byte owner's refused submit left a two-byte
+        owner of the same key waiting for good)."""
+        return self.states_in_heads() and any(head) and not _vle(head, available)
 
     def settling(self, state: GatedState, key: int) -> bool:
         """Report rule 2: credit lies idle after the entry's first report (the activation's
@@ -165,8 +201,18 @@ class GatedCore(GatedLine):
         3. the refresh (the last report again) goes out on ``refresh_tick`` only.
         """
         ledger = state.senders[key - 1]
-        rising = not _vle(self.level(state, key), ledger.reported)
-        return rising or ledger.returns_unreported or self.settling(state, key)
+        level = self.level(state, key)
+        if not _vle(level, ledger.reported) or ledger.returns_unreported:
+            return True
+        # rule 4: a waiting key whose unit changed (a lower level is news then: the receiver
+        # would grant in the old unit, which the head may not be able to use)
+        if (
+            any(ledger.head)
+            and self.states_in_heads()
+            and unit_of(level) != unit_of(ledger.reported)
+        ):
+            return True
+        return self.settling(state, key)
 
     def _in_flight(self, state: GatedState) -> int:
         return sum(n for bags in (state.to_sender, state.to_receiver) for b in bags for _, n in b)
@@ -279,23 +325,27 @@ class GatedCore(GatedLine):
         # left earlier on its current entry (a grant for the old demand may have come since).
         flagged = {k + 1 for k, ledger in enumerate(state.senders) if ledger.withdrawn}
         for key in sorted(left | flagged):
-            state = self.return_idle(state, key)
+            state = self.return_idle(state, key, leaving=key in left)
         return state
 
     def _state_waiting(self, state: GatedState, key: int) -> GatedState:
         """``set_pending_demand(waiting)``: the gate states the key's whole waiting work."""
         k = key - 1
         return self._with_sender(
-            state, k, state.senders[k]._replace(waiting=self.waiting(state, key))
+            state,
+            k,
+            state.senders[k]._replace(waiting=self.waiting(state, key), head=self.head(state, key)),
         )
 
-    def return_idle(self, state: GatedState, key: int) -> GatedState:
+    def return_idle(self, state: GatedState, key: int, *, leaving: bool) -> GatedState:
         """An owner left ``key`` without using credit (its submit was refused, or it was
         credit-stalled and was rejected or canceled): the gate's settlement (issue 10 item 8).
 
         1. The idle credit (:meth:`idle_credit`: available beyond what the owners still
-           credit-stalled on the key wait for) is returned: ``returned += idle`` (cumulative,
-           carried by the next report, which a return makes due; the receiver reclaims it).
+           credit-stalled on the key wait for, or all of it where an owner just left
+           (``leaving``) and it does not cover the head's charge) is returned: ``returned +=
+           idle`` (cumulative, carried by the next report, which a return makes due; the
+           receiver reclaims it).
         2. The waiting work stated to the endpoint becomes what still waits.
         3. The key is flagged ``withdrawn`` until its entry changes: the receiver may still
            grant for the level as it was before this settlement (the report that lowered it is
@@ -307,11 +357,13 @@ class GatedCore(GatedLine):
         key of the same receiver then waits forever, a recoverability violation).
         """
         k = key - 1
-        idle = self.idle_credit(state, key)
+        idle = self.idle_credit(state, key, leaving=leaving)
         ledger = state.senders[k]
         if any(idle):
             ledger = ledger._replace(returned=_vadd(ledger.returned, idle), returns_unreported=True)
-        ledger = ledger._replace(waiting=self.waiting(state, key), withdrawn=True)
+        ledger = ledger._replace(
+            waiting=self.waiting(state, key), head=self.head(state, key), withdrawn=True
+        )
         return self._with_sender(state, k, ledger)
 
     # ---- guards and effects: the queue and the transport ------------------------------------
@@ -366,7 +418,7 @@ class GatedCore(GatedLine):
         done = owner._replace(stall=WAS_STALLED if owner.stall else NEVER_STALLED)
         state = self._terminate(state, done, "cancel", CANCELED)
         state = state._replace(queue=tuple(i for i in state.queue if i != owner_id))
-        return self.return_idle(state, owner.key) if stalled else state
+        return self.return_idle(state, owner.key, leaving=True) if stalled else state
 
     def _g_submit(self, state: GatedState, owner_id: int, ok: object) -> str | None:
         owner = self._owner(state, owner_id)
@@ -392,7 +444,8 @@ class GatedCore(GatedLine):
             ledger = ledger._replace(consumed=_vsub(ledger.consumed, charge_of(owner.length)))
             state = self._with_sender(state, k, ledger)
         owner = owner._replace(token=TOKEN_TRANSITIONS[(owner.token, "rollback")])
-        return self.return_idle(self._terminate(state, owner, "complete", FAILED), owner.key)
+        state = self._terminate(state, owner, "complete", FAILED)
+        return self.return_idle(state, owner.key, leaving=True)
 
     def _g_land(self, state: GatedState, owner_id: int) -> str | None:
         owner = self._owner(state, owner_id)

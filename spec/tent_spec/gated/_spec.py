@@ -379,6 +379,7 @@ def _pack_sender(s: SenderKey) -> tuple[Any, ...]:
         s.returned,
         s.usage_seq,
         s.waiting,
+        s.head,
         s.reported,
         int(s.returns_unreported),
         int(s.awaiting),

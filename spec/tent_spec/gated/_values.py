@@ -118,7 +118,8 @@ class SenderKey(NamedTuple):
 
     The level is ``in flight + waiting``: the committed, not completed charges of owners on
     this entry (derived from the owners, :meth:`~._core.GatedCore.in_flight`) plus
-    ``waiting``, what the gate last stated waits for credit on the key."""
+    ``waiting``, what the gate last stated waits for credit on the key; while an owner waits it
+    is stated in whole charges of ``head`` (:func:`~._ahead.in_heads`)."""
 
     phase: str
     session: int  # the receiver session of the current ledger entry
@@ -130,6 +131,9 @@ class SenderKey(NamedTuple):
     returned: Vec
     usage_seq: int  # last usage report sequence sent on this entry
     waiting: Vec  # the gate's ``set_pending_demand(waiting)``; zeros on a new entry
+    # the charge of the key's first credit-stalled owner, as the gate stated it with
+    # ``waiting`` (``head=``); zeros: none. The level is stated in whole heads.
+    head: Vec
     reported: Vec  # the level the last report on this entry stated (zeros: none yet)
     returns_unreported: bool  # the returned totals grew since that report
     awaiting: bool  # awaiting an activation: the offer is (re)sent

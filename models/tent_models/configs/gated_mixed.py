@@ -1,0 +1,108 @@
+"""Gated-queue configurations whose owners on one key have charges of different sizes
+(docs/credit_protocol.md#mixed-charges), merged into :mod:`tent_models.configs.gated`.
+
+A version-2 receiver grants a key in whole *units*: its stated level over the gcd of the
+level's amounts. A key whose waiting work mixes sizes, a one-byte and a two-byte write say,
+has the level ``(3, 2, 2)``, whose unit is the whole level: more than the capacity, so it was
+never granted ahead and waited for good (before 7 December 2026; in the engine a sender whose
+transfers were not all one size stalled). Report rule 4 states a waiting key's level in whole
+charges of its head (the first credit-stalled owner), and a lower level whose unit changed is
+news then; a refused submit that leaves credit the head cannot use gives all of it back, and
+the receiver takes a newer report's consumption as it is (a rollback lowers it).
+
+* ``gated/mixed/ci`` (:func:`mixed_config`): two keys on two bytes of capacity; key 2 has a
+  two-byte owner and then a one-byte one, key 1 a one-byte owner.
+* ``gated/mixed_rollback/ci`` (:func:`rollback_config`): one key, two one-byte owners and a
+  two-byte one: a refused one-byte submit (the receiver still counts it in flight unless the
+  next report's lower consumption is taken as it is).
+* ``gated/bad/level_not_in_heads`` (:class:`LevelNotInHeads`): the sender states its plain
+  level and a lower level is never news; a two-byte owner behind a one-byte one waits for good
+  (recoverability).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from tent_spec.gated import GatedConfig, GatedSpec, OwnerSpec
+
+__all__ = [
+    "CONFIGS",
+    "KNOWN_BAD",
+    "LevelNotInHeads",
+    "head_last_config",
+    "mixed_config",
+    "rollback_config",
+]
+
+
+def mixed_config() -> GatedConfig:
+    """Key 1: a one-byte owner; key 2: a two-byte owner, then a one-byte one; capacity 2."""
+    return GatedConfig(
+        name="gated/mixed/ci",
+        keys=2,
+        workload=(OwnerSpec(1, 1), OwnerSpec(2, 2), OwnerSpec(2, 1)),
+        max_outstanding_owners=3,
+        max_outstanding_bytes=4,
+        windows=((3, 4),),
+        capacity=(2, 2, 2),
+        max_grant=(2, 2, 2),
+        initial_grant=(1, 1, 1),
+        refresh=False,
+        max_messages=2,
+    )
+
+
+def rollback_config() -> GatedConfig:
+    """One key: two one-byte owners, then a two-byte one; capacity 2."""
+    return GatedConfig(
+        name="gated/mixed_rollback/ci",
+        keys=1,
+        workload=(OwnerSpec(1, 1), OwnerSpec(1, 1), OwnerSpec(1, 2)),
+        max_outstanding_owners=3,
+        max_outstanding_bytes=4,
+        windows=((3, 4),),
+        capacity=(2, 2, 2),
+        max_grant=(2, 2, 2),
+        initial_grant=(1, 1, 1),
+        refresh=False,
+        max_messages=2,
+    )
+
+
+def head_last_config() -> GatedConfig:
+    """One key: a two-byte owner, then a one-byte one; capacity 2 (the known-bad's model)."""
+    return GatedConfig(
+        name="gated/bad/level_not_in_heads",
+        keys=1,
+        workload=(OwnerSpec(1, 2), OwnerSpec(1, 1)),
+        max_outstanding_owners=2,
+        max_outstanding_bytes=3,
+        windows=((2, 3),),
+        capacity=(2, 2, 2),
+        max_grant=(2, 2, 2),
+        initial_grant=(1, 1, 1),
+        refresh=False,
+        max_messages=2,
+    )
+
+
+class LevelNotInHeads(GatedSpec):
+    """Mutant: the sender states its plain level (in flight plus waiting) and a lower level
+    is never news (the sender before 7 December 2026)."""
+
+    def states_in_heads(self) -> bool:
+        return False
+
+
+CONFIGS: Mapping[str, Callable[[], GatedSpec]] = {
+    "gated/mixed/ci": lambda: GatedSpec(mixed_config()),
+    "gated/mixed_rollback/ci": lambda: GatedSpec(rollback_config()),
+}
+
+KNOWN_BAD: Mapping[str, tuple[Callable[[], GatedSpec], str]] = {
+    "gated/bad/level_not_in_heads": (
+        lambda: LevelNotInHeads(head_last_config()),
+        "recoverability",
+    ),
+}
