@@ -36,15 +36,17 @@ __all__ = [
 ]
 
 
-def mixed_config() -> GatedConfig:
-    """Key 1: a one-byte owner; key 2: a two-byte owner, then a one-byte one; capacity 2."""
+def _on_two_bytes(name: str, keys: int, *owners: OwnerSpec) -> GatedConfig:
+    """``owners`` on two bytes of capacity (and of ``max_grant``), one-byte activation grants,
+    every owner in one pick, no refresh and no fault."""
+    total = sum(o.length for o in owners)
     return GatedConfig(
-        name="gated/mixed/ci",
-        keys=2,
-        workload=(OwnerSpec(1, 1), OwnerSpec(2, 2), OwnerSpec(2, 1)),
-        max_outstanding_owners=3,
-        max_outstanding_bytes=4,
-        windows=((3, 4),),
+        name=name,
+        keys=keys,
+        workload=owners,
+        max_outstanding_owners=len(owners),
+        max_outstanding_bytes=total,
+        windows=((len(owners), total),),
         capacity=(2, 2, 2),
         max_grant=(2, 2, 2),
         initial_grant=(1, 1, 1),
@@ -53,38 +55,21 @@ def mixed_config() -> GatedConfig:
     )
 
 
+def mixed_config() -> GatedConfig:
+    """Key 1: a one-byte owner; key 2: a two-byte owner, then a one-byte one."""
+    return _on_two_bytes("gated/mixed/ci", 2, OwnerSpec(1, 1), OwnerSpec(2, 2), OwnerSpec(2, 1))
+
+
 def rollback_config() -> GatedConfig:
-    """One key: two one-byte owners, then a two-byte one; capacity 2."""
-    return GatedConfig(
-        name="gated/mixed_rollback/ci",
-        keys=1,
-        workload=(OwnerSpec(1, 1), OwnerSpec(1, 1), OwnerSpec(1, 2)),
-        max_outstanding_owners=3,
-        max_outstanding_bytes=4,
-        windows=((3, 4),),
-        capacity=(2, 2, 2),
-        max_grant=(2, 2, 2),
-        initial_grant=(1, 1, 1),
-        refresh=False,
-        max_messages=2,
+    """One key: two one-byte owners, then a two-byte one."""
+    return _on_two_bytes(
+        "gated/mixed_rollback/ci", 1, OwnerSpec(1, 1), OwnerSpec(1, 1), OwnerSpec(1, 2)
     )
 
 
 def head_last_config() -> GatedConfig:
-    """One key: a two-byte owner, then a one-byte one; capacity 2 (the known-bad's model)."""
-    return GatedConfig(
-        name="gated/bad/level_not_in_heads",
-        keys=1,
-        workload=(OwnerSpec(1, 2), OwnerSpec(1, 1)),
-        max_outstanding_owners=2,
-        max_outstanding_bytes=3,
-        windows=((2, 3),),
-        capacity=(2, 2, 2),
-        max_grant=(2, 2, 2),
-        initial_grant=(1, 1, 1),
-        refresh=False,
-        max_messages=2,
-    )
+    """One key: a two-byte owner, then a one-byte one (the known-bad's model)."""
+    return _on_two_bytes("gated/bad/level_not_in_heads", 1, OwnerSpec(1, 2), OwnerSpec(1, 1))
 
 
 class LevelNotInHeads(GatedSpec):

@@ -40,9 +40,9 @@ docs/semantics.md#receiver-allocator):
   one waits) as ``demand = consumed + returned + level`` and reports only news: a rise, a
   return, or (a head waiting) a change of the level's unit at once, idle credit (returned with
   the report) once it lasted its hold, and nothing else but the refresh. The receiver takes a
-  newer report's consumption as it is (a refused submit's rollback lowers it). The receiver keeps every key's
-  unlanded credit topped up to its hold, in whole charges of its work, as its data lands
-  (:mod:`._ahead`), serving due keys strictly first come from one waiting line
+  newer report's consumption as it is (a refused submit's rollback lowers it). The receiver
+  keeps every key's unlanded credit topped up to its hold, in whole charges of its work, as
+  its data lands (:mod:`._ahead`), serving due keys strictly first come from one waiting line
   (:mod:`._line`); an endpoint sends an update only with news (the grants or the retry hint
   moved), with the activation, to answer a repeated report, or on the refresh. A sender
   retransmits its capability offer while it awaits an activation. ``refresh_tick`` fires both
