@@ -22,6 +22,8 @@ in flight) topped up to the key's **hold** as the key's data lands, without anot
    One update then carries several units (QUIC and HTTP/2 send a window update once half the
    window is consumed), so four senders on eight slots need one update per two transfers, not
    one per transfer.
+5. A top-up adds whole units, never a part of one: credit a key holds below one unit (a
+   *fragment*) is not completed, its sender returns it (docs/credit_protocol.md#uncovered-credit).
 
 Everything here is pure integer arithmetic on resource vectors (``{resource: amount}``); the
 allocator and the endpoints call it. Nothing in this module reads a clock or changes state.
@@ -133,22 +135,11 @@ class Standing:
         """A top-up is due: the deficit reached the quantum."""
         return self.hold > 0 and self.deficit >= self.quantum
 
-    def top_up(
-        self, units: int, unlanded: Mapping[CreditResource, int]
-    ) -> dict[CreditResource, int]:
-        """The grant that adds ``units`` whole units to the key (``units`` ≤ the deficit).
-
-        A settled key's unlanded credit was counted down (:func:`standing`): the grant then
-        completes its fragment to whole units per resource instead of adding beside it. Else
-        it adds ``units`` charges (a partly landed charge was counted as held, up)."""
-        if not self.settled:
-            return {r: u * units for r, u in self.unit.items()}
-        target = self.unlanded + units
-        return {
-            r: target * u - unlanded.get(r, 0)
-            for r, u in self.unit.items()
-            if target * u > unlanded.get(r, 0)
-        }
+    def top_up(self, units: int) -> dict[CreditResource, int]:
+        """The grant that adds ``units`` whole units to the key (``units`` ≤ the deficit):
+        ``units`` charges, never a part of one. A fragment the key holds below one unit is not
+        completed: its sender returns it (docs/credit_protocol.md#uncovered-credit)."""
+        return {r: u * units for r, u in self.unit.items()}
 
 
 @attrs.frozen
@@ -186,10 +177,10 @@ def position(
 ) -> Standing:
     """The key's position now: ``unlanded`` from the receiver's books, ``settled`` that
     nothing of the key is in flight (every charge its sender consumed has landed: its unlanded
-    credit is then all unused and counts in whole units down, so a fragment smaller than one
-    charge, an activation grant below the charge say, is topped up to a whole one instead of
-    blocking the key), ``cap_room`` what the key's per-key cap still leaves for unlanded
-    credit (``None``: no cap).
+    credit is then all unused and counts in whole units down: a fragment smaller than one
+    charge, an activation grant below the charge say, holds no unit, and the key is topped up
+    beside it while its sender returns it), ``cap_room`` what the key's per-key cap still
+    leaves for unlanded credit (``None``: no cap).
 
     post: __return__.deficit >= 0
     """

@@ -137,8 +137,10 @@ class DispatchGate(_GateRoutes):
        leaves a route without using credit (its refused submit was rolled back, or it was
        credit-stalled and was dropped, rejected, or canceled through :meth:`forget`), the gate
        gives back the route's available credit beyond what the owners still credit-stalled on
-       it wait for (``SenderEndpoint.return_unused``), and sets the route's demand to what
-       they wait for (``set_pending_demand(waiting)``; ``{}`` withdraws it). So a key whose
+       it wait for (version 2: beyond the endpoint's level, its work in flight plus what
+       waits; all of it when it does not cover the head's charge) with
+       ``SenderEndpoint.return_unused``, and sets the route's demand to what they wait for
+       (``set_pending_demand(waiting)``; ``{}`` withdraws it). So a key whose
        work left cannot keep capacity that another key of the same receiver waits for
        (``gated/hoarding``). This runs at the end of :meth:`observe_pick` (for the owners the
        pick rejected or dropped), :meth:`forget` and :meth:`rollback`, never in the middle of

@@ -64,16 +64,15 @@ class _GateSettlement(_GateStalls):
         A credit token restores its exact charge in the ledger (docs/semantics.md#sender-ledger); if
         its epoch was fenced meanwhile, the fence already discarded that whole entry and only the
         token is settled. A legacy token frees its window slot. The owner has left (it ends FAILED),
-        so the route's credit beyond what its credit-stalled owners wait for goes back to the
-        receiver (:class:`DispatchGate`, step 6). ``None`` is a no-op. Raises like :meth:`commit`
-        (misuse); nothing changes then.
+        so the route's idle credit goes back to the receiver (:class:`DispatchGate`, step 6).
+        ``None`` is a no-op. Raises like :meth:`commit` (misuse); nothing changes then.
         """
         checked = self._token(token, "rollback")
         if checked is None:
             return
         gate_token, nxt = checked
         self._settle_rollback(gate_token, nxt)
-        self._settle_due[gate_token._route.ident] = (gate_token._route, True)
+        self._settle_due[gate_token._route.ident] = gate_token._route
         self._settle_idle()
 
     def _settle_rollback(self, token: GateToken, nxt: TicketState) -> None:

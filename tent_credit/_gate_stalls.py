@@ -19,6 +19,7 @@ import attrs
 from ._arith import U64_MAX, check_u64, checked_add, checked_sub
 from ._backpressure import BackpressureInfo, BackpressureSource
 from ._describe import describe
+from ._endpoints import SenderEndpoint
 from ._gate_state import _GateState, _Route
 from ._gate_values import CreditStall, GatedOwner, PickOutcome, _check_owner, _owner_ids
 from ._types import CreditCharge, CreditResource
@@ -97,7 +98,7 @@ class _GateStalls(_GateState):
                     route.bucket_counts[index] += 1
                     break
         else:  # it left without the credit it asked for (step 6 of DispatchGate's docstring)
-            self._settle_due[route.ident] = (route, True)
+            self._settle_due[route.ident] = route
 
     def observe_pick(
         self, result: PickOutcome, owner: Callable[[int], GatedOwner], now_ns: int
@@ -158,16 +159,15 @@ class _GateStalls(_GateState):
             endpoint = route.endpoint
             if route.withdrawn is not None and route.withdrawn == (endpoint.key, endpoint.epoch):
                 # a grant for the old demand may have come (not a leave: see _settle_idle)
-                self._settle_due.setdefault(ident, (route, False))
+                self._settle_due.setdefault(ident, route)
         self._settle_idle()
 
     def forget(self, owner_id: int) -> None:
         """The owner left the queue otherwise (canceled): drop its stall record, if any.
 
-        If it was credit-stalled, its route's demand drops by its charge and the route's credit
-        beyond what the owners still stalled on it wait for goes back (:class:`DispatchGate`,
-        step 6). Idempotent. Raises :class:`InvalidArgument` for a non-u64 id; nothing changes
-        then.
+        If it was credit-stalled, its route's demand drops by its charge and the route's idle
+        credit goes back (:class:`DispatchGate`, step 6). Idempotent. Raises
+        :class:`InvalidArgument` for a non-u64 id; nothing changes then.
         """
         check_u64(owner_id, "owner_id")
         self._end_stall(owner_id, 0, dispatched=False)
@@ -182,32 +182,32 @@ class _GateStalls(_GateState):
         it refuses); the next block of such an owner raises :class:`ArithmeticOverflow`.
         """
         due, self._settle_due = self._settle_due, {}
-        for ident, (route, leaving) in due.items():
+        for ident, route in due.items():
             endpoint = route.endpoint
             if self._routes.get(ident) is not route or endpoint.key is None:
                 continue  # removed meanwhile, or no credit key (legacy): nothing to settle
-            waiting, head = route.waiting, route.head()
-            available = endpoint.available()
-            if leaving and head and any(available.get(r, 0) < a for r, a in head.items()):
-                # An owner left, and what is on hand does not cover the head's charge (a
-                # refused smaller charge came back, say): all of it goes back. The receiver
-                # counts a refused charge in flight until a report says otherwise, and only a
-                # return makes the key due again (docs/credit_protocol.md#mixed-charges). Not
-                # at a later pick's settlement: a grant completing it may be on its way.
-                idle = {r: a for r, a in available.items() if a}
-            else:
-                idle = {
-                    r: a - waiting.get(r, 0)
-                    for r, a in available.items()
-                    if a > waiting.get(r, 0)
-                }
+            waiting, head, ahead = route.waiting, route.head(), endpoint.ahead
+            if ahead:
+                # Version 2 states what still waits first: if what is on hand does not cover
+                # the head's charge, the endpoint gives all of it back
+                # (docs/credit_protocol.md#uncovered-credit). It keeps its whole level (in
+                # flight plus waiting): the receiver tops the key up for work that landed and
+                # is not completed yet, and returning that top-up at every pick of a
+                # withdrawn route had it granted straight back each time.
+                _state_demand(endpoint, waiting, head)
+            keep = endpoint.level() if ahead else waiting
+            idle = {
+                r: a - keep.get(r, 0)
+                for r, a in endpoint.available().items()
+                if a > keep.get(r, 0)
+            }
             if idle:
                 # RFC "Security and Abuse Boundaries": credit nothing waits for goes back, so
                 # a key whose work left cannot starve another key of the same receiver.
                 endpoint.return_unused(CreditCharge.of(idle))
                 route.idle_returns += 1
-            with contextlib.suppress(ArithmeticOverflow):
-                endpoint.set_pending_demand(waiting, head=head)
+            if not ahead:  # version 1's demand target counts the returned totals
+                _state_demand(endpoint, waiting, head)
             route.withdrawn = (endpoint.key, endpoint.epoch)
 
     def stall(self, owner_id: int) -> CreditStall | None:
@@ -237,6 +237,17 @@ class _GateStalls(_GateState):
             if route.receiver == receiver and (oldest is None or stall.since_ns < oldest.since_ns):
                 oldest = stall
         return oldest
+
+
+def _state_demand(
+    endpoint: SenderEndpoint,
+    waiting: Mapping[CreditResource, int],
+    head: Mapping[CreditResource, int] | None,
+) -> None:
+    # A demand target past u64 (waiting owners whose charges no grant can ever cover
+    # together) leaves the previous, higher target in place (_settle_idle's docstring).
+    with contextlib.suppress(ArithmeticOverflow):
+        endpoint.set_pending_demand(waiting, head=head)
 
 
 def _plus(vector: Mapping[CreditResource, int], charge: CreditCharge) -> dict[CreditResource, int]:

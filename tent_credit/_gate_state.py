@@ -187,10 +187,9 @@ class _GateState:
         # owner of one is rejected as ROUTE_REMOVED instead of raising InvalidEntry (misuse).
         self._removed: dict[tuple[int, int], None] = {}
         # Routes an owner left without using its credit since the last settlement
-        # (step 6 of DispatchGate's docstring): their demand and idle credit are settled next.
-        # With each route: whether an owner left it (a refused submit, a reject or cancel of a
-        # stalled owner), or it is only settled again (``withdrawn``).
-        self._settle_due: dict[tuple[int, int], tuple[_Route, bool]] = {}
+        # (step 6 of DispatchGate's docstring), or only settled again (``withdrawn``): their
+        # demand and idle credit are settled next.
+        self._settle_due: dict[tuple[int, int], _Route] = {}
         # A credit-stalled owner's last blocked answer, while its endpoint can vouch that asking
         # again would change nothing (``SenderEndpoint.repeat_stamp``): the owner is asked at
         # every dispatch pass until a grant comes. Dropped when the stall ends.

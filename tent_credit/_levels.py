@@ -34,6 +34,15 @@ lands, so a sender reports only when it has news (docs/credit_protocol.md "Grant
    then always a charge the head can use. A sender whose charges are all one size states the
    same level as before and sends nothing more.
 
+5. **Uncovered credit** (docs/credit_protocol.md#uncovered-credit). Credit on hand that does
+   not cover the head's charge (an activation grant below it, a grant made for a smaller head
+   that arrived after a larger one blocked, a refused submit's smaller charge) goes back at
+   once, all of it, with a report (a return is news). The receiver grants whole charges only
+   and never completes such a *fragment*, so two keys that each hold one cannot wait for
+   each other (two senders, two blocks of capacity, one-block activation grants, two-block
+   writes: both waited for good before 7 December 2026), and a return never crosses a grant
+   sent to complete it.
+
 Consumed totals alone are never news: the receiver needs them only to check a report. This
 module is pure bookkeeping: the endpoint owns the clock and the ledger.
 """
@@ -157,6 +166,20 @@ class LevelReports:
         """Credit on hand beyond the whole level, in flight plus waiting (rule 2)."""
         level = self.level()
         return {r: a - level.get(r, 0) for r, a in available.items() if a > level.get(r, 0)}
+
+    def uncovered(
+        self, grant: Sequence[int], consumed: Sequence[int], returned: Sequence[int]
+    ) -> dict[CreditResource, int]:
+        """Rule 5: the credit on hand (``grant − consumed − returned``, non-zero amounts) when
+        it does not cover the head's charge, else ``{}`` (no head, or it is covered)."""
+        head = self.head
+        if not head:
+            return {}
+        for r, a in head.items():
+            if grant[r] - consumed[r] - returned[r] < a:
+                on_hand = {q: grant[q] - consumed[q] - returned[q] for q in CreditResource}
+                return {q: a for q, a in on_hand.items() if a > 0}
+        return {}
 
     def observe(
         self, now_ns: int, grant: Sequence[int], consumed: Sequence[int], returned: Sequence[int]

@@ -203,9 +203,16 @@ class _SenderState:
         return out
 
     def _observe_level(self) -> None:
-        # Version 2: the level or the credit on hand changed (_levels rule 2's hold).
-        if self._key is not None and self._ahead:
-            _, grant, consumed, returned = self._ledger.vectors(self._key)
+        # Version 2: the level or the credit on hand changed (_levels rules 2 and 5).
+        key = self._key
+        if key is not None and self._ahead:
+            _, grant, consumed, returned = self._ledger.vectors(key)
+            on_hand = self._levels.uncovered(grant, consumed, returned)
+            if on_hand:
+                # rule 5: credit that does not cover the head's charge goes back, all of it
+                self._ledger.return_credit(key, CreditCharge.of(on_hand))
+                self._usage_dirty = True
+                _, grant, consumed, returned = self._ledger.vectors(key)
             self._levels.observe(self._now_ns, grant, consumed, returned)
 
     def _fenced_in_flight(self) -> int:

@@ -177,8 +177,7 @@ class StandingGrants:
             if not position.due:
                 self._leave(key, endpoint, position)
                 continue
-            unlanded = self._inputs[key][3]  # what _position just read
-            free_units, max_units = self._grantable_units(position, unlanded)
+            free_units, max_units = self._grantable_units(position)
             if not max_units:
                 # max_grant is below one charge of this key: it can never be granted ahead
                 self._leave(key, endpoint, position)
@@ -198,7 +197,7 @@ class StandingGrants:
                     self._partial_waiting = True
                     return
                 self._release_next = False  # the timer released this head's part only
-            amounts = position.top_up(units, unlanded)
+            amounts = position.top_up(units)
             if not self._allocator._top_up_own(key[0], key[1], amounts):
                 return
             self.top_ups += 1
@@ -209,23 +208,15 @@ class StandingGrants:
                 self._line[key] = endpoint  # still short: the back of the line
             self._note(key, endpoint, after, granted=True)
 
-    def _grantable_units(
-        self, position: Standing, unlanded: Mapping[CreditResource, int]
-    ) -> tuple[int, int]:
+    def _grantable_units(self, position: Standing) -> tuple[int, int]:
         """Whole units of the key's charge that free capacity covers, and that one grant may
-        carry (``max_grant``).
-
-        A settled key's top-up first completes the fragment it holds beyond its whole units
-        (:meth:`Standing.top_up`), so the fragment counts toward the units: an activation
-        grant of one block under a two-block charge needs one more block, not two (found by
-        ``tent check`` on ``gated/tiny``: the key waited in the line for good)."""
+        carry (``max_grant``). A fragment the key holds below one unit does not count: it is
+        never completed, its sender returns it (docs/credit_protocol.md#uncovered-credit)."""
         allocator = self._allocator
         unit = position.unit
-        free = allocator.user_free()
-        if position.settled:
-            for r, u in unit.items():
-                free[r] += unlanded.get(r, 0) - position.unlanded * u
-        return whole_units(free, unit), whole_units(allocator.config.max_grant, unit)
+        return whole_units(allocator.user_free(), unit), whole_units(
+            allocator.config.max_grant, unit
+        )
 
     # ---------------------------------------------------------------- positions
 

@@ -16,6 +16,7 @@ from tent_credit import (
     CreditReceiver,
     CreditResource,
     ReceiverCreditUpdate,
+    ReceiverEndpoint,
     ReservationToken,
     SenderCreditUsage,
     SenderEndpoint,
@@ -174,15 +175,15 @@ def test_the_chunk_is_the_fair_share_rounded_up_and_a_level_never_buys_more() ->
     assert lease.hold == 2  # the RFC's static lease batch
 
 
-def test_a_partly_landed_charge_counts_as_held_but_a_settled_fragment_is_completed() -> None:
+def test_a_partly_landed_charge_counts_as_held_and_a_settled_fragment_holds_no_unit() -> None:
     half = {R.DATA_BYTES: BLOCK // 2, R.REQUEST_SLOTS: 1, R.CONSUMER_SLOTS: 1}
     flying = standing(units(2), half, units(8), active=1, static=0)
     assert flying.unlanded == 1 and flying.deficit == 1
-    assert flying.top_up(1, half) == ONE  # one more whole charge
+    assert flying.top_up(1) == ONE  # one more whole charge
     settled = standing(units(2), half, units(8), active=1, static=0, settled=True)
     assert settled.unlanded == 0 and settled.deficit == 2
-    # the top-up completes the fragment to whole charges instead of adding beside it
-    assert settled.top_up(1, half) == {R.DATA_BYTES: BLOCK // 2}
+    # never a part of a charge: the fragment is not completed (its sender returns it)
+    assert settled.top_up(1) == ONE
 
 
 # ------------------------------------------------------------------------------ receiver
@@ -480,37 +481,75 @@ def test_control_frames_per_transfer_in_a_closed_loop(senders: int, bound: float
     assert all(net.landed[p] > 0 for p in net.tx)
 
 
-def test_a_settled_fragment_is_completed_from_the_capacity_it_needs() -> None:
-    # Found by `tent check` on gated/tiny (the gated spec models version 2): the activation
-    # grant (one block) is a fragment of the waiting two-block write's charge. The top-up only
-    # needs the missing block, and that block is free, but the line counted free capacity in
-    # whole charges (none: the activation grant holds the other slot), so the key waited in the
-    # line for good.
-    two = {R.DATA_BYTES: 2 * BLOCK, R.REQUEST_SLOTS: 1, R.CONSUMER_SLOTS: 1}
-    rx = CreditReceiver(
+TWO = {R.DATA_BYTES: 2 * BLOCK, R.REQUEST_SLOTS: 1, R.CONSUMER_SLOTS: 1}
+
+
+def _two_blocks_of_capacity() -> CreditReceiver:
+    """A receiver of two blocks (two slots) whose activation grant is one block, one slot."""
+    room = {R.DATA_BYTES: 2 * BLOCK, R.REQUEST_SLOTS: 2, R.CONSUMER_SLOTS: 2}
+    return CreditReceiver(
         AllocatorConfig(
-            capacity={R.DATA_BYTES: 2 * BLOCK, R.REQUEST_SLOTS: 2, R.CONSUMER_SLOTS: 2},
-            control_slots=2,
-            max_grant={R.DATA_BYTES: 2 * BLOCK, R.REQUEST_SLOTS: 2, R.CONSUMER_SLOTS: 2},
-            max_keys=4,
-            retry_after_us=100,
+            capacity=room, control_slots=4, max_grant=room, max_keys=4, retry_after_us=100
         ),
         SessionId(1),
         initial_grant=ONE,
     )
-    ep = rx.accept(1)
-    tx = SenderEndpoint(sender_peer=1, level_hold_ns=10**9)
+
+
+def _activated(rx: CreditReceiver, peer: int) -> tuple[SenderEndpoint, ReceiverEndpoint]:
+    ep = rx.accept(peer)
+    tx = SenderEndpoint(sender_peer=peer, level_hold_ns=10**9)
     tx.connect(0)
     for data in tx.messages_to_send(1):
         ep.receive_message(data, 1)
     tx.receive_batch(ep.messages_to_send(2), 2)
-    assert not isinstance(tx.try_reserve(CreditCharge.of(two), 3), ReservationToken)
-    for data in tx.messages_to_send(4):  # the level: one two-block write waits
+    return tx, ep
+
+
+def test_an_activation_grant_below_the_charge_goes_back_and_a_whole_charge_comes() -> None:
+    # The activation grant (one block) is a fragment of the waiting two-block write's charge.
+    # Report rule 5: the sender gives it back with the report that states the two-block head,
+    # and the receiver grants one whole two-block charge (it never completes a fragment).
+    rx = _two_blocks_of_capacity()
+    tx, ep = _activated(rx, 1)
+    assert not isinstance(tx.try_reserve(CreditCharge.of(TWO), 3), ReservationToken)
+    assert tx.available()[R.DATA_BYTES] == 0  # the fragment went back at once
+    for data in tx.messages_to_send(4):  # the level (one two-block write) and the return
         ep.receive_message(data, 4)
-    assert rx.allocator.key_totals(1, 0, ep.epoch).granted[R.DATA_BYTES] == 2 * BLOCK
+    totals = rx.allocator.key_totals(1, 0, ep.epoch)
+    assert totals.granted[R.DATA_BYTES] == 3 * BLOCK  # the activation's block, then two
     assert rx.waiting_line == ()
     tx.receive_batch(ep.messages_to_send(5), 5)
-    assert isinstance(tx.try_reserve(CreditCharge.of(two), 6), ReservationToken)
+    assert isinstance(tx.try_reserve(CreditCharge.of(TWO), 6), ReservationToken)
+
+
+def test_two_senders_holding_a_fragment_each_do_not_wait_for_each_other() -> None:
+    # Hold and wait (found in the engine: 1 of 4 randomized two-sender runs stalled). Each
+    # sender holds a one-block activation grant under a two-block head and the capacity is two
+    # blocks: nothing is free, and before report rule 5 each waited for the block the other
+    # held. Now both fragments go back, one sender gets a whole charge, then the other.
+    rx = _two_blocks_of_capacity()
+    pairs = [_activated(rx, peer) for peer in (1, 2)]
+    for tx, _ in pairs:
+        assert not isinstance(tx.try_reserve(CreditCharge.of(TWO), 3), ReservationToken)
+    now = 4
+    done: set[int] = set()
+    for _ in range(4):  # rounds of reports, updates, reservations, landings and releases
+        for tx, ep in pairs:
+            for data in tx.messages_to_send(now):
+                ep.receive_message(data, now)
+            tx.receive_batch(ep.messages_to_send(now + 1), now + 1)
+            now += 2
+            if tx.sender_peer in done:
+                continue
+            token = tx.try_reserve(CreditCharge.of(TWO), now)
+            if isinstance(token, ReservationToken):
+                tx.commit(token)
+                assert rx.admit_write(tx.sender_peer, 0, ep.epoch, TWO).accepted
+                rx.release(tx.sender_peer, 0, ep.epoch, TWO)
+                tx.complete(token, now)
+                done.add(tx.sender_peer)
+    assert done == {1, 2}
 
 
 def test_idle_credit_left_after_the_first_report_goes_back_after_the_hold() -> None:

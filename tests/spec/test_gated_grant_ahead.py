@@ -76,15 +76,15 @@ def test_the_chunk_is_the_fair_share_rounded_up_and_a_level_never_buys_more() ->
     assert lease.hold == 2  # the RFC's static lease batch
 
 
-def test_a_partly_landed_charge_counts_as_held_but_a_settled_fragment_is_completed() -> None:
+def test_a_partly_landed_charge_counts_as_held_and_a_settled_fragment_holds_no_unit() -> None:
     half = (2, 1, 1)
     flying = standing(units(2), half, units(8), active=1, chunk=0, settled=False)
     assert flying.held == 1 and flying.deficit == 1
-    assert flying.top_up(1, half) == ONE  # one more whole charge
+    assert flying.top_up(1) == ONE  # one more whole charge
     settled = standing(units(2), half, units(8), active=1, chunk=0, settled=True)
     assert settled.held == 0 and settled.deficit == 2
-    # the top-up completes the fragment to whole charges instead of adding beside it
-    assert settled.fragment(half) == half and settled.top_up(1, half) == (2, 0, 0)
+    # never a part of a charge: the fragment is not completed (its sender returns it)
+    assert settled.top_up(1) == ONE
 
 
 # --- the receiver ---------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ the factory). Vectors are ``(DATA_BYTES, REQUEST_SLOTS, CONSUMER_SLOTS)``; a rem
 length ``L`` charges ``(L, 1, 1)``.
 
 * ``gated/tiny``: one key, a remote owner of 2 bytes behind an activation grant of one byte (a
-  fragment of its charge: it stalls, states its level, the receiver completes the fragment,
-  it dispatches; or the idle grant goes back first) and a local owner; one fault of any kind
+  fragment of its charge: it stalls, returns the fragment with the report of its level, the
+  receiver grants a whole charge, it dispatches) and a local owner; one fault of any kind
   (loss, duplication, receiver restart). The bags hold two messages: room for both refreshes.
 * ``gated/ci``: two keys (QoS classes) sharing the receiver's capacity, one owner each, no
   initial grant (every owner stalls, asks and is granted), and a receiver restart at any
@@ -216,8 +216,8 @@ class NoIdleReturn(GatedSpec):
     """Mutant: the gate never gives idle credit back (the return path of issue 10 item 8 is
     gone; demand is still lowered), so a key whose owner left keeps the receiver's capacity."""
 
-    def idle_credit(self, state: GatedState, key: int, *, leaving: bool = False) -> tuple[int, ...]:
-        del state, key, leaving
+    def idle_credit(self, state: GatedState, key: int) -> tuple[int, ...]:
+        del state, key
         return (0, 0, 0)
 
 

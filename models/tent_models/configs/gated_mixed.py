@@ -18,6 +18,16 @@ the receiver takes a newer report's consumption as it is (a rollback lowers it).
 * ``gated/bad/level_not_in_heads`` (:class:`LevelNotInHeads`): the sender states its plain
   level and a lower level is never news; a two-byte owner behind a one-byte one waits for good
   (recoverability).
+* ``gated/fragments/ci`` (:func:`fragments_config`): two keys on three bytes of capacity,
+  one-byte activation grants; key 1 has a one-byte owner and then a two-byte one, key 2 a
+  two-byte owner. A key can hold a fragment of its head's charge (an activation grant, a grant
+  made for the one-byte head, a refused submit's byte); report rule 5 returns it
+  (docs/credit_protocol.md#uncovered-credit).
+* ``gated/bad/holds_fragments`` (:class:`HoldsFragments`): the sender keeps credit that does not
+  cover its head (before 7 December 2026). Two keys, a two-byte owner each, one-byte activation
+  grants filling two bytes of capacity (:func:`held_fragments_config`): both keys wait for each
+  other from the initial state (recoverability; on ``gated/fragments/ci`` it is refuted in 4
+  actions).
 """
 
 from __future__ import annotations
@@ -29,8 +39,11 @@ from tent_spec.gated import GatedConfig, GatedSpec, OwnerSpec
 __all__ = [
     "CONFIGS",
     "KNOWN_BAD",
+    "HoldsFragments",
     "LevelNotInHeads",
+    "fragments_config",
     "head_last_config",
+    "held_fragments_config",
     "mixed_config",
     "rollback_config",
 ]
@@ -72,6 +85,29 @@ def head_last_config() -> GatedConfig:
     return _on_two_bytes("gated/bad/level_not_in_heads", 1, OwnerSpec(1, 2), OwnerSpec(1, 1))
 
 
+def fragments_config() -> GatedConfig:
+    """Two keys on three bytes of capacity: key 1 a one-byte owner, then a two-byte one; key
+    2 a two-byte owner. Both activation grants can be fragments of a head."""
+    return GatedConfig(
+        name="gated/fragments/ci",
+        keys=2,
+        workload=(OwnerSpec(1, 1), OwnerSpec(1, 2), OwnerSpec(2, 2)),
+        max_outstanding_owners=3,
+        max_outstanding_bytes=5,
+        windows=((3, 5),),
+        capacity=(3, 2, 2),
+        max_grant=(3, 2, 2),
+        initial_grant=(1, 1, 1),
+        refresh=False,
+        max_messages=2,
+    )
+
+
+def held_fragments_config() -> GatedConfig:
+    """Two keys, a two-byte owner each, on two bytes of capacity (the known-bad's model)."""
+    return _on_two_bytes("gated/bad/holds_fragments", 2, OwnerSpec(1, 2), OwnerSpec(2, 2))
+
+
 class LevelNotInHeads(GatedSpec):
     """Mutant: the sender states its plain level (in flight plus waiting) and a lower level
     is never news (the sender before 7 December 2026)."""
@@ -80,14 +116,27 @@ class LevelNotInHeads(GatedSpec):
         return False
 
 
+class HoldsFragments(GatedSpec):
+    """Mutant: the sender keeps credit on hand that does not cover its head's charge (report
+    rule 5 is gone; the sender before 7 December 2026)."""
+
+    def returns_uncovered(self) -> bool:
+        return False
+
+
 CONFIGS: Mapping[str, Callable[[], GatedSpec]] = {
     "gated/mixed/ci": lambda: GatedSpec(mixed_config()),
     "gated/mixed_rollback/ci": lambda: GatedSpec(rollback_config()),
+    "gated/fragments/ci": lambda: GatedSpec(fragments_config()),
 }
 
 KNOWN_BAD: Mapping[str, tuple[Callable[[], GatedSpec], str]] = {
     "gated/bad/level_not_in_heads": (
         lambda: LevelNotInHeads(head_last_config()),
+        "recoverability",
+    ),
+    "gated/bad/holds_fragments": (
+        lambda: HoldsFragments(held_fragments_config()),
         "recoverability",
     ),
 }

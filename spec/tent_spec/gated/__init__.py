@@ -26,8 +26,8 @@ docs/semantics.md#receiver-allocator):
   dispatches.
 * **Idle credit** (issue 10 item 8, :meth:`GatedSpec.return_idle`): when an owner leaves a key
   without using credit (a refused submit, a rejected or canceled stalled owner), the gate
-  returns the key's available credit beyond what its stalled owners wait for (all of it when
-  it does not cover the head's charge) and states what still waits; the key is then settled
+  states what still waits and returns the key's available credit beyond its level (in flight
+  plus waiting; all of it when it does not cover the head's charge); the key is then settled
   again at every pick until its entry changes (a grant for the old level may still arrive).
 * **Settlement.** ``submit(owner, ok)``: accepted → the token commits (only while its entry
   lives: a fenced token's commit is InvalidEntry); refused → exact rollback, owner FAILED.

@@ -18,8 +18,9 @@ flight) topped up to the key's **hold**, in whole charges, as the key's data lan
    3, else half the hold rounded up; for a key that is not **capped** (level ≤ hold) at most
    ``hold − 1``, so a lone sender is topped up while one of its units is still in flight.
 6. A top-up is **due** when ``deficit = hold − held`` reaches the quantum. A top-up of ``n``
-   units adds ``n`` charges; a settled key's grant completes its unlanded fragment to whole
-   units instead (``(held + n) × unit − unlanded``).
+   units adds ``n`` charges, never a part of one: a fragment the key holds (credit short of
+   one unit, an activation grant below the charge say) is not completed, its sender returns
+   it (report rule 5, :meth:`~tent_spec.gated._core.GatedCore.return_uncovered`).
 
 This module is pure integer arithmetic on resource vectors (tuples of ints); the receiver's
 waiting line that serves due keys is :class:`~tent_spec.gated._line.GatedLine`.
@@ -102,18 +103,9 @@ class Standing(NamedTuple):
         """A top-up is due: the deficit reached the quantum."""
         return self.hold > 0 and self.deficit >= self.quantum
 
-    def fragment(self, unlanded: Vec) -> Vec:
-        """What a settled key holds beyond its whole units (a grant completes it first);
-        zeros for a key that is not settled."""
-        if not self.settled:
-            return tuple(0 for _ in unlanded)
-        return tuple(a - self.held * u for a, u in zip(unlanded, self.unit, strict=True))
-
-    def top_up(self, units: int, unlanded: Vec) -> Vec:
+    def top_up(self, units: int) -> Vec:
         """The grant that adds ``units`` units (rule 6 of the module docstring)."""
-        return tuple(
-            max(0, units * u - f) for u, f in zip(self.unit, self.fragment(unlanded), strict=True)
-        )
+        return tuple(units * u for u in self.unit)
 
 
 def standing(

@@ -279,7 +279,7 @@ class GatedControl(GatedCore):
     def _on_update(self, state: GatedState, k: int, msg: Update) -> GatedState:
         """docs/semantics.md#sender-ledger apply_update; anything not matching the rule is a
         no-op. A version-2 sender reads nothing else from it: its next report follows from its
-        level and the credit on hand (:meth:`report_due`)."""
+        level and the credit on hand (:meth:`report_due`; :meth:`return_uncovered`)."""
         ledger = state.senders[k]
         if msg.session != ledger.session or msg.seq <= ledger.last_seq:
             return state  # another session, or "Duplicate and old updates become no-ops"
@@ -288,7 +288,8 @@ class GatedControl(GatedCore):
             return state  # RFC rule 5: a decreasing total is rejected
         phase = ACTIVE if ledger.phase == STALE else ledger.phase
         ledger = ledger._replace(grant_total=msg.grants, last_seq=msg.seq, phase=phase)
-        return self._with_sender(state, k, ledger)
+        # a grant that does not cover the head (made for a smaller one) goes straight back
+        return self.return_uncovered(self._with_sender(state, k, ledger), k + 1)
 
     def _g_duplicate(self, state: GatedState, k: int, msg: Any) -> str | None:
         if state.faults.duplications >= self.config.max_duplications:

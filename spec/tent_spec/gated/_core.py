@@ -68,21 +68,22 @@ class GatedCore(GatedLine):
         del ledger
         return False
 
-    def idle_credit(self, state: GatedState, key: int, *, leaving: bool = False) -> Vec:
-        """The key's available credit beyond what its credit-stalled owners wait for: what the
-        gate gives back when an owner left the key without using credit (issue 10 item 8).
-        ``leaving``: an owner has just left; if what is available does not cover the head's
-        charge (:meth:`head_uncovered`), all of it goes back. Only then, not at the settlements
-        of later picks (``withdrawn``): there a grant completing it may be in flight, and
-        returning that too would answer every grant with a return (the state space of a
-        one-key configuration grew without bound in its returned totals)."""
-        ledger = state.senders[key - 1]
-        available = self.available(ledger)
-        if leaving and self.head_uncovered(self.head(state, key), available):
-            return available
-        return tuple(
-            max(0, a - w) for a, w in zip(available, self.waiting(state, key), strict=True)
-        )
+    def idle_credit(self, state: GatedState, key: int) -> Vec:
+        """The key's available credit beyond its whole level (in flight plus waiting, as
+        :meth:`report_idle`): what the gate gives back when an owner left the key without
+        using credit (issue 10 item 8). Beyond the level, not beyond the waiting work alone:
+        the receiver tops a key up for its work in flight that landed and is not completed
+        yet, and the gate settles a ``withdrawn`` key at every pick, so returning that top-up
+        had it granted straight back at every pick until the completion (the returned totals
+        of a two-key model with a refused submit grew without bound)."""
+        return self.report_idle(state, key)
+
+    def returns_uncovered(self) -> bool:
+        """Report rule 5 (docs/credit_protocol.md#uncovered-credit): credit on hand that does
+        not cover the head's charge goes back at once (:meth:`return_uncovered`). Without it
+        two keys that each hold a part of their head's charge wait for each other for good
+        (``gated/bad/holds_fragments``)."""
+        return True
 
     # ---- initial state -------------------------------------------------------------------
 
@@ -176,13 +177,37 @@ class GatedCore(GatedLine):
         return tuple(max(0, a - w) for a, w in zip(self.available(ledger), level, strict=True))
 
     def head_uncovered(self, head: Vec, available: Vec) -> bool:
-        """Rule 4's return: an owner waits and the credit on hand does not cover its head's
-        charge (a refused submit gave back a smaller charge than the head's, say). All of it
-        goes back then: the receiver counts the refused charge as in flight (reported
-        consumption only grows) and waits for it to land, so only a return makes the key due
-        again (found by ``tent check``: a one-byte owner's refused submit left a two-byte
-        owner of the same key waiting for good)."""
+        """An owner waits (``head``: its charge) and the credit on hand does not cover it."""
         return self.states_in_heads() and any(head) and not _vle(head, available)
+
+    def return_uncovered(self, state: GatedState, key: int) -> GatedState:
+        """Report rule 5: a sender whose credit on hand does not cover its head's charge gives
+        all of it back (``returned += available``; the return makes a report due).
+
+        Such credit is a *fragment*: an activation grant below the charge, a grant made for a
+        smaller head that arrived after a larger one stalled, a refused submit's smaller
+        charge. The key cannot use it until the receiver adds the rest, and two keys holding
+        fragments can leave too little free for either rest (two keys, two-byte owners,
+        one-byte activation grants, two bytes of capacity: stuck from the initial state).
+        The receiver never completes a fragment (:meth:`~._ahead.Standing.top_up` adds whole
+        units), so a return never crosses a grant made to complete it: a grant in flight
+        is a whole head of the unit the receiver knew, and only a head that changed since
+        returns it again (finitely often: every change is an owner's stall or departure).
+        Called wherever the head or the credit on hand changes: the gate's statement of
+        waiting work, its settlement, and an applied update."""
+        k = key - 1
+        ledger = state.senders[k]
+        available = self.available(ledger)
+        if not (
+            self.returns_uncovered()
+            and any(available)
+            and self.head_uncovered(ledger.head, available)
+        ):
+            return state
+        ledger = ledger._replace(
+            returned=_vadd(ledger.returned, available), returns_unreported=True
+        )
+        return self._with_sender(state, k, ledger)
 
     def settling(self, state: GatedState, key: int) -> bool:
         """Report rule 2: credit lies idle after the entry's first report (the activation's
@@ -325,46 +350,45 @@ class GatedCore(GatedLine):
         # left earlier on its current entry (a grant for the old demand may have come since).
         flagged = {k + 1 for k, ledger in enumerate(state.senders) if ledger.withdrawn}
         for key in sorted(left | flagged):
-            state = self.return_idle(state, key, leaving=key in left)
+            state = self.return_idle(state, key)
         return state
 
     def _state_waiting(self, state: GatedState, key: int) -> GatedState:
         """``set_pending_demand(waiting)``: the gate states the key's whole waiting work."""
         k = key - 1
-        return self._with_sender(
-            state,
-            k,
-            state.senders[k]._replace(waiting=self.waiting(state, key), head=self.head(state, key)),
+        ledger = state.senders[k]._replace(
+            waiting=self.waiting(state, key), head=self.head(state, key)
         )
+        return self.return_uncovered(self._with_sender(state, k, ledger), key)
 
-    def return_idle(self, state: GatedState, key: int, *, leaving: bool) -> GatedState:
+    def return_idle(self, state: GatedState, key: int) -> GatedState:
         """An owner left ``key`` without using credit (its submit was refused, or it was
         credit-stalled and was rejected or canceled): the gate's settlement (issue 10 item 8).
 
-        1. The idle credit (:meth:`idle_credit`: available beyond what the owners still
-           credit-stalled on the key wait for, or all of it where an owner just left
-           (``leaving``) and it does not cover the head's charge) is returned: ``returned +=
-           idle`` (cumulative, carried by the next report, which a return makes due; the
-           receiver reclaims it).
-        2. The waiting work stated to the endpoint becomes what still waits.
+        1. The waiting work stated to the endpoint becomes what still waits.
+        2. The idle credit (:meth:`idle_credit`: available beyond the key's level, its work in
+           flight plus what still waits) is returned: ``returned += idle`` (cumulative, carried
+           by the next report, which a return makes due; the receiver reclaims it). What is
+           left on hand goes back too if it does not cover the head (:meth:`return_uncovered`).
         3. The key is flagged ``withdrawn`` until its entry changes: the receiver may still
            grant for the level as it was before this settlement (the report that lowered it is
            in flight), so every later pick settles the key again (found by the checker on
            ``gated/hoarding/ci``: a canceled owner's grant arrived after its demand was
            withdrawn, and the other key waited forever).
 
-        A variant without step 1 keeps the idle credit (``gated/bad/no_idle_return``: another
+        A variant without step 2 keeps the idle credit (``gated/bad/no_idle_return``: another
         key of the same receiver then waits forever, a recoverability violation).
         """
         k = key - 1
-        idle = self.idle_credit(state, key, leaving=leaving)
-        ledger = state.senders[k]
-        if any(idle):
-            ledger = ledger._replace(returned=_vadd(ledger.returned, idle), returns_unreported=True)
-        ledger = ledger._replace(
+        ledger = state.senders[k]._replace(
             waiting=self.waiting(state, key), head=self.head(state, key), withdrawn=True
         )
-        return self._with_sender(state, k, ledger)
+        state = self._with_sender(state, k, ledger)
+        idle = self.idle_credit(state, key)
+        if any(idle):
+            ledger = ledger._replace(returned=_vadd(ledger.returned, idle), returns_unreported=True)
+            state = self._with_sender(state, k, ledger)
+        return self.return_uncovered(state, key)
 
     # ---- guards and effects: the queue and the transport ------------------------------------
 
@@ -418,7 +442,7 @@ class GatedCore(GatedLine):
         done = owner._replace(stall=WAS_STALLED if owner.stall else NEVER_STALLED)
         state = self._terminate(state, done, "cancel", CANCELED)
         state = state._replace(queue=tuple(i for i in state.queue if i != owner_id))
-        return self.return_idle(state, owner.key, leaving=True) if stalled else state
+        return self.return_idle(state, owner.key) if stalled else state
 
     def _g_submit(self, state: GatedState, owner_id: int, ok: object) -> str | None:
         owner = self._owner(state, owner_id)
@@ -445,7 +469,7 @@ class GatedCore(GatedLine):
             state = self._with_sender(state, k, ledger)
         owner = owner._replace(token=TOKEN_TRANSITIONS[(owner.token, "rollback")])
         state = self._terminate(state, owner, "complete", FAILED)
-        return self.return_idle(state, owner.key, leaving=True)
+        return self.return_idle(state, owner.key)
 
     def _g_land(self, state: GatedState, owner_id: int) -> str | None:
         owner = self._owner(state, owner_id)

@@ -167,15 +167,13 @@ class GatedLine:
             if not position.due:
                 state = self._leave(state, k)
                 continue
-            unlanded = self.unlanded(state.receivers[k])
-            # a settled key's top-up completes its fragment first: the fragment counts too
-            free = _vadd(self.free_capacity(state), position.fragment(unlanded))
+            free = self.free_capacity(state)
             max_units = units_down(self.config.max_grant, position.unit)
             if not max_units:  # max_grant is below one charge: never granted ahead
                 state = self._leave(state, k)
                 continue
             units = min(position.deficit, units_down(free, position.unit), max_units)
-            amounts = position.top_up(units, unlanded)
+            amounts = position.top_up(units)
             short = units < min(position.quantum, max_units) and (
                 position.held or not units or (hold and k != partial)
             )
