@@ -18,16 +18,14 @@ the receiver takes a newer report's consumption as it is (a rollback lowers it).
 * ``gated/bad/level_not_in_heads`` (:class:`LevelNotInHeads`): the sender states its plain
   level and a lower level is never news; a two-byte owner behind a one-byte one waits for good
   (recoverability).
-* ``gated/fragments/ci`` (:func:`fragments_config`): two keys on three bytes of capacity,
-  one-byte activation grants; key 1 has a one-byte owner and then a two-byte one, key 2 a
-  two-byte owner. A key can hold a fragment of its head's charge (an activation grant, a grant
-  made for the one-byte head, a refused submit's byte); report rule 5 returns it
-  (docs/credit_protocol.md#uncovered-credit).
+* ``gated/fragments/ci`` (:func:`fragments_config`): two keys on two bytes of capacity,
+  one-byte activation grants; key 1 has a two-byte owner and then a one-byte one, key 2 a
+  two-byte owner. Both keys start with a fragment of their head's charge and nothing free
+  (hold and wait); report rule 5 returns them (docs/credit_protocol.md#uncovered-credit).
 * ``gated/bad/holds_fragments`` (:class:`HoldsFragments`): the sender keeps credit that does not
   cover its head (before 7 December 2026). Two keys, a two-byte owner each, one-byte activation
   grants filling two bytes of capacity (:func:`held_fragments_config`): both keys wait for each
-  other from the initial state (recoverability; on ``gated/fragments/ci`` it is refuted in 4
-  actions).
+  other from the initial state (recoverability).
 """
 
 from __future__ import annotations
@@ -49,9 +47,10 @@ __all__ = [
 ]
 
 
-def _on_two_bytes(name: str, keys: int, *owners: OwnerSpec) -> GatedConfig:
-    """``owners`` on two bytes of capacity (and of ``max_grant``), one-byte activation grants,
-    every owner in one pick, no refresh and no fault."""
+def _on_two_bytes(name: str, keys: int, *owners: OwnerSpec, data: int = 2) -> GatedConfig:
+    """``owners`` on two bytes of capacity (``data`` bytes; two slots of each kind) and of
+    ``max_grant``, one-byte activation grants, every owner in one pick, no refresh and no
+    fault."""
     total = sum(o.length for o in owners)
     return GatedConfig(
         name=name,
@@ -60,8 +59,8 @@ def _on_two_bytes(name: str, keys: int, *owners: OwnerSpec) -> GatedConfig:
         max_outstanding_owners=len(owners),
         max_outstanding_bytes=total,
         windows=((len(owners), total),),
-        capacity=(2, 2, 2),
-        max_grant=(2, 2, 2),
+        capacity=(data, 2, 2),
+        max_grant=(data, 2, 2),
         initial_grant=(1, 1, 1),
         refresh=False,
         max_messages=2,
@@ -86,21 +85,9 @@ def head_last_config() -> GatedConfig:
 
 
 def fragments_config() -> GatedConfig:
-    """Two keys on three bytes of capacity: key 1 a one-byte owner, then a two-byte one; key
-    2 a two-byte owner. Both activation grants can be fragments of a head."""
-    return GatedConfig(
-        name="gated/fragments/ci",
-        keys=2,
-        workload=(OwnerSpec(1, 1), OwnerSpec(1, 2), OwnerSpec(2, 2)),
-        max_outstanding_owners=3,
-        max_outstanding_bytes=5,
-        windows=((3, 5),),
-        capacity=(3, 2, 2),
-        max_grant=(3, 2, 2),
-        initial_grant=(1, 1, 1),
-        refresh=False,
-        max_messages=2,
-    )
+    """Key 1: a two-byte owner, then a one-byte one; key 2: a two-byte owner. Both activation
+    grants are fragments of a head and fill the capacity."""
+    return _on_two_bytes("gated/fragments/ci", 2, OwnerSpec(1, 2), OwnerSpec(1, 1), OwnerSpec(2, 2))
 
 
 def held_fragments_config() -> GatedConfig:
