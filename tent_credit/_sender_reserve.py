@@ -342,12 +342,5 @@ class _SenderReservations(_SenderState):
         """
         if self._key is None:
             raise InvalidEntry("no active credit key")
-        self._ledger.return_credit(self._key, charge)
-        self._usage_dirty = True
+        self._give_back(self._key, charge)
         self._observe_level()
-        if self._trace is not None:
-            self._trace.record(
-                self._node,
-                "return",
-                {"charge": _vector(charge.as_dict()), "vars": self._trace_vars()},
-            )

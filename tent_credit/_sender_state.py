@@ -210,10 +210,20 @@ class _SenderState:
             on_hand = self._levels.uncovered(grant, consumed, returned)
             if on_hand:
                 # rule 5: credit that does not cover the head's charge goes back, all of it
-                self._ledger.return_credit(key, CreditCharge.of(on_hand))
-                self._usage_dirty = True
+                self._give_back(key, CreditCharge.of(on_hand))
                 _, grant, consumed, returned = self._ledger.vectors(key)
             self._levels.observe(self._now_ns, grant, consumed, returned)
+
+    def _give_back(self, key: CreditKey, charge: CreditCharge) -> None:
+        # Raises like SenderCreditLedger.return_credit, before anything changes.
+        self._ledger.return_credit(key, charge)
+        self._usage_dirty = True
+        if self._trace is not None:
+            self._trace.record(
+                self._node,
+                "return",
+                {"charge": _vector(charge.as_dict()), "vars": self._trace_vars()},
+            )
 
     def _fenced_in_flight(self) -> int:
         current = self._slot
