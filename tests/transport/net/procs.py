@@ -279,15 +279,22 @@ async def _sender(conn: Connection, spec: dict[str, Any]) -> None:
         segment = spec["segment"]
         results: list[dict[str, Any]] = []
         stalls = 0
+        stopped = False  # the parent's ("stop",) ended the phase, not max_rounds
         # "until_stopped": the blocks again and again until the parent sends ("stop",) (read
         # between rounds; bounded by max_rounds), so the stream outlasts whatever it must
         for _round in range(phase.get("max_rounds", 200) if phase.get("until_stopped") else 1):
             stalls += await _round_of(engine, peer, segment, phase, results)
             if phase.get("until_stopped") and conn.poll():
                 conn.recv()
+                stopped = True
                 break
         report["phases"].append(
-            {"results": results, "stalls": stalls, "session": descriptors.session}
+            {
+                "results": results,
+                "stalls": stalls,
+                "session": descriptors.session,
+                "stopped": stopped,
+            }
         )
     report["rails"] = [
         {
