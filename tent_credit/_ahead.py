@@ -124,7 +124,6 @@ class Standing:
     unlanded: int
     deficit: int
     quantum: int
-    settled: bool = False
 
     @property
     def capped(self) -> bool:
@@ -205,7 +204,6 @@ def position(
         unlanded=held,
         deficit=max(0, hold - held),
         quantum=quantum(hold, capped=shape.level > hold),
-        settled=settled,
     )
 
 

@@ -341,6 +341,14 @@ class CreditReceiver:
         flush would find something to send)."""
         return bool(self._due)
 
+    @property
+    def needs_flush(self) -> bool:
+        """Whether a transport's flush has work: a message is owed (:attr:`owing`), or the
+        waiting line's head is held for its own release (:attr:`partial_waiting`), whose
+        hold's timer only a flush arms (a consumer that keeps what landed never releases, and
+        without the timer the head would wait for good)."""
+        return bool(self._due) or self._ahead.partial_waiting
+
     def take_due(self) -> tuple[ReceiverEndpoint, ...]:
         """The endpoints that may owe their sender a message since the last call (an
         activation, an update with news, an answer), in the order they became due; the rest

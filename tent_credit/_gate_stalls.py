@@ -186,28 +186,9 @@ class _GateStalls(_GateState):
             endpoint = route.endpoint
             if self._routes.get(ident) is not route or endpoint.key is None:
                 continue  # removed meanwhile, or no credit key (legacy): nothing to settle
-            waiting, head, ahead = route.waiting, route.head(), endpoint.ahead
-            if ahead:
-                # Version 2 states what still waits first: if what is on hand does not cover
-                # the head's charge, the endpoint gives all of it back
-                # (docs/credit_protocol.md#uncovered-credit). It keeps its whole level (in
-                # flight plus waiting): the receiver tops the key up for work that landed and
-                # is not completed yet, and returning that top-up at every pick of a
-                # withdrawn route had it granted straight back each time.
-                _state_demand(endpoint, waiting, head)
-            keep = endpoint.level() if ahead else waiting
-            idle = {
-                r: a - keep.get(r, 0)
-                for r, a in endpoint.available().items()
-                if a > keep.get(r, 0)
-            }
-            if idle:
-                # RFC "Security and Abuse Boundaries": credit nothing waits for goes back, so
-                # a key whose work left cannot starve another key of the same receiver.
-                endpoint.return_unused(CreditCharge.of(idle))
+            settle = _settle_version2 if endpoint.ahead else _settle_version1
+            if settle(endpoint, route.waiting, route.head()):
                 route.idle_returns += 1
-            if not ahead:  # version 1's demand target counts the returned totals
-                _state_demand(endpoint, waiting, head)
             route.withdrawn = (endpoint.key, endpoint.epoch)
 
     def stall(self, owner_id: int) -> CreditStall | None:
@@ -237,6 +218,41 @@ class _GateStalls(_GateState):
             if route.receiver == receiver and (oldest is None or stall.since_ns < oldest.since_ns):
                 oldest = stall
         return oldest
+
+
+def _settle_version2(
+    endpoint: SenderEndpoint,
+    waiting: Mapping[CreditResource, int],
+    head: Mapping[CreditResource, int] | None,
+) -> bool:
+    """Version 2 states what still waits first: if what is on hand does not cover the head's
+    charge, the endpoint gives all of it back (docs/credit_protocol.md#uncovered-credit). It
+    keeps its whole level (in flight plus waiting): the receiver tops the key up for work that
+    landed and is not completed yet, and returning that top-up at every pick of a withdrawn
+    route had it granted straight back each time. ``True``: credit went back."""
+    _state_demand(endpoint, waiting, head)
+    return _return_beyond(endpoint, endpoint.level())
+
+
+def _settle_version1(
+    endpoint: SenderEndpoint,
+    waiting: Mapping[CreditResource, int],
+    head: Mapping[CreditResource, int] | None,
+) -> bool:
+    """Version 1 (no top-ups) returns what nothing waiting needs, then states the demand: its
+    demand target counts the returned totals. ``True``: credit went back."""
+    returned = _return_beyond(endpoint, waiting)
+    _state_demand(endpoint, waiting, head)
+    return returned
+
+
+def _return_beyond(endpoint: SenderEndpoint, keep: Mapping[CreditResource, int]) -> bool:
+    # RFC "Security and Abuse Boundaries": credit nothing waits for goes back, so a key whose
+    # work left cannot starve another key of the same receiver.
+    idle = {r: a - keep.get(r, 0) for r, a in endpoint.available().items() if a > keep.get(r, 0)}
+    if idle:
+        endpoint.return_unused(CreditCharge.of(idle))
+    return bool(idle)
 
 
 def _state_demand(

@@ -83,7 +83,6 @@ class Standing(NamedTuple):
     level: int
     hold: int
     held: int
-    settled: bool
 
     @property
     def capped(self) -> bool:
@@ -117,11 +116,9 @@ def standing(
     unit = unit_of(level)
     level_units = units_down(level, unit)
     if not level_units:
-        return Standing(unit=unit, level=0, hold=0, held=0, settled=settled)
+        return Standing(unit=unit, level=0, hold=0, held=0)
     share = chunk or max(
         1, min(-(-p // (u * active)) for p, u in zip(pool, unit, strict=True) if u)
     )
     held = units_down(unlanded, unit) if settled else units_up(unlanded, unit)
-    return Standing(
-        unit=unit, level=level_units, hold=min(level_units, share), held=held, settled=settled
-    )
+    return Standing(unit=unit, level=level_units, hold=min(level_units, share), held=held)

@@ -317,14 +317,11 @@ class ReceiverSide:
         # must not wait for the consumer's release (which may not come while the consumer
         # holds what landed) to be sent. At the end of this callback (flush_soon): a small
         # write's landing, release and acknowledgement then go with it, not after it. A
-        # landing that left the line's head held for its own release (partial_waiting) sends
-        # nothing, but its flush arms the hold's timer: without it a consumer that keeps what
-        # landed never releases, and the head waited for good (the engine test of a consumer
-        # that holds every block, with the hold on).
+        # landing that left the line's head held for its own release sends nothing, but its
+        # flush arms the hold's timer (CreditReceiver.needs_flush; the engine test of a
+        # consumer that holds every block, with the hold on).
         credit = self.credit
-        if self.control is not None and credit is not None and (
-            credit.owing or credit.partial_waiting
-        ):
+        if self.control is not None and credit is not None and credit.needs_flush:
             self.control.flush_soon()
 
     def _write_landed(
