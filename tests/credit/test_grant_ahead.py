@@ -330,9 +330,12 @@ def test_a_held_partial_grant_is_granted_when_the_hold_runs_out() -> None:
     net.release_and_complete(1)
     net.pump()
     assert net.granted(1) == 3 and net.rx.partial_waiting
+    # nothing is owed, yet a transport must flush: its flush arms the hold's timer
+    assert net.rx.needs_flush and not net.rx.owing
     assert net.rx.grant_partial()
     net.pump()
     assert net.granted(1) == 4 and not net.rx.partial_waiting
+    assert not net.rx.needs_flush  # the grant went out with the pump: nothing owed, none held
     assert net.rx.waiting_line == ((1, 0),)  # still short of its hold: back in the line
     assert not net.rx.grant_partial()  # nothing held any more: a no-op
 

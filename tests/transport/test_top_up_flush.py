@@ -26,6 +26,10 @@ class _Credit:
         # no slot resource: each write is its own transfer (tests/transport/test_transfers.py)
         self.allocator = types.SimpleNamespace(config=types.SimpleNamespace(capacity={}))
 
+    @property
+    def needs_flush(self) -> bool:  # CreditReceiver.needs_flush
+        return self.owing or self.partial_waiting
+
     def admit_write(self, peer: int, qos: int, epoch: int, amounts: object) -> object:
         self.owing = True  # the key's top-up was due at this landing
         return types.SimpleNamespace(accepted=True, reason=None)
