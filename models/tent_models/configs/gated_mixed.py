@@ -47,10 +47,9 @@ __all__ = [
 ]
 
 
-def _on_two_bytes(name: str, keys: int, *owners: OwnerSpec, data: int = 2) -> GatedConfig:
-    """``owners`` on two bytes of capacity (``data`` bytes; two slots of each kind) and of
-    ``max_grant``, one-byte activation grants, every owner in one pick, no refresh and no
-    fault."""
+def _on_two_bytes(name: str, keys: int, *owners: OwnerSpec) -> GatedConfig:
+    """``owners`` on two bytes of capacity (and of ``max_grant``), one-byte activation grants,
+    every owner in one pick, no refresh and no fault."""
     total = sum(o.length for o in owners)
     return GatedConfig(
         name=name,
@@ -59,8 +58,8 @@ def _on_two_bytes(name: str, keys: int, *owners: OwnerSpec, data: int = 2) -> Ga
         max_outstanding_owners=len(owners),
         max_outstanding_bytes=total,
         windows=((len(owners), total),),
-        capacity=(data, 2, 2),
-        max_grant=(data, 2, 2),
+        capacity=(2, 2, 2),
+        max_grant=(2, 2, 2),
         initial_grant=(1, 1, 1),
         refresh=False,
         max_messages=2,
