@@ -61,6 +61,9 @@ Vector = Mapping[CreditResource, int]
 # Each resource's index in a ledger vector, as a plain int at run time: an int indexes a list
 # and finds a CreditResource key (same hash, same equality) at half an enum member's cost.
 _VALUES = cast("tuple[CreditResource, ...]", tuple(int(r) for r in CreditResource))
+# The members themselves, for a dict handed to the ledger (iterating the enum class runs a
+# Python generator per member)
+_MEMBERS = tuple(CreditResource)
 
 
 def _plus(a: Vector, b: Vector) -> dict[CreditResource, int]:
@@ -86,6 +89,7 @@ class LevelReports:
         self.waiting: dict[CreditResource, int] = {}
         self.head: dict[CreditResource, int] = {}  # the first waiting charge ({}: none)
         self._reported: dict[CreditResource, int] | None = None
+        self._reported_unit: dict[CreditResource, int] = {}  # unit_of(_reported), kept with it
         self._reported_returned: dict[CreditResource, int] = {}
         self._reported_ns = 0
         self._quiet_since: int | None = None  # rule 2's condition holds since then
@@ -95,6 +99,7 @@ class LevelReports:
         # new dict assigned), so their identity says whether it still holds
         self._level: dict[CreditResource, int] = {}
         self._level_of: tuple[object, object, object] = (self.in_flight, self.waiting, self.head)
+        self._level_unit: dict[CreditResource, int] | None = None  # unit_of(_level), when asked
 
     def reset(self, now_ns: int) -> None:
         """A new credit key (activation or epoch): nothing is in flight, waiting or reported on
@@ -104,6 +109,7 @@ class LevelReports:
         self.waiting = {}
         self.head = {}
         self._reported = None
+        self._reported_unit = {}
         self._reported_returned = {}
         self._reported_ns = now_ns
         self._quiet_since = None
@@ -131,7 +137,17 @@ class LevelReports:
             level = _plus(in_flight, waiting) if waiting else in_flight
             self._level = in_heads(level, head) if head else level
             self._level_of = (in_flight, waiting, head)
+            self._level_unit = None
         return self._level
+
+    def _unit(self) -> dict[CreditResource, int]:
+        # unit_of(level()), computed once per level: rule 4 compares it at every observe while
+        # a head waits, several times per transfer under contention
+        level = self.level()
+        unit = self._level_unit
+        if unit is None:
+            unit = self._level_unit = unit_of(level)
+        return unit
 
     def commit(self, charge: Vector) -> None:
         self.in_flight = _plus(self.in_flight, charge)
@@ -177,8 +193,12 @@ class LevelReports:
             return {}
         for r, a in head.items():
             if grant[r] - consumed[r] - returned[r] < a:
-                on_hand = {q: grant[q] - consumed[q] - returned[q] for q in CreditResource}
-                return {q: a for q, a in on_hand.items() if a > 0}
+                on_hand = {}
+                for q in _MEMBERS:
+                    left = grant[q] - consumed[q] - returned[q]
+                    if left > 0:
+                        on_hand[q] = left
+                return on_hand
         return {}
 
     def observe(
@@ -214,7 +234,7 @@ class LevelReports:
                     break
             else:
                 # rule 4: a waiting head, and the unit the receiver grants in is not its own
-                news = bool(self.head) and unit_of(level) != unit_of(reported)
+                news = bool(self.head) and self._unit() != self._reported_unit
         self._news = news
         # rule 2: some credit on hand beyond the level (what idle() would return is non-empty)
         quiet = False
@@ -253,6 +273,7 @@ class LevelReports:
     def sent(self, level: Vector, returned: Vector, now_ns: int) -> None:
         """A report of ``level`` and ``returned`` went out at ``now_ns``."""
         self._reported = dict(level)
+        self._reported_unit = unit_of(self._reported)
         self._reported_returned = _nonzero(returned)
         self._reported_ns = now_ns
         self._quiet_since = None

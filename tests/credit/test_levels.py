@@ -68,3 +68,86 @@ def test_a_level_of_mixed_charges_is_stated_in_whole_heads_whose_unit_is_the_hea
     assert in_heads({b: 3, r: 2, c: 2}, {}) == {b: 3, r: 2, c: 2}
     levels.unwait({b: 2, r: 1, c: 1})  # reserved: nothing waits, the plain level again
     assert levels.head == {} and levels.level() == {b: 1, r: 1, c: 1}
+
+
+_VECTORS = st.lists(st.integers(0, 12), min_size=len(CreditResource), max_size=len(CreditResource))
+_OBSERVED = st.lists(
+    st.tuples(
+        st.sampled_from(["commit", "complete", "wait", "unwait", "sent", "observe"]),
+        _CHARGES,
+        _VECTORS,
+        _VECTORS,
+    ),
+    max_size=40,
+)
+
+
+def _vector(values: list[int]) -> list[int]:
+    # indexed by resource value (the ledger's vectors): index 0 is unused
+    out = [0] * (max(CreditResource) + 1)
+    for r, v in zip(CreditResource, values, strict=True):
+        out[r] = v
+    return out
+
+
+@given(_OBSERVED)
+def test_rule_4_and_rule_5_decide_as_if_every_unit_were_computed_afresh(
+    steps: list[tuple[str, dict[CreditResource, int], list[int], list[int]]],
+) -> None:
+    # the unit of the level and of the last report are kept with them (not recomputed at
+    # every observe): whatever the order of changes, the decisions are those of the rules
+    # (a hold no run reaches: rule 2's idle credit never makes a report due here)
+    levels = LevelReports(hold_ns=1 << 62)
+    committed: list[dict[CreditResource, int]] = []
+    reported: dict[CreditResource, int] = {}
+    reported_returned: dict[CreditResource, int] = {}
+    for step, charge, grant_values, spent_values in steps:
+        if step == "commit":
+            levels.commit(charge)
+            committed.append(charge)
+        elif step == "complete" and committed:
+            levels.complete(committed.pop())
+        elif step == "wait":
+            levels.raise_waiting(charge)
+        elif step == "unwait":
+            levels.unwait(charge)
+        elif step == "sent":
+            reported = dict(levels.level())
+            reported_returned = {r: a for r, a in charge.items() if a}
+            levels.sent(levels.level(), charge, 0)
+            continue
+        grant = _vector([g + s for g, s in zip(grant_values, spent_values, strict=True)])
+        consumed, returned = _vector(spent_values), _vector([0] * len(CreditResource))
+        for r, a in reported_returned.items():  # the totals last reported, or news
+            returned[r] = a if step != "observe" else a + (charge.get(r, 0) % 2)
+        levels.observe(1, grant, consumed, returned)
+        level = levels.level()
+        now_returned = {r: returned[r] for r in CreditResource if returned[r]}
+        news = (
+            now_returned != reported_returned
+            or any(a > reported.get(r, 0) for r, a in level.items())
+            or (bool(levels.head) and unit_of(level) != unit_of(reported))
+        )
+        assert levels.due(1, 0) is news
+        on_hand = {r: grant[r] - consumed[r] - returned[r] for r in CreditResource}
+        short = any(on_hand[r] < a for r, a in levels.head.items())
+        assert levels.uncovered(grant, consumed, returned) == (
+            {r: a for r, a in on_hand.items() if a > 0} if short else {}
+        )
+
+
+def test_a_new_head_of_another_unit_is_news_though_the_level_did_not_rise() -> None:
+    # rule 4 after a report: the head changes to a charge of another unit while the level stays
+    # at or below the one reported, so only the unit (kept with the level) tells
+    b, r = CreditResource.DATA_BYTES, CreditResource.REQUEST_SLOTS
+    levels = LevelReports(hold_ns=1 << 62)
+    zero = [0] * (max(CreditResource) + 1)
+    levels.raise_waiting({b: 2, r: 1})
+    levels.sent(levels.level(), {}, 0)
+    levels.observe(1, zero, zero, zero)
+    assert not levels.due(1, 0)  # the same level and unit as reported
+    levels.unwait({b: 2, r: 1})
+    levels.raise_waiting({b: 1, r: 1})
+    assert levels.level() == {b: 1, r: 1}  # no rise over {b: 2, r: 1}
+    levels.observe(2, zero, zero, zero)
+    assert levels.due(2, 0)  # its unit is not the reported one's
