@@ -33,6 +33,24 @@ def _expected(
     return {r: m * a for r, a in head.items()}
 
 
+def _change(
+    levels: LevelReports,
+    committed: list[dict[CreditResource, int]],
+    step: str,
+    charge: dict[CreditResource, int],
+) -> None:
+    # one change of the level's inputs (other steps change none)
+    if step == "commit":
+        levels.commit(charge)
+        committed.append(charge)
+    elif step == "complete" and committed:
+        levels.complete(committed.pop())
+    elif step == "wait":
+        levels.raise_waiting(charge)
+    elif step == "unwait":
+        levels.unwait(charge)
+
+
 @given(_STEPS)
 def test_the_level_is_in_flight_plus_waiting_without_zeros(
     steps: list[tuple[str, dict[CreditResource, int]]],
@@ -40,15 +58,7 @@ def test_the_level_is_in_flight_plus_waiting_without_zeros(
     levels = LevelReports(hold_ns=0)
     committed: list[dict[CreditResource, int]] = []
     for step, charge in steps:
-        if step == "commit":
-            levels.commit(charge)
-            committed.append(charge)
-        elif step == "complete" and committed:
-            levels.complete(committed.pop())
-        elif step == "wait":
-            levels.raise_waiting(charge)
-        elif step == "unwait":
-            levels.unwait(charge)
+        _change(levels, committed, step, charge)
         level = levels.level()
         assert level == _expected(levels.in_flight, levels.waiting, levels.head)
         assert all(level.values())
@@ -102,16 +112,8 @@ def test_rule_4_and_rule_5_decide_as_if_every_unit_were_computed_afresh(
     reported: dict[CreditResource, int] = {}
     reported_returned: dict[CreditResource, int] = {}
     for step, charge, grant_values, spent_values in steps:
-        if step == "commit":
-            levels.commit(charge)
-            committed.append(charge)
-        elif step == "complete" and committed:
-            levels.complete(committed.pop())
-        elif step == "wait":
-            levels.raise_waiting(charge)
-        elif step == "unwait":
-            levels.unwait(charge)
-        elif step == "sent":
+        _change(levels, committed, step, charge)
+        if step == "sent":
             reported = dict(levels.level())
             reported_returned = {r: a for r, a in charge.items() if a}
             levels.sent(levels.level(), charge, 0)
