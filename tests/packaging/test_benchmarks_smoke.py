@@ -35,6 +35,7 @@ HELP_FLAGS: dict[str, tuple[str, ...] | None] = {
     ),
     "control_read.py": ("--frames", "--rounds", "--payload"),
     "credit_calls.py": ("--transfers", "--congestion"),
+    "credit_frame_cost.py": ("--transfers", "--rounds", "--congestion"),
     "credit_time.py": ("--transfers", "--congestion"),
     "credit_ops.py": ("--quick",),
     "door_cost.py": ("--seconds", "--rounds", "--flood"),
@@ -128,6 +129,24 @@ def test_credit_time_times_both_ends_beside_the_run_without_credit() -> None:
         # every credited transfer enters the gate at the sender, admission at the receiver
         hits = [e for e in timed["entries"] if entry in e["entry"]]
         assert hits and hits[0]["calls_per_transfer"] >= 1, timed["entries"]
+
+
+@pytest.mark.slow  # three engine pairs in real processes
+def test_credit_frame_cost_sends_one_update_frame_per_landing_without_credit() -> None:
+    data = _run(str(BENCH / "credit_frame_cost.py"), "--transfers", "60", "--rounds", "1")
+    (row,) = data["rounds"]
+    assert row["none"]["control_frames_per_transfer"] == 0
+    # the emulation happened: every landing sent an update the sender decoded, as credit's
+    # grant-ahead sends one per sequential write (and nothing else, no endpoint being there;
+    # the last one may still be on its way when the sender closes)
+    assert 59 / 60 <= row["frame"]["control_frames_per_transfer"] <= 1
+    assert row["credit"]["control_frames_per_transfer"] >= 1
+    for mode in ("none", "frame", "credit"):
+        assert row[mode]["sender_cpu_us"] > 0 and row[mode]["receiver_cpu_us"] > 0
+    assert data["bare_us"] > 0
+    assert data["bookkeeping_us"] == round(
+        data["median"]["credit"]["us_per_transfer"] - data["median"]["frame"]["us_per_transfer"], 1
+    )
 
 
 def test_control_read_reports_both_read_sizes_per_round() -> None:
