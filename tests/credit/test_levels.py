@@ -143,7 +143,7 @@ def test_a_new_head_of_another_unit_is_news_though_the_level_did_not_rise() -> N
     # at or below the one reported, so only the unit (kept with the level) tells
     b, r = CreditResource.DATA_BYTES, CreditResource.REQUEST_SLOTS
     levels = LevelReports(hold_ns=1 << 62)
-    zero = [0] * (max(CreditResource) + 1)
+    zero = _vector([0] * len(CreditResource))
     levels.raise_waiting({b: 2, r: 1})
     levels.sent(levels.level(), {}, 0)
     levels.observe(1, zero, zero, zero)
