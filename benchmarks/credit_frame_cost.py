@@ -100,19 +100,14 @@ def _framed_sender() -> None:
 
 def _run(mode: str, transfers: int, congestion: str | None) -> dict[str, float]:
     decoded = _decoded[0]
-    if mode == "frame":
-        figures = bench.engine_run(
-            transfers,
-            SMALL,
-            sequential=True,
-            credit=False,
-            congestion=congestion,
-            receiver=framing_receiver,
-        )
-    else:
-        figures = bench.engine_run(
-            transfers, SMALL, sequential=True, credit=mode == "credit", congestion=congestion
-        )
+    figures = bench.engine_run(
+        transfers,
+        SMALL,
+        sequential=True,
+        credit=mode == "credit",
+        congestion=congestion,
+        receiver=framing_receiver if mode == "frame" else bench.engine_receiver,
+    )
     # control frames per transfer at the sender: the decoded ones (frame), its endpoint's
     # messages sent and received (credit)
     frames = (_decoded[0] - decoded) / transfers + figures["control_messages_per_transfer"]
