@@ -10,10 +10,11 @@ socket round trip of the same round:
 
 * ``none``: no credit at either end (the baseline);
 * ``frame``: no credit, but the receiver sends, at every landing, what credit would send: one
-  encoded ``ReceiverCreditUpdate`` frame (a new sequence and grant each time) on the control
-  connection, before the write's acknowledgement, as a credited landing does; the sender
-  reads it, decodes and validates it (``tent_credit``'s wire decoder) and wakes a dispatch
-  pass, as a credited grant does, and stops there. Everything of credit but its bookkeeping;
+  ``ReceiverCreditUpdate`` (a new sequence and grant each time, encoded as the receiver
+  encodes its top-ups) on the control connection, before the write's acknowledgement, as a
+  credited landing does; the sender reads it, decodes and validates it (``tent_credit``'s
+  wire decoder) and wakes a dispatch pass, as a credited grant does, and stops there.
+  Everything of credit but its bookkeeping;
 * ``credit``: credit at both ends, as shipped.
 
 So ``frame - none`` is what the frame itself costs (its encode, its writes and reads, the
@@ -38,9 +39,8 @@ from tent_transport.control import _client
 from tent_transport.control._frames import FrameKind
 from tent_transport.engine import _receiving
 
-from tent_credit import CreditAmount, CreditResource, SessionId
-from tent_credit._messages import ReceiverCreditUpdate
-from tent_credit._wire import decode, encode
+from tent_credit import CreditResource, SessionId
+from tent_credit._wire import decode, encode_update
 
 MODES = ("none", "frame", "credit")
 SMALL = 4096
@@ -48,19 +48,22 @@ _decoded = [0]  # update frames the ``frame`` mode's sender decoded (the emulati
 
 
 def _update_bytes(sequence: int) -> bytes:
-    """A sequential writer's update: the next grant, one 4 KiB write's charge more."""
-    return encode(
-        ReceiverCreditUpdate(
-            qos_class=0,
-            receiver_session_id=SessionId(7),
-            epoch=1,
-            sequence=sequence,
-            grants=(
-                CreditAmount(resource=CreditResource.DATA_BYTES, amount=sequence * SMALL),
-                CreditAmount(resource=CreditResource.REQUEST_SLOTS, amount=sequence),
-                CreditAmount(resource=CreditResource.CONSUMER_SLOTS, amount=sequence),
-            ),
-        )
+    """A sequential writer's update, encoded as the receiver encodes its top-ups (without
+    building the message; the bench's receiver has no freshness TTL): the next grant, one 4 KiB
+    write's charge more, over the four resources its allocator models."""
+    return encode_update(
+        0,
+        SessionId(7),
+        1,
+        sequence,
+        0,
+        {
+            CreditResource.DATA_BYTES: sequence * SMALL,
+            CreditResource.REQUEST_SLOTS: sequence,
+            CreditResource.STAGING_SLOTS: 0,
+            CreditResource.CONSUMER_SLOTS: sequence,
+        },
+        0,
     )
 
 
