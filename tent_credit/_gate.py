@@ -184,7 +184,9 @@ class DispatchGate(_GateRoutes):
         Reservations this gate issued earlier in that pick stay RESERVED: reclaim them with
         :meth:`rollback_unsettled`. A blocked reserve changes the endpoint's demand target
         only (that is its purpose). A charge whose demand cannot be expressed in u64 (with the
-        route's waiting demand) raises :class:`ArithmeticOverflow` before anything changes.
+        route's waiting demand, beside what the endpoint consumed) raises
+        :class:`ArithmeticOverflow` before anything changes; never one that only the credit
+        the endpoint returned crowds out (a receiver's grant near 2**64: it waits, blocked).
         """
         if self._mode is CreditMode.DISABLED:
             return _NO_CREDIT_NEEDED

@@ -33,8 +33,10 @@ class _SenderReservations(_SenderState):
         the peer is not ACTIVE or some resource lacks credit; in the latter case the shortfall
         raises the demand target the next usage report carries. Raises
         :class:`InvalidArgument` for a malformed charge or a bad ``now_ns``, and
-        :class:`ArithmeticOverflow` for a charge no u64 grant can ever cover (``consumed +
-        returned + amount > 2**64 - 1``); a raised call changes nothing. A blocked reserve
+        :class:`ArithmeticOverflow` for a charge this epoch's own consumption leaves no u64
+        room for (``consumed + amount > 2**64 - 1``); a raised call changes nothing. A charge
+        that only the credit returned crowds out (``consumed + returned + amount`` past u64:
+        the receiver granted close to 2**64) is blocked, never raised. A blocked reserve
         changes nothing but the demand target and the ``blocked`` counters.
         """
         if not isinstance(charge, CreditCharge):
@@ -182,7 +184,9 @@ class _SenderReservations(_SenderState):
         receiver applies only a report newer than the last one it applied, so a duplicated or
         reordered report can neither over-ask nor resurrect a withdrawn demand.
         Raises :class:`InvalidArgument` for a non-mapping or a malformed amount
-        (:class:`ArithmeticOverflow` for a target past u64) and :class:`InvalidEntry` before
+        (:class:`ArithmeticOverflow` for a waiting amount past u64 beside what was consumed; a
+        target that only the credit returned pushes past u64 is stated as U64_MAX) and
+        :class:`InvalidEntry` before
         activation; a failure changes nothing.
         """
         targets = self._demand_targets(waiting)  # validates everything first
@@ -230,20 +234,27 @@ class _SenderReservations(_SenderState):
                 check_u64(amount, f"waiting[{resource.name}]")
             target = consumed[resource] + returned[resource] + amount
             if target > U64_MAX:
-                checked_add(checked_add(consumed[resource], returned[resource]), amount)
+                # what it returned crowds it out (_check_satisfiable): asked as U64_MAX; what it
+                # consumed itself: the caller's error, raised
+                checked_add(consumed[resource], amount)
+                target = U64_MAX
             targets[resource] = target
         return targets
 
     def _check_satisfiable(self, key: CreditKey, charge: CreditCharge) -> None:
-        # A charge no u64 grant can ever cover (consumed + returned + amount > 2**64 - 1) is
-        # refused before anything changes, counters included (issue 10 item 10); blocking it
-        # would need a demand target past u64.
-        _, _, consumed, returned = self._ledger.vectors(key)
+        # A charge this sender's own consumption leaves no u64 room for (consumed + amount >
+        # 2**64 - 1) is the caller's error, refused before anything changes, counters included
+        # (issue 10 item 10). One that only the credit it returned crowds out is not: returned
+        # credit is what the receiver granted, and a hostile receiver's 2**64 - 2 bytes,
+        # returned as idle, must not make an honest reserve raise (out of the gate and the
+        # dispatch pass, for every peer). That charge waits, blocked, its demand stated as
+        # U64_MAX, until a new epoch (found by the endpoint fuzz test).
+        _, _, consumed, _ = self._ledger.vectors(key)
         for resource, amount in charge.parts:
-            if consumed[resource] + returned[resource] + amount > U64_MAX:
+            if consumed[resource] + amount > U64_MAX:
                 raise ArithmeticOverflow(
                     f"{resource.name} charge of {amount} can never be granted: consumed + "
-                    "returned + charge exceeds 2**64 - 1"
+                    "charge exceeds 2**64 - 1"
                 )
 
     def _raise_demand(self, key: CreditKey, charge: CreditCharge) -> None:
@@ -259,7 +270,8 @@ class _SenderReservations(_SenderState):
         for resource, amount in charge.parts:
             shortfall = amount - entry.available[resource]
             if shortfall > 0:
-                target = checked_add(entry.grant_total[resource], shortfall)
+                # at most U64_MAX: a grant near it (returned as idle) leaves no room to ask
+                target = min(U64_MAX, entry.grant_total[resource] + shortfall)
                 if target > self._demand_target.get(resource, 0):
                     # a new dict, never a change in place: a repeat stamp holds the old one
                     self._demand_target = {**self._demand_target, resource: target}

@@ -363,8 +363,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "issue 10 item 10: a charge no u64 grant can cover is refused before any counter moves",
         D.OVERFLOW,
         _SENDER_RESERVE,
-        "if consumed[resource] + returned[resource] + amount > U64_MAX:",
-        "if False and consumed[resource] + returned[resource] + amount > U64_MAX:",
+        "if consumed[resource] + amount > U64_MAX:",
+        "if False and consumed[resource] + amount > U64_MAX:",
     ),
     one(
         "stale_sender_reserves",

@@ -359,3 +359,30 @@ def test_a_level_report_near_a_u64_grant_states_u64_max_instead_of_failing() -> 
     reports = [decode(m) for m in tx.messages_to_send(now)]
     demands = [a.amount for m in reports for a in getattr(m, "pending_demand", ())]
     assert U64_MAX in demands, reports  # the report went out, stating the most a u64 can
+
+
+def test_a_reserve_the_returned_part_of_a_u64_grant_crowds_out_waits_instead_of_raising() -> None:
+    """Found by the fuzz test above (a pip-only venv, 8 December): two charges reserved, then
+    an update granting DATA_BYTES 2**64 - 2, whose idle part the version-2 sender returns; the
+    next 4 KiB charge leaves consumed + returned + amount past u64. It raised
+    ArithmeticOverflow out of ``try_reserve`` (and out of the gate's pick, so out of every
+    dispatch pass); it must be answered, blocked, like any charge the credit does not cover."""
+    tx, tokens = build_sender("fencing")
+    now = 3_000_000
+    empty = b"\x8a\x01\x01\x00\x00\x05\x00\x00\x00\x80\x00"  # an update of epoch 5, no grants
+    huge = (
+        b"\x8a\x01\x01\x00\x00\x05\x01\x03\x00\x81\x82\x01\x1b\xff\xff\xff\xff\xff\xff\xff\xfe\x00"
+    )
+    for batch, complete in (([empty], False), ([empty], True), ([huge], False)):
+        tx.receive_batch(batch, now)
+        _check_sender(tx, now)
+        if complete:
+            tx.complete(tokens.pop(), now)
+        result = tx.try_reserve(CHARGE, now)
+        assert isinstance(result, ReservationToken | BackpressureInfo)
+    assert isinstance(result, BackpressureInfo)  # the returned grant left nothing to cover it
+    _check_sender(tx, now)  # its report still encodes
+    key = tx.key
+    assert key is not None
+    entry = tx.ledger.entry(key)
+    assert entry.consumed[R.DATA_BYTES] + entry.returned[R.DATA_BYTES] + 4096 > U64_MAX
